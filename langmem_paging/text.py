@@ -31,8 +31,8 @@ _WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
 
 
 def words(text: str) -> list[str]:
-    """Word tokens in their surface form (names keep their capitals)."""
-    return _WORD.findall(text)
+    """Word tokens in their surface form (names keep their capitals; possessive 's dropped)."""
+    return [w[:-2] if w.endswith(("'s", "’s")) else w for w in _WORD.findall(text)]
 
 
 def content_terms(text: str) -> list[str]:

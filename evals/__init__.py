@@ -1,0 +1,1 @@
+"""Evaluation harness for langmem-paging: `python -m evals --help`."""

@@ -1,0 +1,1 @@
+"""Readers: who decides which pages to recall (lexical, offline; llm, a real model)."""
