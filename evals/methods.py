@@ -1,0 +1,122 @@
+"""Methods: the context an answerer sees for a question, at a token budget B.
+
+Every method uses the same tokenizer (`TokenCounter`, cl100k_base) and the same B,
+counted over the whole message list including the question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import BaseMessage, HumanMessage
+from rank_bm25 import BM25Okapi
+
+from langmem_paging import TokenCounter
+from langmem_paging.text import content_terms
+
+COUNTER = TokenCounter()
+METHODS = ("full_context", "truncation", "bm25", "word_overlap", "search_tool", "paging")
+
+
+@dataclass
+class Context:
+    """What one method put in front of the answerer for one question."""
+
+    messages: list[BaseMessage]
+    """The final context, question last."""
+    present: set[str] = field(default_factory=set)
+    """``dia_id``s whose full text is in the context (resident or recalled)."""
+    bookmark_tokens: int = 0
+    """Tokens spent on bookmarks."""
+    ranked_pages: list[list[str]] = field(default_factory=list)
+    """For paging: the dia_ids of each page the reader ranked, best first."""
+    recalled: list[str] = field(default_factory=list)
+    """Page ids recalled (paging) or turns found by search (search_tool)."""
+    resident_before: set[str] = field(default_factory=set)
+    """For paging: ``dia_id``s resident before the reader recalled anything."""
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the whole context."""
+        return COUNTER(self.messages)
+
+
+def _question(question: str) -> HumanMessage:
+    return HumanMessage(question, id="question")
+
+
+def full_context(history: Sequence[BaseMessage], question: str, budget: int) -> Context:
+    """Everything, whatever the budget (the ceiling the others are measured against)."""
+    messages = [*history, _question(question)]
+    return Context(messages, {m.id for m in history})
+
+
+def truncation(history: Sequence[BaseMessage], question: str, budget: int) -> Context:
+    """The most recent turns that fit in B."""
+    q = _question(question)
+    room = budget - COUNTER.count_message(q)
+    kept: list[BaseMessage] = []
+    for message in reversed(history):
+        cost = COUNTER.count_message(message)
+        if cost > room:
+            break
+        kept.append(message)
+        room -= cost
+    kept.reverse()
+    return Context([*kept, q], {m.id for m in kept})
+
+
+def _retrieve(history, question, budget, score: Callable[[list[str], list[list[str]]], list[float]],
+              pinned: Sequence[BaseMessage] = ()) -> Context:
+    """Best-scoring turns (score > 0) until B, shown in conversation order."""
+    q = _question(question)
+    room = budget - COUNTER.count_message(q) - sum(COUNTER.count_message(m) for m in pinned)
+    pinned_ids = {m.id for m in pinned}
+    pool = [m for m in history if m.id not in pinned_ids]
+    docs = [content_terms(str(m.content)) for m in pool]
+    scores = score(content_terms(question), docs) if pool else []
+    order = sorted(range(len(pool)), key=lambda i: (-scores[i], i))
+    chosen = set()
+    for i in order:
+        if scores[i] <= 0:
+            break
+        cost = COUNTER.count_message(pool[i])
+        if cost <= room:
+            chosen.add(i)
+            room -= cost
+    found = [pool[i] for i in sorted(chosen)]
+    position = {m.id: k for k, m in enumerate(history)}
+    messages = sorted([*found, *pinned], key=lambda m: position[m.id])
+    return Context([*messages, q], {m.id for m in messages}, recalled=[m.id for m in found])
+
+
+def _bm25_scores(query: list[str], docs: list[list[str]]) -> list[float]:
+    if not query:
+        return [0.0] * len(docs)
+    bm25 = BM25Okapi([d or ["\0"] for d in docs])
+    raw = bm25.get_scores(query)
+    # BM25Okapi's IDF can go negative for very common words; only shared words may score.
+    return [float(s) if set(query) & set(d) else 0.0 for s, d in zip(raw, docs)]
+
+
+def _overlap_scores(query: list[str], docs: list[list[str]]) -> list[float]:
+    q = set(query)
+    return [float(len(q & set(d))) for d in docs]
+
+
+def bm25(history, question, budget) -> Context:
+    """Turns retrieved by BM25 on the question until B."""
+    return _retrieve(history, question, budget, _bm25_scores)
+
+
+def word_overlap(history, question, budget) -> Context:
+    """Turns retrieved by plain word overlap with the question until B."""
+    return _retrieve(history, question, budget, _overlap_scores)
+
+
+def search_tool(history, question, budget) -> Context:
+    """A resident window of the last B/2 tokens, plus `search(question)` over the older turns
+    (BM25, top results until B): what a model with a search tool over evicted history gets."""
+    window = truncation(history, "", budget // 2).messages[:-1]
+    return _retrieve(history, question, budget, _bm25_scores, pinned=window)

@@ -1,0 +1,65 @@
+"""Per-question metrics and their aggregation (per method, budget and category, plus "all")."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from evals.datasets.records import CATEGORIES
+
+
+def evidence_coverage(evidence: Sequence[str], present: set[str]) -> float | None:
+    """1.0 if every evidence turn is in the context, else 0.0; None without evidence."""
+    return None if not evidence else float(all(e in present for e in evidence))
+
+
+def page_selection(evidence: Sequence[str], resident: set[str], ranked_pages: Sequence[Sequence[str]], k: int):
+    """Did the reader's top-k pages hold every evidence turn that had been evicted?
+    None when no evidence turn was evicted (nothing to select)."""
+    evicted = [e for e in evidence if e not in resident]
+    if not evicted:
+        return None
+    top = {mid for page in ranked_pages[:k] for mid in page}
+    return float(all(e in top for e in evicted))
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(float(np.mean(vals)), 4) if vals else None
+
+
+def aggregate(rows: list[dict], keys: Sequence[str]) -> list[dict]:
+    """One summary row per group of `keys` and category, plus an "all" row over categories 1-4
+    (adversarial questions, category 5, have no evidence-grounded answer: reported apart)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        base = tuple(row[k] for k in keys)
+        groups[(*base, CATEGORIES.get(row["category"], str(row["category"])))].append(row)
+        if row["category"] != 5:
+            groups[(*base, "all")].append(row)
+    out = []
+    for group, members in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        out.append({
+            **dict(zip([*keys, "category"], group)),
+            "n_questions": len(members),
+            "evidence_coverage": _mean(r["evidence_coverage"] for r in members),
+            "mean_context_tokens": _mean(r["context_tokens"] for r in members),
+            "mean_bookmark_tokens": _mean(r["bookmark_tokens"] for r in members),
+            "page_selection_top1": _mean(r.get("page_selection_top1") for r in members),
+            "page_selection_top3": _mean(r.get("page_selection_top3") for r in members),
+        })
+    return out
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, n: int = 2000, seed: int = 0) -> dict:
+    """Mean difference a-b over paired questions with a 95% bootstrap interval."""
+    x = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if len(x) == 0:
+        return {"diff": None, "ci95": None, "n": 0}
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n, len(x)))].mean(axis=1)
+    return {"diff": round(float(x.mean()), 4),
+            "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)],
+            "n": int(len(x))}

@@ -1,0 +1,94 @@
+"""The `paging` method: replay a conversation through cooperative paging, then let a reader
+recall pages for each question; everything within the budget B.
+
+The replay is the library's own pure step (`page_messages`, replace mode), taken before
+every user turn as `PagingMiddleware` does. For a question, the reader sees the paged
+view (resident messages and bookmarks), picks pages, and the recall result arrives as a
+ToolMessage; one more paging step then makes room for it, as the next model call would.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from evals.methods import COUNTER, Context
+from evals.readers.lexical import rank_bookmarks, visible_bookmarks
+from langmem_paging import Ledger, Page, is_bookmark, page_messages
+from langmem_paging.recall_text import recall_artifact, render_message, render_pages
+
+MAX_RECALLED_PAGES = 3
+
+
+@dataclass
+class PagingSession:
+    """One thread being replayed: its state, ledger and stored pages."""
+
+    budget: int
+    boundary: str
+    policy: str
+    state: list[BaseMessage] = field(default_factory=list)
+    ledger: Ledger | None = None
+    pages: dict[str, Page] = field(default_factory=dict)
+
+    @property
+    def recall_cap(self) -> int:
+        """The recall tool's default size cap for this budget (as `PagingConfig`)."""
+        return max(256, self.budget // 3)
+
+    def step(self, messages: Sequence[BaseMessage], ledger: Ledger | None):
+        result = page_messages(messages, max_tokens=self.budget, ledger=ledger, boundary=self.boundary,
+                               policy=self.policy, text_counter=COUNTER)
+        for page in result.pages:
+            self.pages[page.id] = page
+        return result
+
+    def add(self, message: BaseMessage) -> None:
+        """Append one turn; page before each user turn, as an agent's model call would."""
+        self.state.append(message)
+        if isinstance(message, HumanMessage):
+            result = self.step(self.state, self.ledger)
+            self.state, self.ledger = result.view, result.ledger
+
+    def ask(self, question: str, *, persist: bool = False) -> Context:
+        """Context for a question after the lexical reader's recall; `persist` keeps the exchange."""
+        q = HumanMessage(question, id=f"q-{uuid.uuid4().hex[:12]}")
+        first = self.step([*self.state, q], self.ledger)
+        view, ledger = first.view, first.ledger
+        ranked = rank_bookmarks(question, visible_bookmarks(view))
+        chosen: list[Page] = []
+        for page_id in ranked[:MAX_RECALLED_PAGES]:
+            text = render_pages([*chosen, self.pages[page_id]], max_tokens=10**9, counter=COUNTER)
+            if COUNTER.count_text(text) > self.recall_cap:
+                break
+            chosen.append(self.pages[page_id])
+        resident_before = {m.id for m in view if not is_bookmark(m)}
+        shown: set[str] = set()
+        if chosen:
+            ids = sorted((p.id for p in chosen), key=lambda pid: int(pid[1:]))
+            ordered = [self.pages[pid] for pid in ids]
+            content = render_pages(ordered, max_tokens=self.recall_cap, counter=COUNTER)
+            call_id = f"call-{uuid.uuid4().hex[:8]}"
+            call = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ids}, "id": call_id}],
+                             id=f"a-{call_id}")
+            result = ToolMessage(content, tool_call_id=call_id, name="recall", id=f"t-{call_id}",
+                                 artifact=recall_artifact(ids, max_tokens=self.recall_cap, note=""))
+            ledger.record_access(ids)
+            second = self.step([*view, call, result], ledger)
+            view, ledger = second.view, second.ledger
+            shown = {m.id for p in ordered for m in p.messages if render_message(m) in content}
+        context = Context(
+            messages=view,
+            present={m.id for m in view if not is_bookmark(m)} | shown,
+            bookmark_tokens=sum(COUNTER.count_message(m) for m in view if is_bookmark(m)),
+            ranked_pages=[[m.id for m in self.pages[pid].messages] for pid in ranked],
+            recalled=[p.id for p in chosen],
+            resident_before=resident_before,
+        )
+        if persist:
+            self.state = [*view, AIMessage("(answered)", id=f"ans-{q.id}")]
+            self.ledger = ledger
+        return context
