@@ -136,11 +136,11 @@ class Pager:
     def recall(self, thread_id: str, page_ids=None, query=None) -> tuple[str, dict]:
         """Text of the asked pages (and search hits), counting an access for each."""
         plan = plan_recall(page_ids, query)
-        pages = self.page_store.list(thread_id)
+        pages, ledger = self.page_store.snapshot(thread_id)
         found = self.page_store.rank(thread_id, pages, plan.query, self.config.search_results) if plan.query else []
         content, artifact, ids = self._answer(plan, pages, found)
         if ids:
-            ledger = self.page_store.get_ledger(thread_id) or Ledger()
+            ledger = ledger or Ledger()
             ledger.record_access(ids)
             self.page_store.put_many(thread_id, [], ledger)
         return content, artifact
@@ -148,11 +148,11 @@ class Pager:
     async def arecall(self, thread_id: str, page_ids=None, query=None) -> tuple[str, dict]:
         """Async `recall`."""
         plan = plan_recall(page_ids, query)
-        pages = await self.page_store.alist(thread_id)
+        pages, ledger = await self.page_store.asnapshot(thread_id)
         found = self.page_store.rank(thread_id, pages, plan.query, self.config.search_results) if plan.query else []
         content, artifact, ids = self._answer(plan, pages, found)
         if ids:
-            ledger = await self.page_store.aget_ledger(thread_id) or Ledger()
+            ledger = ledger or Ledger()
             ledger.record_access(ids)
             await self.page_store.aput_many(thread_id, [], ledger)
         return content, artifact

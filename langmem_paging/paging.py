@@ -136,7 +136,7 @@ def _form_pages(
     return closed, running
 
 
-def _register_page(ledger: Ledger, units: list[Unit], count_message, boundary_name: str) -> PageEntry:
+def _register_page(ledger: Ledger, units: list[Unit], count_message) -> PageEntry:
     messages = [m for u in units for m in u.messages]
     entry = PageEntry(
         id=f"p{ledger.next_page}",
@@ -248,7 +248,7 @@ def page_messages(
     lookahead = units[len(pageable)] if len(pageable) < len(units) else None
     closed, open_tail = _form_pages(pageable, lookahead, boundary, count_message)
     for units_of_page in closed:
-        _register_page(ledger, units_of_page, count_message, boundary.name)
+        _register_page(ledger, units_of_page, count_message)
     by_id = {m.id: m for m in messages}
     position = {m.id: i for i, m in enumerate(messages)}
     recent_start = max(0, (limit if newest_user is not None else len(messages)) - recent_messages)
@@ -259,7 +259,7 @@ def page_messages(
     while tokens > low_water_tokens:
         candidates = _candidates(messages[:limit], ledger, view, position, count_message)
         if not candidates and open_tail:
-            _register_page(ledger, open_tail, count_message, boundary.name)
+            _register_page(ledger, open_tail, count_message)
             open_tail = []
             continue
         if not candidates:

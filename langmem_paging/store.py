@@ -115,14 +115,18 @@ class PageStore:
         ]
 
     @staticmethod
-    def _page(item, ledger_item) -> Page | None:
+    def _ledger(item) -> Ledger | None:
+        return None if item is None else Ledger.from_dict(item.value)
+
+    @staticmethod
+    def _page(item, ledger: Ledger | None) -> Page | None:
+        """Decode a stored page; access statistics come from the ledger (they change on recall)."""
         if item is None:
             return None
         page = Page.from_dict(item.value)
-        if ledger_item is not None:
-            entry = Ledger.from_dict(ledger_item.value).entry(page.id)
-            if entry is not None:
-                page.access_count, page.last_access = entry.access_count, entry.last_access
+        entry = ledger.entry(page.id) if ledger is not None else None
+        if entry is not None:
+            page.access_count, page.last_access = entry.access_count, entry.last_access
         return page
 
     @staticmethod
@@ -145,9 +149,10 @@ class PageStore:
             return False
         return True
 
-    def _sorted_pages(self, items, ledger_item) -> list[Page]:
-        pages = [self._page(item, ledger_item) for item in items]
-        return sorted(pages, key=lambda p: page_number(p.id))
+    def _snapshot(self, items, ledger_item) -> tuple[list[Page], Ledger | None]:
+        ledger = self._ledger(ledger_item)
+        pages = sorted((self._page(item, ledger) for item in items), key=lambda p: page_number(p.id))
+        return pages, ledger
 
     # -- sync API --------------------------------------------------------------------
     def get(self, thread_id: str, page_id: str) -> Page | None:
@@ -155,10 +160,14 @@ class PageStore:
         if not self._valid(page_id):
             return None
         item, ledger_item = self._batch(self._get_ops(thread_id, page_id))
-        return self._page(item, ledger_item)
+        return self._page(item, self._ledger(ledger_item))
 
     def list(self, thread_id: str) -> list[Page]:
         """All pages of a thread, in page order."""
+        return self.snapshot(thread_id)[0]
+
+    def snapshot(self, thread_id: str) -> tuple[list[Page], Ledger | None]:
+        """All pages of a thread in page order, and its ledger, read together."""
         items = []
         while True:
             batch = self._batch([self._list_op(thread_id, len(items))])[0]
@@ -166,7 +175,7 @@ class PageStore:
             if len(batch) < _LIST_BATCH:
                 break
         (ledger_item,) = self._batch([GetOp(thread_namespace(thread_id, "ledger"), _LEDGER_KEY)])
-        return self._sorted_pages(items, ledger_item)
+        return self._snapshot(items, ledger_item)
 
     def put(self, thread_id: str, page: Page) -> None:
         """Write one page."""
@@ -182,7 +191,7 @@ class PageStore:
     def get_ledger(self, thread_id: str) -> Ledger | None:
         """The thread's paging ledger, or None for a new thread."""
         (item,) = self._batch([GetOp(thread_namespace(thread_id, "ledger"), _LEDGER_KEY)])
-        return None if item is None else Ledger.from_dict(item.value)
+        return self._ledger(item)
 
     def search(self, thread_id: str, query: str, k: int = 3) -> list[Page]:
         """Pages ranked by BM25 against `query`; only pages sharing a term with it."""
@@ -194,10 +203,14 @@ class PageStore:
         if not self._valid(page_id):
             return None
         item, ledger_item = await self._abatch(self._get_ops(thread_id, page_id))
-        return self._page(item, ledger_item)
+        return self._page(item, self._ledger(ledger_item))
 
     async def alist(self, thread_id: str) -> list[Page]:
         """Async `list`."""
+        return (await self.asnapshot(thread_id))[0]
+
+    async def asnapshot(self, thread_id: str) -> tuple[list[Page], Ledger | None]:
+        """Async `snapshot`."""
         items = []
         while True:
             batch = (await self._abatch([self._list_op(thread_id, len(items))]))[0]
@@ -205,7 +218,7 @@ class PageStore:
             if len(batch) < _LIST_BATCH:
                 break
         (ledger_item,) = await self._abatch([GetOp(thread_namespace(thread_id, "ledger"), _LEDGER_KEY)])
-        return self._sorted_pages(items, ledger_item)
+        return self._snapshot(items, ledger_item)
 
     async def aput(self, thread_id: str, page: Page) -> None:
         """Async `put`."""
@@ -221,7 +234,7 @@ class PageStore:
     async def aget_ledger(self, thread_id: str) -> Ledger | None:
         """Async `get_ledger`."""
         (item,) = await self._abatch([GetOp(thread_namespace(thread_id, "ledger"), _LEDGER_KEY)])
-        return None if item is None else Ledger.from_dict(item.value)
+        return self._ledger(item)
 
     async def asearch(self, thread_id: str, query: str, k: int = 3) -> list[Page]:
         """Async `search`."""

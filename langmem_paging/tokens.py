@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -166,5 +166,3 @@ class TokenCounter:
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
         return sum(self.count_message(m) for m in messages)
 
-
-MessageTokenCounter = Callable[[Sequence[BaseMessage]], int]

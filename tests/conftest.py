@@ -1,4 +1,3 @@
-import os
 import sqlite3
 import sys
 from pathlib import Path

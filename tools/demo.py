@@ -10,7 +10,6 @@ and calling `recall`. With OPENAI_API_KEY set, a real model plays the assistant.
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import sys
 import uuid
