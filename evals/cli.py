@@ -16,8 +16,13 @@ def _csv(cast=str):
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output directory (re-running resumes)")
     p.add_argument("--budgets", type=_csv(int), default=[2000, 4000, 8000])
-    p.add_argument("--reader", choices=["lexical"], default="lexical",
-                   help="who picks pages to recall (the llm reader is not built yet)")
+    p.add_argument("--reader", choices=["lexical", "llm"], default="lexical",
+                   help="lexical: offline, deterministic; llm: a real model via OPENAI_API_KEY/OPENAI_BASE_URL")
+    p.add_argument("--model", default=None, help="llm reader: model name (default $OPENAI_MODEL or gpt-4o-mini)")
+    p.add_argument("--judge-model", default=None, help="llm reader: judge model (default: --model)")
+    p.add_argument("--max-model-calls", type=int, default=4, help="llm reader: model calls per question at most")
+    p.add_argument("--max-questions", type=int, default=None,
+                   help="ask only each conversation's first N questions (to bound llm cost)")
     p.add_argument("--protocol", choices=["end", "streaming"], default="end")
     p.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
     p.add_argument("--data", default=None, help="LoCoMo file (official format); default $LOCOMO_PATH or shared dev")
@@ -57,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     dataset = args.on if args.command == "ablate" else args.command
+    reader = None
+    if args.reader == "llm":
+        from evals.readers.llm import LLMReader
+
+        try:
+            reader = LLMReader.from_env(args.model, judge_model=args.judge_model,
+                                        max_model_calls=args.max_model_calls)
+        except (ValueError, ImportError) as exc:
+            parser.error(str(exc))
     conversations, sha = _conversations(dataset, args)
     unknown = set(getattr(args, "methods", [])) - set(METHODS)
     if unknown:
@@ -66,16 +80,20 @@ def main(argv: list[str] | None = None) -> int:
         methods=getattr(args, "methods", ["paging"]),
         boundaries=args.boundaries if args.command == "ablate" else [args.boundary],
         policies=args.policies if args.command == "ablate" else [args.policy],
-        extra={"limit": args.limit} | ({} if dataset == "locomo" else {
+        extra={"limit": args.limit, "max_questions": args.max_questions}
+        | (reader.version if reader is not None else {}) | ({} if dataset == "locomo" else {
             "turns": args.synthetic_turns, "facts": args.synthetic_facts,
             "conversations": args.synthetic_conversations}),
     )
-    summary = run(conversations, config, args.out, ablation=args.command == "ablate", progress=not args.no_progress)
+    summary = run(conversations, config, args.out, ablation=args.command == "ablate", progress=not args.no_progress,
+                  reader=reader)
     from evals.report import markdown_table
 
     cols = (["budget", "boundary", "policy", "evidence_coverage", "page_selection_top1", "mean_bookmark_tokens"]
             if args.command == "ablate" else
             ["method", "budget", "evidence_coverage", "mean_context_tokens", "page_selection_top1"])
+    if reader is not None:
+        cols += ["answer_f1", "judge_score", "recall_trigger_rate"]
     print(markdown_table(summary["rows"], cols))
     print(f"\nwrote {args.out}/results.jsonl, summary.json, summary.md and plots")
     return 0

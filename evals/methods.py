@@ -10,9 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.tools import StructuredTool
 from rank_bm25 import BM25Okapi
 
 from langmem_paging import TokenCounter
+from langmem_paging.recall_text import render_message
 from langmem_paging.text import content_terms
 
 COUNTER = TokenCounter()
@@ -115,8 +117,39 @@ def word_overlap(history, question, budget) -> Context:
     return _retrieve(history, question, budget, _overlap_scores)
 
 
+def search_window(history: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
+    """The `search_tool` method's resident window: the most recent B/2 tokens."""
+    return truncation(history, "", budget // 2).messages[:-1]
+
+
 def search_tool(history, question, budget) -> Context:
     """A resident window of the last B/2 tokens, plus `search(question)` over the older turns
     (BM25, top results until B): what a model with a search tool over evicted history gets."""
-    window = truncation(history, "", budget // 2).messages[:-1]
-    return _retrieve(history, question, budget, _bm25_scores, pinned=window)
+    return _retrieve(history, question, budget, _bm25_scores, pinned=search_window(history, budget))
+
+
+def make_search_tool(history: Sequence[BaseMessage], window: Sequence[BaseMessage], room: int) -> StructuredTool:
+    """The `search(query)` tool a model gets with the `search_tool` method (llm reader):
+    BM25 over the turns outside `window`; each call returns the best turns not yet returned,
+    in conversation order, while the `room` tokens left for results last."""
+    in_window = {m.id for m in window}
+    pool = [m for m in history if m.id not in in_window]
+    docs = [content_terms(str(m.content)) for m in pool]
+    left = {"room": room, "returned": set()}
+
+    def search(query: str) -> tuple[str, dict]:
+        """Search the older part of the conversation; returns the best-matching turns."""
+        scores = _bm25_scores(content_terms(str(query)), docs) if pool else []
+        found = []
+        for i in sorted(range(len(pool)), key=lambda i: (-scores[i], i)):
+            if scores[i] <= 0:
+                break
+            cost = COUNTER.count_text(render_message(pool[i])) + 1
+            if pool[i].id not in left["returned"] and cost <= left["room"]:
+                found.append(i)
+                left["room"] -= cost
+        left["returned"].update(pool[i].id for i in found)
+        text = "\n".join(render_message(pool[i]) for i in sorted(found)) or f"No older turn matches {query!r}."
+        return text, {"found": [pool[i].id for i in sorted(found)]}
+
+    return StructuredTool.from_function(search, name="search", response_format="content_and_artifact")

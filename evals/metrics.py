@@ -49,8 +49,22 @@ def aggregate(rows: list[dict], keys: Sequence[str]) -> list[dict]:
             "mean_bookmark_tokens": _mean(r["bookmark_tokens"] for r in members),
             "page_selection_top1": _mean(r.get("page_selection_top1") for r in members),
             "page_selection_top3": _mean(r.get("page_selection_top3") for r in members),
+            **(_answer_metrics(members) if any("answer" in r for r in members) else {}),
         })
     return out
+
+
+def _answer_metrics(members: list[dict]) -> dict:
+    """llm reader: answer F1 (LoCoMo rules), judge score, and the share of questions whose
+    evidence had left the context (evicted, or outside the search window) on which the
+    model called its tool at all."""
+    return {
+        "answer_f1": _mean(r.get("answer_f1") for r in members),
+        "judge_score": _mean(r.get("judge") for r in members),
+        "recall_trigger_rate": _mean(float(r["recall_triggered"]) for r in members
+                                     if r.get("needs_recall") and r.get("recall_triggered") is not None),
+        "n_errors": sum(1 for r in members if r.get("error")),
+    }
 
 
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, n: int = 2000, seed: int = 0) -> dict:

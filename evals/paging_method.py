@@ -5,6 +5,8 @@ The replay is the library's own pure step (`page_messages`, replace mode), taken
 every user turn as `PagingMiddleware` does. For a question, the reader sees the paged
 view (resident messages and bookmarks), picks pages, and the recall result arrives as a
 ToolMessage; one more paging step then makes room for it, as the next model call would.
+With the llm reader (`ask_llm`), the same thread state and pages go to a real agent,
+`create_agent` + `PagingMiddleware`, and the model decides itself what to recall.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.store.memory import InMemoryStore
 
 from evals.methods import COUNTER, Context
 from evals.readers.lexical import rank_bookmarks, visible_bookmarks
-from langmem_paging import Ledger, Page, is_bookmark, page_messages
+from langmem_paging import Ledger, Page, PagingMiddleware, is_bookmark, page_messages
+from langmem_paging.messages import METADATA_KEY
+from langmem_paging.pager import plan_recall
 from langmem_paging.recall_text import recall_artifact, render_message, render_pages
 
 MAX_RECALLED_PAGES = 3
@@ -92,3 +97,50 @@ class PagingSession:
             self.state = [*view, AIMessage("(answered)", id=f"ans-{q.id}")]
             self.ledger = ledger
         return context
+
+    def ask_llm(self, question: str, reader, *, persist: bool = False):
+        """`(Context, Answer)` from a real agent: `create_agent` + `PagingMiddleware` over this
+        thread's pages, the model deciding what to recall (`evals.readers.llm.LLMReader`)."""
+        from evals.readers.llm import PAGING_HINT
+
+        store, thread = InMemoryStore(), "replay"
+        paging = PagingMiddleware(max_tokens=self.budget, boundary=self.boundary, policy=self.policy, store=store,
+                                  recall_max_tokens=self.recall_cap)
+        paging.page_store.put_many(thread, list(self.pages.values()), self.ledger)
+        q = HumanMessage(question, id=f"q-{uuid.uuid4().hex[:12]}")
+        answer = reader.run_agent([*self.state, q], middleware=[paging], store=store, hint=PAGING_HINT,
+                                  thread_id=thread)
+        first, final = (answer.prompts[0], answer.final_prompt) if answer.prompts else ([], [])
+        stored, ledger = paging.page_store.snapshot(thread)
+        self.pages.update({p.id: p for p in stored})
+        order = recalled_in_order(answer)
+        shown = {m.id for pid in order for m in self.pages[pid].messages
+                 if any(render_message(m) in str(t.content) for t in final if isinstance(t, ToolMessage))}
+        context = Context(
+            messages=final,
+            present={m.id for m in final if not is_bookmark(m) and not isinstance(m, ToolMessage)} | shown,
+            bookmark_tokens=sum(COUNTER.count_message(m) for m in final if is_bookmark(m)),
+            ranked_pages=[[m.id for m in self.pages[pid].messages] for pid in order],
+            recalled=order,
+            resident_before={m.id for m in first if not is_bookmark(m)},
+        )
+        if persist and answer.state:
+            self.state, self.ledger = list(answer.state), ledger
+        return context, answer
+
+
+def recalled_in_order(answer) -> list[str]:
+    """Page ids the model's recall calls brought back, in the order it asked for them
+    (within one call: the ids it named first, then pages its query found)."""
+    calls = {c["id"]: c["args"] for c in answer.tool_calls if c["name"] == "recall"}
+    order: list[str] = []
+    for result in answer.tool_results:
+        if result.tool_call_id not in calls:
+            continue
+        returned = ((result.artifact or {}).get(METADATA_KEY) or {}).get("recalled", [])
+        args = calls[result.tool_call_id] if isinstance(calls[result.tool_call_id], dict) else {}
+        asked = plan_recall(args.get("page_ids"), args.get("query")).page_ids
+        for pid in [*[p for p in asked if p in returned], *returned]:
+            if pid not in order:
+                order.append(pid)
+    return order

@@ -38,8 +38,12 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
              "mean_bookmark_tokens", "mean_context_tokens", "n_questions"] if ablation else
             ["method", "budget", "evidence_coverage", "mean_context_tokens", "mean_bookmark_tokens",
              "page_selection_top1", "page_selection_top3", "n_questions"])
+    if any("answer_f1" in r for r in table):
+        cols += ["answer_f1", "judge_score", "recall_trigger_rate", "n_errors"]
+    reader = head["reader"] if isinstance(head["reader"], str) else " ".join(
+        f"{k}={v}" for k, v in head["reader"].items())
     md = [f"# {'Ablation' if ablation else 'Methods'} ({head['config']['dataset']}, protocol "
-          f"{head['config']['protocol']}, reader {head['reader']}, commit {str(head['git_commit'])[:10]}"
+          f"{head['config']['protocol']}, reader {reader}, commit {str(head['git_commit'])[:10]}"
           f"{' dirty' if head['git_dirty'] else ''})", "", "## All categories but adversarial", "",
           markdown_table(summary["rows"], cols), "", "## Per category", "",
           markdown_table(table, ["category", *cols])]

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from langchain_core.messages import HumanMessage, ToolMessage
+
 from evals import methods as method_lib
 from evals.conversation import to_messages
 from evals.datasets.records import Conversation
@@ -48,10 +50,11 @@ def _git(*args: str) -> str | None:
         return None
 
 
-def header(config: RunConfig) -> dict:
+def header(config: RunConfig, reader=None) -> dict:
     """First row of results.jsonl: code version, git commit, dirty flag, reader, config."""
     return {"type": "header", "version": langmem_paging.__version__, "git_commit": _git("rev-parse", "HEAD"),
-            "git_dirty": bool(_git("status", "--porcelain")), "reader": READER_VERSION, "config": asdict(config)}
+            "git_dirty": bool(_git("status", "--porcelain")),
+            "reader": reader.version if reader is not None else READER_VERSION, "config": asdict(config)}
 
 
 def ask_schedule(conversation: Conversation, protocol: str) -> dict[int, list[int]]:
@@ -78,9 +81,9 @@ def ask_schedule(conversation: Conversation, protocol: str) -> dict[int, list[in
     return schedule
 
 
-def _row(conversation, qi, context, unit: dict) -> dict:
+def _row(conversation, qi, context, unit: dict, answer=None, reader=None) -> dict:
     q = conversation.questions[qi]
-    return {
+    row = {
         "type": "question", **unit, "sample_id": conversation.sample_id, "question_index": qi,
         "category": q.category, "evidence": list(q.evidence),
         "evidence_coverage": evidence_coverage(q.evidence, context.present),
@@ -91,27 +94,82 @@ def _row(conversation, qi, context, unit: dict) -> dict:
         if unit["method"] == "paging" else None,
         "recalled": context.recalled[:10],
     }
+    if answer is not None:
+        row.update(_answer_fields(q, context, unit, answer, reader))
+    return row
 
 
-def run_unit(conversation: Conversation, unit: dict, protocol: str) -> list[dict]:
-    """Rows for one conversation under one method/budget (and boundary/policy for paging)."""
+def _answer_fields(q, context, unit: dict, answer, reader) -> dict:
+    """llm reader: the answer, its LoCoMo F1 and judge score, and what the model did."""
+    from evals.answer_f1 import locomo_f1
+
+    tool = {"paging": "recall", "search_tool": "search"}.get(unit["method"])
+    judged = reader.judge is not None and q.category != 5 and answer.text
+    return {
+        "answer": answer.text, "gold": q.answer, "error": answer.error, "model_calls": answer.model_calls,
+        "answer_f1": None if answer.error else locomo_f1(answer.text, q.answer, q.category),
+        "judge": reader.judge(q.question, q.answer, answer.text) if judged else None,
+        "recall_triggered": any(c["name"] == tool for c in answer.tool_calls) if tool else None,
+        "needs_recall": bool(q.evidence) and any(e not in context.resident_before for e in q.evidence)
+        if tool else None,
+        "tool_calls": [{"name": c["name"], "args": c["args"]} for c in answer.tool_calls][:10],
+    }
+
+
+def run_unit(conversation: Conversation, unit: dict, protocol: str, reader=None,
+             max_questions: int | None = None) -> list[dict]:
+    """Rows for one conversation under one method/budget (and boundary/policy for paging).
+    `reader`: None for the lexical reader, else an `LLMReader` that answers every question.
+    `max_questions`: ask only the conversation's first N questions."""
     messages = to_messages(conversation)
-    schedule = ask_schedule(conversation, protocol)
+    schedule = {i: [qi for qi in qis if max_questions is None or qi < max_questions]
+                for i, qis in ask_schedule(conversation, protocol).items()}
     rows = []
     if unit["method"] == "paging":
         session = PagingSession(unit["budget"], unit["boundary"], unit["policy"])
         for i, message in enumerate(messages):
             session.add(message)
             for qi in schedule.get(i, []):
-                context = session.ask(conversation.questions[qi].question, persist=protocol == "streaming")
-                rows.append(_row(conversation, qi, context, unit))
+                question = conversation.questions[qi].question
+                if reader is None:
+                    context, answer = session.ask(question, persist=protocol == "streaming"), None
+                else:
+                    context, answer = session.ask_llm(question, reader, persist=protocol == "streaming")
+                rows.append(_row(conversation, qi, context, unit, answer, reader))
         return rows
     build = getattr(method_lib, unit["method"])
     for i, qis in sorted(schedule.items()):
         for qi in qis:
-            context = build(messages[: i + 1], conversation.questions[qi].question, unit["budget"])
-            rows.append(_row(conversation, qi, context, unit))
+            question, history = conversation.questions[qi].question, messages[: i + 1]
+            if reader is None:
+                context, answer = build(history, question, unit["budget"]), None
+            elif unit["method"] == "search_tool":
+                context, answer = _search_with_llm(history, question, unit["budget"], reader)
+            else:
+                context = build(history, question, unit["budget"])
+                answer = reader.answer(context.messages)
+            rows.append(_row(conversation, qi, context, unit, answer, reader))
     return rows
+
+
+def _search_with_llm(history, question: str, budget: int, reader):
+    """`search_tool` with a real model: a B/2 window, and a `search` tool over older turns
+    whose results stay within B."""
+    from evals.readers.llm import SEARCH_HINT
+
+    window = method_lib.search_window(history, budget)
+    q = HumanMessage(question, id="question")
+    room = budget - method_lib.COUNTER([*window, q])
+    answer = reader.run_agent([*window, q], tools=[method_lib.make_search_tool(history, window, room)],
+                              hint=SEARCH_HINT)
+    final = answer.final_prompt or [*window, q]
+    def found_in(messages) -> list[str]:
+        return [mid for t in messages if isinstance(t, ToolMessage) and t.name == "search"
+                for mid in (t.artifact or {}).get("found", [])]
+
+    found = found_in(answer.tool_results)
+    present = {m.id for m in final if not isinstance(m, ToolMessage)} | set(found_in(final))
+    return method_lib.Context(final, present, recalled=found, resident_before={m.id for m in window}), answer
 
 
 def _units(config: RunConfig, ablation: bool) -> list[dict]:
@@ -135,8 +193,11 @@ def _unit_key(sample_id: str, unit: dict) -> str:
 
 
 def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Path, *, ablation: bool = False,
-        progress: bool = True) -> dict:
-    """Run everything not yet in ``out/results.jsonl``, then write the summaries and plots."""
+        progress: bool = True, reader=None) -> dict:
+    """Run everything not yet in ``out/results.jsonl``, then write the summaries and plots.
+    `reader`: an `LLMReader` for ``config.reader == "llm"``."""
+    if (config.reader == "llm") != (reader is not None):
+        raise ValueError("Pass an LLMReader as `reader` exactly when config.reader is 'llm'.")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
@@ -147,11 +208,11 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
             raise ValueError(f"{results} holds a run with another configuration; use a new --out.")
         done = {_unit_key(r["sample_id"], r) for r in lines if r.get("type") == "question"}
     else:
-        results.write_text(json.dumps(header(config)) + "\n")
+        results.write_text(json.dumps(header(config, reader)) + "\n")
     todo = [(c, u) for c in conversations for u in _units(config, ablation) if _unit_key(c.sample_id, u) not in done]
     with results.open("a") as f:
         for conversation, unit in tqdm(todo, desc="eval", disable=not progress):
-            rows = run_unit(conversation, unit, config.protocol)
+            rows = run_unit(conversation, unit, config.protocol, reader, config.extra.get("max_questions"))
             f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
             f.flush()
     from evals.report import write_reports
