@@ -100,32 +100,36 @@ class PagingSession:
 
     def ask_llm(self, question: str, reader, *, persist: bool = False):
         """`(Context, Answer)` from a real agent: `create_agent` + `PagingMiddleware` over this
-        thread's pages, the model deciding what to recall (`evals.readers.llm.LLMReader`)."""
+        thread's pages, the model deciding what to recall (`evals.readers.llm.LLMReader`).
+        Without `persist` the session is left as it was, so questions can be asked concurrently."""
         from evals.readers.llm import PAGING_HINT
 
         store, thread = InMemoryStore(), "replay"
         paging = PagingMiddleware(max_tokens=self.budget, boundary=self.boundary, policy=self.policy, store=store,
                                   recall_max_tokens=self.recall_cap)
-        paging.page_store.put_many(thread, list(self.pages.values()), self.ledger)
+        formed = {entry.id for entry in self.ledger.pages} if self.ledger else set()
+        paging.page_store.put_many(thread, [p for p in self.pages.values() if p.id in formed], self.ledger)
         q = HumanMessage(question, id=f"q-{uuid.uuid4().hex[:12]}")
         answer = reader.run_agent([*self.state, q], middleware=[paging], store=store, hint=PAGING_HINT,
                                   thread_id=thread)
         first, final = (answer.prompts[0], answer.final_prompt) if answer.prompts else ([], [])
         stored, ledger = paging.page_store.snapshot(thread)
-        self.pages.update({p.id: p for p in stored})
-        order = recalled_in_order(answer)
-        shown = {m.id for pid in order for m in self.pages[pid].messages
-                 if any(render_message(m) in str(t.content) for t in final if isinstance(t, ToolMessage))}
+        pages = {p.id: p for p in stored}
+        order = [pid for pid in recalled_in_order(answer) if pid in pages]
+        recall_text = [str(m.content) for m in final if isinstance(m, ToolMessage)]
+        shown = {m.id for pid in order for m in pages[pid].messages
+                 if any(render_message(m) in text for text in recall_text)}
         context = Context(
             messages=final,
             present={m.id for m in final if not is_bookmark(m) and not isinstance(m, ToolMessage)} | shown,
             bookmark_tokens=sum(COUNTER.count_message(m) for m in final if is_bookmark(m)),
-            ranked_pages=[[m.id for m in self.pages[pid].messages] for pid in order],
+            ranked_pages=[[m.id for m in pages[pid].messages] for pid in order],
             recalled=order,
             resident_before={m.id for m in first if not is_bookmark(m)},
         )
         if persist and answer.state:
             self.state, self.ledger = list(answer.state), ledger
+            self.pages.update(pages)
         return context, answer
 
 

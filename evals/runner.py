@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -117,39 +118,54 @@ def _answer_fields(q, context, unit: dict, answer, reader) -> dict:
 
 
 def run_unit(conversation: Conversation, unit: dict, protocol: str, reader=None,
-             max_questions: int | None = None) -> list[dict]:
+             max_questions: int | None = None, workers: int = 1) -> list[dict]:
     """Rows for one conversation under one method/budget (and boundary/policy for paging).
     `reader`: None for the lexical reader, else an `LLMReader` that answers every question.
-    `max_questions`: ask only the conversation's first N questions."""
+    `max_questions`: ask only the conversation's first N questions. `workers`: llm reader,
+    questions asked at once (the streaming protocol asks one at a time: each one changes the thread)."""
     messages = to_messages(conversation)
     schedule = {i: [qi for qi in qis if max_questions is None or qi < max_questions]
                 for i, qis in ask_schedule(conversation, protocol).items()}
+    concurrent = workers if reader is not None and protocol == "end" else 1
     rows = []
     if unit["method"] == "paging":
         session = PagingSession(unit["budget"], unit["boundary"], unit["policy"])
+        persist = protocol == "streaming"
+
+        def ask(qi: int) -> dict:
+            question = conversation.questions[qi].question
+            if reader is None:
+                return _row(conversation, qi, session.ask(question, persist=persist), unit)
+            context, answer = session.ask_llm(question, reader, persist=persist)
+            return _row(conversation, qi, context, unit, answer, reader)
+
         for i, message in enumerate(messages):
             session.add(message)
-            for qi in schedule.get(i, []):
-                question = conversation.questions[qi].question
-                if reader is None:
-                    context, answer = session.ask(question, persist=protocol == "streaming"), None
-                else:
-                    context, answer = session.ask_llm(question, reader, persist=protocol == "streaming")
-                rows.append(_row(conversation, qi, context, unit, answer, reader))
+            rows += _map(ask, schedule.get(i, []), concurrent)
         return rows
     build = getattr(method_lib, unit["method"])
-    for i, qis in sorted(schedule.items()):
-        for qi in qis:
-            question, history = conversation.questions[qi].question, messages[: i + 1]
-            if reader is None:
-                context, answer = build(history, question, unit["budget"]), None
-            elif unit["method"] == "search_tool":
-                context, answer = _search_with_llm(history, question, unit["budget"], reader)
-            else:
-                context = build(history, question, unit["budget"])
-                answer = reader.answer(context.messages)
-            rows.append(_row(conversation, qi, context, unit, answer, reader))
-    return rows
+
+    def answer_at(job: tuple[int, int]) -> dict:
+        i, qi = job
+        question, history = conversation.questions[qi].question, messages[: i + 1]
+        if reader is None:
+            context, answer = build(history, question, unit["budget"]), None
+        elif unit["method"] == "search_tool":
+            context, answer = _search_with_llm(history, question, unit["budget"], reader)
+        else:
+            context = build(history, question, unit["budget"])
+            answer = reader.answer(context.messages)
+        return _row(conversation, qi, context, unit, answer, reader)
+
+    return _map(answer_at, [(i, qi) for i, qis in sorted(schedule.items()) for qi in qis], concurrent)
+
+
+def _map(fn, items: Sequence, workers: int) -> list:
+    """`fn` over `items` in order, on `workers` threads when more than one."""
+    if workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, items))
 
 
 def _search_with_llm(history, question: str, budget: int, reader):
@@ -193,9 +209,9 @@ def _unit_key(sample_id: str, unit: dict) -> str:
 
 
 def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Path, *, ablation: bool = False,
-        progress: bool = True, reader=None) -> dict:
+        progress: bool = True, reader=None, workers: int = 1) -> dict:
     """Run everything not yet in ``out/results.jsonl``, then write the summaries and plots.
-    `reader`: an `LLMReader` for ``config.reader == "llm"``."""
+    `reader`: an `LLMReader` for ``config.reader == "llm"``; `workers`: its questions asked at once."""
     if (config.reader == "llm") != (reader is not None):
         raise ValueError("Pass an LLMReader as `reader` exactly when config.reader is 'llm'.")
     out = Path(out)
@@ -212,7 +228,7 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
     todo = [(c, u) for c in conversations for u in _units(config, ablation) if _unit_key(c.sample_id, u) not in done]
     with results.open("a") as f:
         for conversation, unit in tqdm(todo, desc="eval", disable=not progress):
-            rows = run_unit(conversation, unit, config.protocol, reader, config.extra.get("max_questions"))
+            rows = run_unit(conversation, unit, config.protocol, reader, config.extra.get("max_questions"), workers)
             f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
             f.flush()
     from evals.report import write_reports

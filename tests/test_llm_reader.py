@@ -209,3 +209,10 @@ def test_locomo_f1_rules(prediction, gold, category, expected):
     ("CORRECT", 1.0), ("wrong.", 0.0), ("Verdict: WRONG (not CORRECT)", 0.0), ("unsure", None), (None, None)])
 def test_judge_verdicts(reply, verdict):
     assert parse_verdict(reply) == verdict
+
+
+@pytest.mark.parametrize("method", ["paging", "search_tool"])
+def test_questions_asked_concurrently_give_the_same_rows(stub, conversation, method):
+    reader = LLMReader.from_env("stub-model")
+    assert run_unit(conversation, _unit(method), "end", reader, workers=4) == run_unit(
+        conversation, _unit(method), "end", reader, workers=1)
