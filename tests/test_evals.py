@@ -28,7 +28,8 @@ OFFICIAL_SAMPLE = {
         "session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "The cat is named Miso."}],
     },
     "qa": [{"question": "Cat's name?", "answer": "Miso", "evidence": ["D1:1; D2:1"], "category": 1},
-           {"question": "Dog?", "adversarial_answer": "Rex", "evidence": [], "category": 5}],
+           {"question": "Dog?", "adversarial_answer": "Rex", "evidence": [], "category": 5},
+           {"question": "Photo?", "answer": "a lake", "evidence": ["D:1:02", "D9:9"], "category": 4}],
 }
 
 
@@ -38,6 +39,7 @@ def test_official_format_parses_with_captions_and_joined_evidence():
     assert conv.turns[1].text == "Look! [shares a photo: a photo of a lake]"
     assert conv.questions[0].evidence == ("D1:1", "D2:1")
     assert conv.questions[1].answer == "Rex" and conv.questions[1].category == 5
+    assert conv.questions[2].evidence == ("D1:2",)  # malformed id read, id of no turn dropped
     assert conv.turns[2].session == 2 and conv.turns[2].date == "2:00 pm on 9 May, 2023"
 
 

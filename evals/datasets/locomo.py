@@ -40,12 +40,20 @@ def _turn_text(raw: dict) -> str:
     return f"{text} [shares a photo: {caption}]" if caption else text
 
 
-def _evidence(raw) -> tuple[str, ...]:
-    """Evidence ids; some entries hold several ids in one string (``"D8:6; D9:17"``)."""
-    ids: list[str] = []
-    for item in raw or []:
-        ids += [m.group(0) for m in re.finditer(r"D\d+:\d+", str(item))]
-    return tuple(dict.fromkeys(ids))
+_DIA_ID = re.compile(r"D:?\s*(\d+)\s*:\s*(\d+)")
+
+
+def _dia_ids(text: str) -> list[str]:
+    """Turn ids in `text`, normalized (``D:11:26`` -> ``D11:26``, ``D3:05`` -> ``D3:5``)."""
+    return [f"D{int(m.group(1))}:{int(m.group(2))}" for m in _DIA_ID.finditer(str(text))]
+
+
+def _evidence(raw, turn_ids: set[str]) -> tuple[str, ...]:
+    """Evidence ids; some entries hold several ids in one string (``"D8:6; D9:17"``), some are
+    malformed (``"D:11:26"``). Ids naming no turn of the conversation are dropped (in the dev
+    file, two questions cite one such turn each besides valid ones)."""
+    ids = [i for item in raw or [] for i in _dia_ids(item)]
+    return tuple(i for i in dict.fromkeys(ids) if i in turn_ids)
 
 
 def parse_sample(sample: dict) -> Conversation:
@@ -58,11 +66,14 @@ def parse_sample(sample: dict) -> Conversation:
     for number, key in sessions:
         date = str(conv.get(f"{key}_date_time", ""))
         for raw in conv[key] or []:
-            turns.append(Turn(raw["dia_id"], raw["speaker"], _turn_text(raw), number, date))
+            dia_id = next(iter(_dia_ids(raw["dia_id"])), str(raw["dia_id"]))
+            turns.append(Turn(dia_id, raw["speaker"], _turn_text(raw), number, date))
+    turn_ids = {t.dia_id for t in turns}
     questions = []
     for qa in sample.get("qa", []):
         answer = qa.get("answer", qa.get("adversarial_answer", ""))
-        questions.append(Question(qa["question"], str(answer), _evidence(qa.get("evidence")), int(qa["category"])))
+        evidence = _evidence(qa.get("evidence"), turn_ids)
+        questions.append(Question(qa["question"], str(answer), evidence, int(qa["category"])))
     speakers = (conv.get("speaker_a", ""), conv.get("speaker_b", ""))
     return Conversation(str(sample.get("sample_id", "")), tuple(turns), tuple(questions), speakers)
 
