@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 
@@ -51,7 +52,10 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
         md += ["", "## Paging minus other methods (evidence coverage, paired bootstrap 95% CI)", "",
                markdown_table(summary["comparisons"], ["budget", "a", "b", "diff", "ci95", "n"])]
     (out / "summary.md").write_text("\n".join(md) + "\n")
-    plot(summary, out, ablation=ablation)
+    try:
+        plot(summary, out, ablation=ablation)
+    except ImportError:
+        print("plots skipped: matplotlib is missing (pip install -e '.[evals]')", file=sys.stderr)
     return summary
 
 
