@@ -46,7 +46,12 @@ class LLMJudge:
         """The verdict on one answer; None when there is no answer or the reply has no verdict."""
         if not answer:
             return None
+        import openai
+
         prompt = JUDGE_PROMPT.format(question=question, gold=gold, answer=answer)
-        reply = self.client.chat.completions.create(
-            model=self.model, temperature=0, messages=[{"role": "user", "content": prompt}])
+        try:
+            reply = self.client.chat.completions.create(
+                model=self.model, temperature=0, messages=[{"role": "user", "content": prompt}])
+        except openai.BadRequestError:  # a refused request is no verdict; other errors stop the run
+            return None
         return parse_verdict(reply.choices[0].message.content)

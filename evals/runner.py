@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -179,13 +179,15 @@ def _search_with_llm(history, question: str, budget: int, reader):
     answer = reader.run_agent([*window, q], tools=[method_lib.make_search_tool(history, window, room)],
                               hint=SEARCH_HINT)
     final = answer.final_prompt or [*window, q]
-    def found_in(messages) -> list[str]:
-        return [mid for t in messages if isinstance(t, ToolMessage) and t.name == "search"
-                for mid in (t.artifact or {}).get("found", [])]
-
-    found = found_in(answer.tool_results)
-    present = {m.id for m in final if not isinstance(m, ToolMessage)} | set(found_in(final))
+    found = _found_by_search(answer.tool_results)
+    present = {m.id for m in final if not isinstance(m, ToolMessage)} | set(_found_by_search(final))
     return method_lib.Context(final, present, recalled=found, resident_before={m.id for m in window}), answer
+
+
+def _found_by_search(messages) -> list[str]:
+    """Turn ids the `search` results among `messages` returned."""
+    return [mid for t in messages if isinstance(t, ToolMessage) and t.name == "search"
+            for mid in (t.artifact or {}).get("found", [])]
 
 
 def _units(config: RunConfig, ablation: bool) -> list[dict]:
