@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                   reader=reader, workers=args.workers)
     from evals.report import markdown_table
 
-    cols = (["budget", "boundary", "policy", "evidence_coverage", "page_selection_top1", "mean_bookmark_tokens"]
+    cols = (["budget", "boundary", "policy", "evidence_coverage", "page_selection_top1", "mean_bookmark_tokens",
+             "over_budget_rate"]
             if args.command == "ablate" else
             ["method", "budget", "evidence_coverage", "mean_context_tokens", "page_selection_top1"])
     if reader is not None:

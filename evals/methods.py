@@ -14,6 +14,7 @@ from langchain_core.tools import StructuredTool
 from rank_bm25 import BM25Okapi
 
 from langmem_paging import TokenCounter
+from langmem_paging.messages import split_units
 from langmem_paging.recall_text import render_message
 from langmem_paging.text import content_terms
 
@@ -37,6 +38,9 @@ class Context:
     """Page ids recalled (paging) or turns found by search (search_tool)."""
     resident_before: set[str] = field(default_factory=set)
     """For paging: ``dia_id``s resident before the reader recalled anything."""
+    over_budget: bool = False
+    """The method's context exceeded B before the harness cut it (paging: bookmarks are never
+    evicted, so they alone can exceed B), or, for full_context and the llm reader, exceeds it."""
 
     @property
     def tokens(self) -> int:
@@ -51,7 +55,7 @@ def _question(question: str) -> HumanMessage:
 def full_context(history: Sequence[BaseMessage], question: str, budget: int) -> Context:
     """Everything, whatever the budget (the ceiling the others are measured against)."""
     messages = [*history, _question(question)]
-    return Context(messages, {m.id for m in history})
+    return Context(messages, {m.id for m in history}, over_budget=COUNTER(messages) > budget)
 
 
 def truncation(history: Sequence[BaseMessage], question: str, budget: int) -> Context:
@@ -153,3 +157,20 @@ def make_search_tool(history: Sequence[BaseMessage], window: Sequence[BaseMessag
         return text, {"found": [pool[i].id for i in sorted(found)]}
 
     return StructuredTool.from_function(search, name="search", response_format="content_and_artifact")
+
+
+def cap_to_budget(messages: Sequence[BaseMessage], budget: int, keep_from: int | None = None
+                  ) -> tuple[list[BaseMessage], bool]:
+    """Drop the oldest messages (tool-call groups whole) until the list fits `budget`, as a
+    hard context limit would; ``messages[keep_from:]`` (default: the last one) always stays.
+    Returns the list and whether it was over the budget."""
+    total = COUNTER(messages)
+    if total <= budget:
+        return list(messages), False
+    keep_from = len(messages) - 1 if keep_from is None else keep_from
+    units = split_units(messages, 0, keep_from)
+    dropped = 0
+    while dropped < len(units) and total > budget:
+        total -= sum(COUNTER.count_message(m) for m in units[dropped].messages)
+        dropped += 1
+    return [m for u in units[dropped:] for m in u.messages] + list(messages[keep_from:]), True

@@ -49,6 +49,7 @@ def aggregate(rows: list[dict], keys: Sequence[str]) -> list[dict]:
             "mean_bookmark_tokens": _mean(r["bookmark_tokens"] for r in members),
             "page_selection_top1": _mean(r.get("page_selection_top1") for r in members),
             "page_selection_top3": _mean(r.get("page_selection_top3") for r in members),
+            "over_budget_rate": _mean(float(r["over_budget"]) for r in members if "over_budget" in r),
             **(_answer_metrics(members) if any("answer" in r for r in members) else {}),
         })
     return out
@@ -77,3 +78,23 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, n: int = 2000, s
     return {"diff": round(float(x.mean()), 4),
             "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)],
             "n": int(len(x))}
+
+
+def paired_comparisons(rows: list[dict], arm_keys: Sequence[str], pairs: Sequence[tuple[tuple, tuple]]) -> list[dict]:
+    """Evidence coverage of arm `a` minus arm `b` for each pair, per budget, over the questions
+    both answered (categories 1-4, with evidence), with a paired bootstrap 95% interval.
+    An arm is the tuple of a row's `arm_keys` values, e.g. ``("paging",)`` or ``("fixed_20", "fifo")``."""
+    by: dict[tuple, dict[tuple, float]] = defaultdict(dict)
+    for r in rows:
+        if r["category"] != 5 and r["evidence_coverage"] is not None:
+            arm = tuple(r[k] for k in arm_keys)
+            by[(arm, r["budget"])][(r["sample_id"], r["question_index"])] = r["evidence_coverage"]
+    out = []
+    for budget in sorted({b for _, b in by}):
+        for a, b in pairs:
+            x, y = by.get((a, budget), {}), by.get((b, budget), {})
+            shared = sorted(set(x) & set(y))
+            if shared:
+                out.append({"budget": budget, "a": "/".join(map(str, a)), "b": "/".join(map(str, b)),
+                            **paired_bootstrap([x[k] for k in shared], [y[k] for k in shared])})
+    return out

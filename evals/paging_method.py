@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 
-from evals.methods import COUNTER, Context
+from evals.methods import COUNTER, Context, cap_to_budget
 from evals.readers.lexical import rank_bookmarks, visible_bookmarks
 from langmem_paging import Ledger, Page, PagingMiddleware, is_bookmark, page_messages
 from langmem_paging.messages import METADATA_KEY
@@ -72,6 +72,7 @@ class PagingSession:
             chosen.append(self.pages[page_id])
         resident_before = {m.id for m in view if not is_bookmark(m)}
         shown: set[str] = set()
+        call_id = None
         if chosen:
             ids = sorted((p.id for p in chosen), key=lambda pid: int(pid[1:]))
             ordered = [self.pages[pid] for pid in ids]
@@ -85,13 +86,18 @@ class PagingSession:
             second = self.step([*view, call, result], ledger)
             view, ledger = second.view, second.ledger
             shown = {m.id for p in ordered for m in p.messages if render_message(m) in content}
+        question_at = next(i for i, m in enumerate(view) if m.id == q.id)
+        context_messages, over = cap_to_budget(view, self.budget, keep_from=question_at)
+        if over and not any(isinstance(m, ToolMessage) and m.id == f"t-{call_id}" for m in context_messages):
+            shown = set()  # the cut reached the recall result
         context = Context(
-            messages=view,
-            present={m.id for m in view if not is_bookmark(m)} | shown,
-            bookmark_tokens=sum(COUNTER.count_message(m) for m in view if is_bookmark(m)),
+            messages=context_messages,
+            present={m.id for m in context_messages if not is_bookmark(m)} | shown,
+            bookmark_tokens=sum(COUNTER.count_message(m) for m in context_messages if is_bookmark(m)),
             ranked_pages=[[m.id for m in self.pages[pid].messages] for pid in ranked],
             recalled=[p.id for p in chosen],
             resident_before=resident_before,
+            over_budget=over,
         )
         if persist:
             self.state = [*view, AIMessage("(answered)", id=f"ans-{q.id}")]
@@ -126,6 +132,7 @@ class PagingSession:
             ranked_pages=[[m.id for m in pages[pid].messages] for pid in order],
             recalled=order,
             resident_before={m.id for m in first if not is_bookmark(m)},
+            over_budget=COUNTER(final) > self.budget,
         )
         if persist and answer.state:
             self.state, self.ledger = list(answer.state), ledger

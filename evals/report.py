@@ -24,21 +24,25 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 
 def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
     """Write summary.json, summary.md and PNG plots; return the summary."""
-    from evals.metrics import aggregate
-    from evals.runner import comparisons
+    from evals.metrics import aggregate, paired_comparisons
 
     out = Path(out)
     head, rows = load_results(out)
     keys = ["budget", "boundary", "policy", "protocol"] if ablation else ["method", "budget", "protocol"]
     table = aggregate(rows, keys)
     summary = {"header": head, "rows": [r for r in table if r["category"] == "all"], "by_category": table}
-    if not ablation:
-        summary["comparisons"] = comparisons(rows)
+    arms = list(dict.fromkeys((r["boundary"], r["policy"]) if ablation else (r["method"],) for r in rows))
+    if ablation:  # every cell against fixed_20/fifo (or the first cell run)
+        reference = ("fixed_20", "fifo") if ("fixed_20", "fifo") in arms else arms[0]
+        pairs = [(arm, reference) for arm in arms if arm != reference]
+    else:  # paging against every other method
+        pairs = [(("paging",), arm) for arm in arms if arm != ("paging",)]
+    summary["comparisons"] = paired_comparisons(rows, ["boundary", "policy"] if ablation else ["method"], pairs)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     cols = (["budget", "boundary", "policy", "evidence_coverage", "page_selection_top1", "page_selection_top3",
-             "mean_bookmark_tokens", "mean_context_tokens", "n_questions"] if ablation else
+             "mean_bookmark_tokens", "mean_context_tokens", "over_budget_rate", "n_questions"] if ablation else
             ["method", "budget", "evidence_coverage", "mean_context_tokens", "mean_bookmark_tokens",
-             "page_selection_top1", "page_selection_top3", "n_questions"])
+             "page_selection_top1", "page_selection_top3", "over_budget_rate", "n_questions"])
     if any("answer_f1" in r for r in table):
         cols += ["answer_f1", "judge_score", "recall_trigger_rate", "n_errors"]
     reader = head["reader"] if isinstance(head["reader"], str) else " ".join(
@@ -48,9 +52,9 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
           f"{' dirty' if head['git_dirty'] else ''})", "", "## All categories but adversarial", "",
           markdown_table(summary["rows"], cols), "", "## Per category", "",
           markdown_table(table, ["category", *cols])]
-    if not ablation:
-        md += ["", "## Paging minus other methods (evidence coverage, paired bootstrap 95% CI)", "",
-               markdown_table(summary["comparisons"], ["budget", "a", "b", "diff", "ci95", "n"])]
+    md += ["", f"## {'Each cell minus the reference cell' if ablation else 'Paging minus other methods'} "
+           "(evidence coverage, paired bootstrap 95% CI)", "",
+           markdown_table(summary["comparisons"], ["budget", "a", "b", "diff", "ci95", "n"])]
     (out / "summary.md").write_text("\n".join(md) + "\n")
     try:
         plot(summary, out, ablation=ablation)

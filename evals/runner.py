@@ -15,7 +15,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from evals import methods as method_lib
 from evals.conversation import to_messages
 from evals.datasets.records import Conversation
-from evals.metrics import aggregate, evidence_coverage, page_selection, paired_bootstrap
+from evals.metrics import aggregate, evidence_coverage, page_selection
 from evals.paging_method import PagingSession
 from evals.readers.lexical import READER_VERSION
 
@@ -89,6 +89,7 @@ def _row(conversation, qi, context, unit: dict, answer=None, reader=None) -> dic
         "category": q.category, "evidence": list(q.evidence),
         "evidence_coverage": evidence_coverage(q.evidence, context.present),
         "context_tokens": context.tokens, "bookmark_tokens": context.bookmark_tokens,
+        "over_budget": context.over_budget,
         "page_selection_top1": page_selection(q.evidence, context.resident_before, context.ranked_pages, 1)
         if unit["method"] == "paging" else None,
         "page_selection_top3": page_selection(q.evidence, context.resident_before, context.ranked_pages, 3)
@@ -181,7 +182,8 @@ def _search_with_llm(history, question: str, budget: int, reader):
     final = answer.final_prompt or [*window, q]
     found = _found_by_search(answer.tool_results)
     present = {m.id for m in final if not isinstance(m, ToolMessage)} | set(_found_by_search(final))
-    return method_lib.Context(final, present, recalled=found, resident_before={m.id for m in window}), answer
+    return method_lib.Context(final, present, recalled=found, resident_before={m.id for m in window},
+                              over_budget=method_lib.COUNTER(final) > budget), answer
 
 
 def _found_by_search(messages) -> list[str]:
@@ -238,22 +240,4 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
     return write_reports(out, ablation=ablation)
 
 
-def comparisons(rows: list[dict]) -> list[dict]:
-    """Paired bootstrap of evidence coverage: paging minus each other method, per budget."""
-    by = {}
-    for r in rows:
-        if r["category"] != 5 and r["evidence_coverage"] is not None:
-            by[(r["method"], r["budget"], r["sample_id"], r["question_index"])] = r["evidence_coverage"]
-    out = []
-    budgets = sorted({k[1] for k in by})
-    others = sorted({k[0] for k in by} - {"paging"})
-    for budget in budgets:
-        for other in others:
-            keys = [k for k in by if k[0] == "paging" and k[1] == budget and (other, *k[1:]) in by]
-            a = [by[k] for k in keys]
-            b = [by[(other, *k[1:])] for k in keys]
-            out.append({"budget": budget, "a": "paging", "b": other, **paired_bootstrap(a, b)})
-    return out
-
-
-__all__ = ["RunConfig", "aggregate", "ask_schedule", "comparisons", "header", "run", "run_unit"]
+__all__ = ["RunConfig", "aggregate", "ask_schedule", "header", "run", "run_unit"]

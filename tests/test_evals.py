@@ -120,9 +120,43 @@ def test_ablation_rows_have_boundary_and_policy(tmp_path):
             "--boundaries", "fixed_10,topic_shift", "--policies", "fifo,semantic", "--synthetic-turns", "120",
             "--synthetic-facts", "3", "--synthetic-conversations", "1", "--no-progress"]
     assert evals_main(args) == 0
-    rows = json.loads((tmp_path / "summary.json").read_text())["rows"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    rows = summary["rows"]
+    # no fixed_20/fifo cell here: every cell is compared with the first one run, paired per question
+    assert [(c["a"], c["b"]) for c in summary["comparisons"]] == [
+        ("fixed_10/semantic", "fixed_10/fifo"), ("topic_shift/fifo", "fixed_10/fifo"),
+        ("topic_shift/semantic", "fixed_10/fifo")]
+    assert all(c["n"] == 3 for c in summary["comparisons"])
     assert {(r["boundary"], r["policy"]) for r in rows} == {
         ("fixed_10", "fifo"), ("fixed_10", "semantic"), ("topic_shift", "fifo"), ("topic_shift", "semantic")}
     for r in rows:
         assert {"evidence_coverage", "page_selection_top1", "mean_bookmark_tokens"} <= set(r)
     assert (tmp_path / "ablation_heatmap.png").exists()
+
+
+def test_paging_contexts_are_cut_to_the_budget_when_bookmarks_alone_exceed_it():
+    # topic_shift on synthetic filler makes tiny pages: their bookmarks alone outgrow a small budget
+    conv = generate(n_turns=300, n_facts=6, seed=0)
+    session = PagingSession(400, "topic_shift", "fifo")
+    for message in to_messages(conv):
+        session.add(message)
+    assert session.step([*session.state], session.ledger).over_budget
+    context = session.ask(conv.questions[0].question)
+    assert context.over_budget and context.tokens <= 400
+    assert context.messages[-1].content == conv.questions[0].question or any(
+        m.content == conv.questions[0].question for m in context.messages)
+    assert context.present <= {m.id for m in context.messages} | {
+        m.id for p in session.pages.values() for m in p.messages}
+
+
+def test_cap_to_budget_keeps_the_tail_and_tool_groups_whole():
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    call = AIMessage("", tool_calls=[{"name": "recall", "args": {}, "id": "c1"}], id="a")
+    msgs = [HumanMessage("old " * 50, id="h0"), call, ToolMessage("x " * 50, tool_call_id="c1", id="t"),
+            HumanMessage("question", id="q")]
+    kept, over = method_lib.cap_to_budget(msgs, 75, keep_from=3)  # 54 + (13 + 54) + 4 tokens
+    assert over and [m.id for m in kept] == ["a", "t", "q"]
+    kept, over = method_lib.cap_to_budget(msgs, 20, keep_from=3)
+    assert over and [m.id for m in kept] == ["q"]
+    assert method_lib.cap_to_budget(msgs, 10**6) == (msgs, False)
