@@ -63,14 +63,16 @@ class PagingSession:
         q = HumanMessage(question, id=f"q-{uuid.uuid4().hex[:12]}")
         first = self.step([*self.state, q], self.ledger)
         view, ledger = first.view, first.ledger
-        ranked = rank_bookmarks(question, visible_bookmarks(view))
+        # what fits in B is all the reader sees (the view exceeds B only when bookmarks alone do)
+        seen, over_before = cap_to_budget(view, self.budget, keep_from=len(view) - 1)
+        ranked = rank_bookmarks(question, visible_bookmarks(seen))
         chosen: list[Page] = []
         for page_id in ranked[:MAX_RECALLED_PAGES]:
             text = render_pages([*chosen, self.pages[page_id]], max_tokens=10**9, counter=COUNTER)
             if COUNTER.count_text(text) > self.recall_cap:
                 break
             chosen.append(self.pages[page_id])
-        resident_before = {m.id for m in view if not is_bookmark(m)}
+        resident_before = {m.id for m in seen if not is_bookmark(m)}
         shown: set[str] = set()
         call_id = None
         if chosen:
@@ -97,7 +99,7 @@ class PagingSession:
             ranked_pages=[[m.id for m in self.pages[pid].messages] for pid in ranked],
             recalled=[p.id for p in chosen],
             resident_before=resident_before,
-            over_budget=over,
+            over_budget=over or over_before,
         )
         if persist:
             self.state = [*view, AIMessage("(answered)", id=f"ans-{q.id}")]
