@@ -32,9 +32,11 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
     table = aggregate(rows, keys)
     summary = {"header": head, "rows": [r for r in table if r["category"] == "all"], "by_category": table}
     arms = list(dict.fromkeys((r["boundary"], r["policy"]) if ablation else (r["method"],) for r in rows))
-    if ablation:  # every cell against fixed_20/fifo (or the first cell run)
+    if ablation:  # every cell against fixed_20/fifo (or the first cell run), and each policy against fifo
         reference = ("fixed_20", "fifo") if ("fixed_20", "fifo") in arms else arms[0]
         pairs = [(arm, reference) for arm in arms if arm != reference]
+        pairs += [(arm, (arm[0], "fifo")) for arm in arms
+                  if arm[1] != "fifo" and (arm[0], "fifo") in arms and (arm[0], "fifo") != reference]
     else:  # paging against every other method
         pairs = [(("paging",), arm) for arm in arms if arm != ("paging",)]
     summary["comparisons"] = paired_comparisons(rows, ["boundary", "policy"] if ablation else ["method"], pairs)
@@ -52,7 +54,7 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
           f"{' dirty' if head['git_dirty'] else ''})", "", "## All categories but adversarial", "",
           markdown_table(summary["rows"], cols), "", "## Per category", "",
           markdown_table(table, ["category", *cols])]
-    md += ["", f"## {'Each cell minus the reference cell' if ablation else 'Paging minus other methods'} "
+    md += ["", f"## {'Each cell minus fixed_20/fifo, each policy minus fifo' if ablation else 'Paging minus other methods'} "
            "(evidence coverage, paired bootstrap 95% CI)", "",
            markdown_table(summary["comparisons"], ["budget", "a", "b", "diff", "ci95", "n"])]
     (out / "summary.md").write_text("\n".join(md) + "\n")

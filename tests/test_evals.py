@@ -125,7 +125,7 @@ def test_ablation_rows_have_boundary_and_policy(tmp_path):
     # no fixed_20/fifo cell here: every cell is compared with the first one run, paired per question
     assert [(c["a"], c["b"]) for c in summary["comparisons"]] == [
         ("fixed_10/semantic", "fixed_10/fifo"), ("topic_shift/fifo", "fixed_10/fifo"),
-        ("topic_shift/semantic", "fixed_10/fifo")]
+        ("topic_shift/semantic", "fixed_10/fifo"), ("topic_shift/semantic", "topic_shift/fifo")]
     assert all(c["n"] == 3 for c in summary["comparisons"])
     assert {(r["boundary"], r["policy"]) for r in rows} == {
         ("fixed_10", "fifo"), ("fixed_10", "semantic"), ("topic_shift", "fifo"), ("topic_shift", "semantic")}
