@@ -2,7 +2,9 @@
 
 What it does, exactly (change it only in a commit of its own, and report the change):
 1. It sees only what a model would see: the resident messages and the bookmarks,
-   never the text of evicted pages, plus the question.
+   never the text of evicted pages, plus the question. When bookmarks alone push the
+   view over the budget, the harness first cuts it from the front to fit (as a hard
+   context limit would); the reader sees what is left.
 2. Each bookmark ``[pN:kw1,kw2,...]`` is a document of its keywords, lower-cased and
    split into content words (`langmem_paging.text.content_terms`).
 3. It scores every bookmark with BM25 (rank-bm25 `BM25Okapi`, default k1=1.5, b=0.75)
