@@ -216,3 +216,29 @@ def test_questions_asked_concurrently_give_the_same_rows(stub, conversation, met
     reader = LLMReader.from_env("stub-model")
     assert run_unit(conversation, _unit(method), "end", reader, workers=4) == run_unit(
         conversation, _unit(method), "end", reader, workers=1)
+
+
+def test_locomo_cli_with_the_llm_reader_scores_by_category(tmp_path, monkeypatch):
+    from tests.test_evals import OFFICIAL_SAMPLE
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([OFFICIAL_SAMPLE]))
+
+    def respond(body):
+        prompt = _text(body["messages"][-1])
+        if prompt.startswith("You grade answers"):
+            return {"content": "CORRECT" if "Generated answer: Miso" in prompt else "WRONG"}
+        return {"content": {"Cat's name?": "Miso", "Dog?": NOT_THERE}.get(prompt, "a lake")}
+
+    with OpenAIStub(respond) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        out = tmp_path / "out"
+        assert evals_main(["locomo", "--data", str(data), "--reader", "llm", "--model", "stub-model",
+                           "--methods", "full_context", "--budgets", "4000", "--out", str(out),
+                           "--no-progress"]) == 0
+    rows = {r["category"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines()[1:])}
+    assert (rows[1]["answer"], rows[1]["answer_f1"], rows[1]["judge"]) == ("Miso", 1.0, 1.0)
+    assert (rows[5]["answer_f1"], rows[5]["judge"]) == (1.0, None)  # adversarial: declined, never judged
+    assert (rows[4]["answer"], rows[4]["answer_f1"], rows[4]["judge"]) == ("a lake", 1.0, 0.0)
+    assert not any(b["model"] != "stub-model" for b in server.requests)
