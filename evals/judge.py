@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import openai
+
 __all__ = ["JUDGE_PROMPT", "LLMJudge", "parse_verdict"]
 
 JUDGE_PROMPT = """You grade answers to questions about a conversation.
@@ -46,8 +48,6 @@ class LLMJudge:
         """The verdict on one answer; None when there is no answer or the reply has no verdict."""
         if not answer:
             return None
-        import openai
-
         prompt = JUDGE_PROMPT.format(question=question, gold=gold, answer=answer)
         try:
             reply = self.client.chat.completions.create(

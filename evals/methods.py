@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from rank_bm25 import BM25Okapi
 
@@ -73,6 +73,21 @@ def truncation(history: Sequence[BaseMessage], question: str, budget: int) -> Co
     return Context([*kept, q], {m.id for m in kept})
 
 
+def _best_within(scores: Sequence[float], cost: Callable[[int], int], room: int,
+                 skip: set | frozenset = frozenset()) -> tuple[list[int], int]:
+    """Indices of the best-scoring items (score > 0, best first, ties by position) while their
+    `cost` fits `room`, skipping `skip`; returned in position order with the room left."""
+    chosen = []
+    for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
+        if scores[i] <= 0:
+            break
+        c = cost(i)
+        if i not in skip and c <= room:
+            chosen.append(i)
+            room -= c
+    return sorted(chosen), room
+
+
 def _retrieve(history, question, budget, score: Callable[[list[str], list[list[str]]], list[float]],
               pinned: Sequence[BaseMessage] = ()) -> Context:
     """Best-scoring turns (score > 0) until B, shown in conversation order."""
@@ -80,18 +95,9 @@ def _retrieve(history, question, budget, score: Callable[[list[str], list[list[s
     room = budget - COUNTER.count_message(q) - sum(COUNTER.count_message(m) for m in pinned)
     pinned_ids = {m.id for m in pinned}
     pool = [m for m in history if m.id not in pinned_ids]
-    docs = [content_terms(str(m.content)) for m in pool]
-    scores = score(content_terms(question), docs) if pool else []
-    order = sorted(range(len(pool)), key=lambda i: (-scores[i], i))
-    chosen = set()
-    for i in order:
-        if scores[i] <= 0:
-            break
-        cost = COUNTER.count_message(pool[i])
-        if cost <= room:
-            chosen.add(i)
-            room -= cost
-    found = [pool[i] for i in sorted(chosen)]
+    scores = score(content_terms(question), [content_terms(str(m.content)) for m in pool]) if pool else []
+    chosen, _ = _best_within(scores, lambda i: COUNTER.count_message(pool[i]), room)
+    found = [pool[i] for i in chosen]
     position = {m.id: k for k, m in enumerate(history)}
     messages = sorted([*found, *pinned], key=lambda m: position[m.id])
     return Context([*messages, q], {m.id for m in messages}, recalled=[m.id for m in found])
@@ -144,19 +150,35 @@ def make_search_tool(history: Sequence[BaseMessage], window: Sequence[BaseMessag
     def search(query: str) -> tuple[str, dict]:
         """Search the older part of the conversation; returns the best-matching turns."""
         scores = _bm25_scores(content_terms(str(query)), docs) if pool else []
-        found = []
-        for i in sorted(range(len(pool)), key=lambda i: (-scores[i], i)):
-            if scores[i] <= 0:
-                break
-            cost = COUNTER.count_text(render_message(pool[i])) + 1
-            if pool[i].id not in left["returned"] and cost <= left["room"]:
-                found.append(i)
-                left["room"] -= cost
-        left["returned"].update(pool[i].id for i in found)
-        text = "\n".join(render_message(pool[i]) for i in sorted(found)) or f"No older turn matches {query!r}."
-        return text, {"found": [pool[i].id for i in sorted(found)]}
+        found, left["room"] = _best_within(scores, lambda i: COUNTER.count_text(render_message(pool[i])) + 1,
+                                           left["room"], skip=left["returned"])
+        left["returned"].update(found)
+        text = "\n".join(render_message(pool[i]) for i in found) or f"No older turn matches {query!r}."
+        return text, {"found": [pool[i].id for i in found]}
 
     return StructuredTool.from_function(search, name="search", response_format="content_and_artifact")
+
+
+def search_tool_with_reader(history: Sequence[BaseMessage], question: str, budget: int, reader):
+    """`search_tool` answered by a real model (`LLMReader`): the B/2 window and the question,
+    and a `search` tool over the older turns whose results stay within B. ``(Context, Answer)``."""
+    from evals.readers.llm import SEARCH_HINT
+
+    window = search_window(history, budget)
+    q = _question(question)
+    tool = make_search_tool(history, window, budget - COUNTER([*window, q]))
+    answer = reader.run_agent([*window, q], tools=[tool], hint=SEARCH_HINT)
+    final = answer.final_prompt or [*window, q]
+    present = {m.id for m in final if not isinstance(m, ToolMessage)} | set(_found_by_search(final))
+    context = Context(final, present, recalled=_found_by_search(answer.tool_results),
+                      resident_before={m.id for m in window}, over_budget=COUNTER(final) > budget)
+    return context, answer
+
+
+def _found_by_search(messages: Sequence[BaseMessage]) -> list[str]:
+    """Turn ids the `search` results among `messages` returned."""
+    return [mid for t in messages if isinstance(t, ToolMessage) and t.name == "search"
+            for mid in (t.artifact or {}).get("found", [])]
 
 
 def cap_to_budget(messages: Sequence[BaseMessage], budget: int, keep_from: int | None = None

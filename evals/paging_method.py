@@ -73,8 +73,6 @@ class PagingSession:
                 break
             chosen.append(self.pages[page_id])
         resident_before = {m.id for m in seen if not is_bookmark(m)}
-        shown: set[str] = set()
-        call_id = None
         if chosen:
             ids = sorted((p.id for p in chosen), key=lambda pid: int(pid[1:]))
             ordered = [self.pages[pid] for pid in ids]
@@ -87,20 +85,10 @@ class PagingSession:
             ledger.record_access(ids)
             second = self.step([*view, call, result], ledger)
             view, ledger = second.view, second.ledger
-            shown = {m.id for p in ordered for m in p.messages if render_message(m) in content}
         question_at = next(i for i, m in enumerate(view) if m.id == q.id)
         context_messages, over = cap_to_budget(view, self.budget, keep_from=question_at)
-        if over and not any(isinstance(m, ToolMessage) and m.id == f"t-{call_id}" for m in context_messages):
-            shown = set()  # the cut reached the recall result
-        context = Context(
-            messages=context_messages,
-            present={m.id for m in context_messages if not is_bookmark(m)} | shown,
-            bookmark_tokens=sum(COUNTER.count_message(m) for m in context_messages if is_bookmark(m)),
-            ranked_pages=[[m.id for m in self.pages[pid].messages] for pid in ranked],
-            recalled=[p.id for p in chosen],
-            resident_before=resident_before,
-            over_budget=over or over_before,
-        )
+        context = _paged_context(context_messages, chosen, ranked_pages=[self.pages[pid] for pid in ranked],
+                                 resident_before=resident_before, over_budget=over or over_before)
         if persist:
             self.state = [*view, AIMessage("(answered)", id=f"ans-{q.id}")]
             self.ledger = ledger
@@ -123,23 +111,31 @@ class PagingSession:
         first, final = (answer.prompts[0], answer.final_prompt) if answer.prompts else ([], [])
         stored, ledger = paging.page_store.snapshot(thread)
         pages = {p.id: p for p in stored}
-        order = [pid for pid in recalled_in_order(answer) if pid in pages]
-        recall_text = [str(m.content) for m in final if isinstance(m, ToolMessage)]
-        shown = {m.id for pid in order for m in pages[pid].messages
-                 if any(render_message(m) in text for text in recall_text)}
-        context = Context(
-            messages=final,
-            present={m.id for m in final if not is_bookmark(m) and not isinstance(m, ToolMessage)} | shown,
-            bookmark_tokens=sum(COUNTER.count_message(m) for m in final if is_bookmark(m)),
-            ranked_pages=[[m.id for m in pages[pid].messages] for pid in order],
-            recalled=order,
-            resident_before={m.id for m in first if not is_bookmark(m)},
-            over_budget=COUNTER(final) > self.budget,
-        )
+        recalled = [pages[pid] for pid in recalled_in_order(answer) if pid in pages]
+        context = _paged_context(final, recalled, ranked_pages=recalled,
+                                 resident_before={m.id for m in first if not is_bookmark(m)},
+                                 over_budget=COUNTER(final) > self.budget)
         if persist and answer.state:
             self.state, self.ledger = list(answer.state), ledger
             self.pages.update(pages)
         return context, answer
+
+
+def _paged_context(messages: list[BaseMessage], recalled: list[Page], *, ranked_pages: list[Page],
+                   resident_before: set[str], over_budget: bool) -> Context:
+    """The measured context: resident turns, plus the turns of `recalled` pages whose text is in
+    a recall result among `messages` (a result cut off by the budget shows nothing)."""
+    results = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
+    shown = {m.id for page in recalled for m in page.messages if any(render_message(m) in r for r in results)}
+    return Context(
+        messages=messages,
+        present={m.id for m in messages if not is_bookmark(m) and not isinstance(m, ToolMessage)} | shown,
+        bookmark_tokens=sum(COUNTER.count_message(m) for m in messages if is_bookmark(m)),
+        ranked_pages=[[m.id for m in page.messages] for page in ranked_pages],
+        recalled=[page.id for page in recalled],
+        resident_before=resident_before,
+        over_budget=over_budget,
+    )
 
 
 def recalled_in_order(answer) -> list[str]:
@@ -151,7 +147,7 @@ def recalled_in_order(answer) -> list[str]:
         if result.tool_call_id not in calls:
             continue
         returned = ((result.artifact or {}).get(METADATA_KEY) or {}).get("recalled", [])
-        args = calls[result.tool_call_id] if isinstance(calls[result.tool_call_id], dict) else {}
+        args = calls[result.tool_call_id]
         asked = plan_recall(args.get("page_ids"), args.get("query")).page_ids
         for pid in [*[p for p in asked if p in returned], *returned]:
             if pid not in order:

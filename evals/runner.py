@@ -10,8 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from langchain_core.messages import HumanMessage, ToolMessage
-
 from evals import methods as method_lib
 from evals.conversation import to_messages
 from evals.datasets.records import Conversation
@@ -152,7 +150,7 @@ def run_unit(conversation: Conversation, unit: dict, protocol: str, reader=None,
         if reader is None:
             context, answer = build(history, question, unit["budget"]), None
         elif unit["method"] == "search_tool":
-            context, answer = _search_with_llm(history, question, unit["budget"], reader)
+            context, answer = method_lib.search_tool_with_reader(history, question, unit["budget"], reader)
         else:
             context = build(history, question, unit["budget"])
             answer = reader.answer(context.messages)
@@ -167,29 +165,6 @@ def _map(fn, items: Sequence, workers: int) -> list:
         return [fn(item) for item in items]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(fn, items))
-
-
-def _search_with_llm(history, question: str, budget: int, reader):
-    """`search_tool` with a real model: a B/2 window, and a `search` tool over older turns
-    whose results stay within B."""
-    from evals.readers.llm import SEARCH_HINT
-
-    window = method_lib.search_window(history, budget)
-    q = HumanMessage(question, id="question")
-    room = budget - method_lib.COUNTER([*window, q])
-    answer = reader.run_agent([*window, q], tools=[method_lib.make_search_tool(history, window, room)],
-                              hint=SEARCH_HINT)
-    final = answer.final_prompt or [*window, q]
-    found = _found_by_search(answer.tool_results)
-    present = {m.id for m in final if not isinstance(m, ToolMessage)} | set(_found_by_search(final))
-    return method_lib.Context(final, present, recalled=found, resident_before={m.id for m in window},
-                              over_budget=method_lib.COUNTER(final) > budget), answer
-
-
-def _found_by_search(messages) -> list[str]:
-    """Turn ids the `search` results among `messages` returned."""
-    return [mid for t in messages if isinstance(t, ToolMessage) and t.name == "search"
-            for mid in (t.artifact or {}).get("found", [])]
 
 
 def _units(config: RunConfig, ablation: bool) -> list[dict]:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import openai
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
@@ -164,7 +165,7 @@ class LLMReader:
             reply = self.model.invoke([SystemMessage(ANSWER_PROMPT), *messages], config={"callbacks": [recorder]})
         except Exception as exc:  # noqa: BLE001 - only the endpoint refusing the request is recorded
             return Answer(None, recorder.prompts, error=_refusal(exc))
-        return Answer(_text(reply), recorder.prompts, state=[*messages, reply])
+        return Answer(_text(reply), recorder.prompts)
 
     def run_agent(self, messages: Sequence[BaseMessage], *, tools: Sequence[BaseTool] = (),
                   middleware: Sequence[AgentMiddleware] = (), store: Any = None, hint: str = "",
@@ -189,8 +190,6 @@ class LLMReader:
 def _refusal(exc: Exception) -> str:
     """The error text when the endpoint rejected a request (bad request, context too long);
     anything else (network, auth, a bug) propagates and stops the run, which resumes later."""
-    import openai
-
     if isinstance(exc, openai.BadRequestError):
         return f"{type(exc).__name__}: {exc}"[:500]
     raise exc
