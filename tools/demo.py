@@ -26,6 +26,7 @@ from evals.readers.lexical import rank_bookmarks, visible_bookmarks  # noqa: E40
 from graphs.agent import chat_model_from_env, create_paging_agent  # noqa: E402
 from langmem_paging import TokenCounter, is_bookmark, reconstruct_history  # noqa: E402
 from langmem_paging.testing import ScriptedChatModel  # noqa: E402
+from langmem_paging.text import content_terms  # noqa: E402
 
 
 def scripted_assistant(replies: list[str]):
@@ -36,9 +37,9 @@ def scripted_assistant(replies: list[str]):
         last = messages[-1]
         if isinstance(last, ToolMessage):
             question = next(m for m in reversed(messages) if isinstance(m, HumanMessage)).content
-            q = {w.lower().strip("?.,'s") for w in question.split()}
+            q = set(content_terms(question))
             lines = [ln for ln in last.content.splitlines() if ln.startswith("user:")]
-            best = max(lines, key=lambda ln: len(q & {w.lower().strip("?.,'s") for w in ln.split()}), default="")
+            best = max(lines, key=lambda ln: len(q & set(content_terms(ln))), default="")
             return AIMessage(f"From the recalled page: {best.removeprefix('user: ')}")
         if str(last.content).endswith("?") and state["turn"] >= len(replies):
             ranked = rank_bookmarks(last.content, visible_bookmarks(messages))
