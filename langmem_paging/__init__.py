@@ -1,50 +1,98 @@
 """Cooperative memory paging for LangGraph agents.
 
-messages -> pages (boundaries) -> policy (eviction) -> bookmark -> store -> recall.
+messages -> pages (boundaries) -> policy (eviction) -> bookmark -> cold tier (clusters)
+-> store -> recall.
+
+Names are imported lazily, so ``import langmem_paging`` stays cheap.
 """
 
-from langmem_paging.bookmarks import Bookmarker, KeywordBookmarker, format_bookmark, parse_bookmark
-from langmem_paging.boundaries import BOUNDARIES, BoundaryStrategy, get_boundary
-from langmem_paging.config import PagingConfig
-from langmem_paging.messages import is_bookmark
-from langmem_paging.middleware import PagingMiddleware
-from langmem_paging.node import PagingNode
-from langmem_paging.pager import Pager
-from langmem_paging.paging import PagingResult, apply_ledger, page_messages, reconstruct_history
-from langmem_paging.policies import POLICIES, Candidate, EvictionPolicy, PolicyContext, get_policy
-from langmem_paging.recall import make_recall_tool
-from langmem_paging.records import Ledger, Page
-from langmem_paging.store import PageStore, thread_namespace
-from langmem_paging.tokens import TokenCounter
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "BOUNDARIES",
-    "POLICIES",
-    "Bookmarker",
-    "BoundaryStrategy",
-    "Candidate",
-    "EvictionPolicy",
-    "KeywordBookmarker",
-    "Ledger",
-    "Page",
-    "PageStore",
-    "Pager",
-    "PagingConfig",
-    "PagingMiddleware",
-    "PagingNode",
-    "PagingResult",
-    "PolicyContext",
-    "TokenCounter",
-    "apply_ledger",
-    "format_bookmark",
-    "get_boundary",
-    "get_policy",
-    "is_bookmark",
-    "make_recall_tool",
-    "page_messages",
-    "parse_bookmark",
-    "reconstruct_history",
-    "thread_namespace",
-]
+__version__ = "0.2.0"
+
+_EXPORTS = {
+    "BOUNDARIES": "boundaries",
+    "BoundaryStrategy": "boundaries",
+    "get_boundary": "boundaries",
+    "Bookmark": "bookmarks",
+    "BookmarkContext": "bookmarks",
+    "Bookmarker": "bookmarks",
+    "KeywordBookmarker": "bookmarks",
+    "PageDraft": "bookmarks",
+    "format_bookmark": "bookmarks",
+    "parse_bookmark": "bookmarks",
+    "PagingConfig": "config",
+    "PageEvent": "hooks",
+    "PagingHooks": "hooks",
+    "is_bookmark": "messages",
+    "PagingAgentState": "middleware",
+    "PagingMiddleware": "middleware",
+    "PagingMessagesState": "node",
+    "PagingNode": "node",
+    "Pager": "pager",
+    "PagingResult": "paging",
+    "apage_messages": "paging",
+    "page_messages": "paging",
+    "reconstruct_history": "paging",
+    "POLICIES": "policies",
+    "Candidate": "policies",
+    "EvictionPolicy": "policies",
+    "PolicyContext": "policies",
+    "get_policy": "policies",
+    "make_recall_tool": "recall",
+    "ClusterNode": "records",
+    "Page": "records",
+    "InMemoryBM25Index": "search",
+    "SearchIndex": "search",
+    "PagingChannel": "state",
+    "PagingState": "state",
+    "paging_reducer": "state",
+    "PageStore": "store",
+    "thread_namespace": "store",
+    "TokenCounter": "tokens",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'langmem_paging' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"langmem_paging.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+if TYPE_CHECKING:
+    from langmem_paging.bookmarks import (
+        Bookmark,
+        BookmarkContext,
+        Bookmarker,
+        KeywordBookmarker,
+        PageDraft,
+        format_bookmark,
+        parse_bookmark,
+    )
+    from langmem_paging.boundaries import BOUNDARIES, BoundaryStrategy, get_boundary
+    from langmem_paging.config import PagingConfig
+    from langmem_paging.hooks import PageEvent, PagingHooks
+    from langmem_paging.messages import is_bookmark
+    from langmem_paging.middleware import PagingAgentState, PagingMiddleware
+    from langmem_paging.node import PagingMessagesState, PagingNode
+    from langmem_paging.pager import Pager
+    from langmem_paging.paging import PagingResult, apage_messages, page_messages, reconstruct_history
+    from langmem_paging.policies import POLICIES, Candidate, EvictionPolicy, PolicyContext, get_policy
+    from langmem_paging.recall import make_recall_tool
+    from langmem_paging.records import ClusterNode, Page
+    from langmem_paging.search import InMemoryBM25Index, SearchIndex
+    from langmem_paging.state import PagingChannel, PagingState, paging_reducer
+    from langmem_paging.store import PageStore, thread_namespace
+    from langmem_paging.tokens import TokenCounter

@@ -1,21 +1,25 @@
 """Bookmarks: the tiny ``[pN:kw1,kw2,...]`` that stands where an evicted page was.
 
-The default `KeywordBookmarker` picks the words that tell this page apart from the
-other pages of the thread: names, numbers and dates first, then rare terms (IDF
-over the thread's pages). It is deterministic, so the same page under the same
-thread statistics gives the same bookmark byte for byte.
+A `Bookmarker` makes bookmarks for a batch of pages (sync `bookmark`, async
+`abookmark`; an LLM-written bookmarker awaits its model there). The default
+`KeywordBookmarker` picks the words that tell a page apart from the pages around
+it: names, numbers and dates first, then rare terms. It is deterministic: the same
+page in the same context gives the same bookmark byte for byte, and a bookmark is
+never rewritten once formed (prompt caches stay valid).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import re
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from langmem_paging.messages import METADATA_KEY, speaker
 from langmem_paging.text import STOPWORDS, words
@@ -23,12 +27,17 @@ from langmem_paging.tokens import message_text
 
 __all__ = [
     "BOOKMARK_PATTERN",
-    "Bookmarker",
+    "Bookmark",
     "BookmarkContext",
+    "Bookmarker",
     "KeywordBookmarker",
+    "PageDraft",
+    "as_bookmarker",
     "bookmark_message",
+    "cluster_message",
     "format_bookmark",
     "parse_bookmark",
+    "tool_result_stub",
 ]
 
 BOOKMARK_PATTERN = re.compile(r"\[(p\d+):([^\[\]\n]*)\]")
@@ -39,30 +48,94 @@ _MONTHS = frozenset(
     "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday "
     "saturday sunday".split()
 )
-_SENTENCE_END = re.compile(r"[.!?]\s*$")
-_UNSAFE = re.compile(r"[\[\],:\n]")
+_UNSAFE = re.compile(r"[\[\],:|\n]")
+TERMS_KEPT = 24
+"""Weighted terms a bookmark keeps for similarity (more than it shows)."""
+
+
+@dataclass(frozen=True)
+class PageDraft:
+    """A page being formed, as a bookmarker sees it."""
+
+    id: str
+    """Its page id (``p7``)."""
+    messages: Sequence[BaseMessage]
+    """Its messages, as they will be stored."""
+
+
+@dataclass(frozen=True)
+class Bookmark:
+    """A bookmarker's answer for one page."""
+
+    text: str
+    """The bookmark as the model reads it, ``[p7:Farid,greyhound,adoption]``."""
+    keywords: list[str]
+    """Its keywords, most distinctive first."""
+    terms: dict[str, float] = field(default_factory=dict)
+    """The page's strongest terms with weights (clusters compare pages by these)."""
 
 
 @dataclass(frozen=True)
 class BookmarkContext:
-    """What a bookmarker may know besides the page itself."""
+    """What a bookmarker may know besides the pages."""
 
-    doc_freq: Mapping[str, int]
-    """In how many of the thread's pages each lower-cased term occurs."""
-    n_docs: int
-    """How many pages the thread has formed."""
     count_text: Callable[[str], int]
     """Counts tokens of a string with the paging tokenizer."""
+    doc_freq: Mapping[str, int] = field(default_factory=dict)
+    """In how many of the neighbouring pages (formed now, or shown in the context) each
+    lower-cased term occurs."""
+    n_docs: int = 0
+    """How many neighbouring pages `doc_freq` counts."""
 
 
-class Bookmarker(Protocol):
-    """Makes the bookmark text for a page. Must be deterministic."""
+class Bookmarker(ABC):
+    """Makes bookmarks for a batch of pages; must be deterministic for a given page and context."""
 
-    def __call__(
-        self, page_id: str, messages: Sequence[BaseMessage], context: BookmarkContext
-    ) -> tuple[str, list[str]]:
-        """Return ``(bookmark_text, keywords)``."""
-        ...
+    @abstractmethod
+    def bookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
+        """One `Bookmark` per page, in order."""
+
+    async def abookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
+        """Async `bookmark`; by default the sync one (override to await a model)."""
+        return self.bookmark(pages, context)
+
+
+class _CallableBookmarker(Bookmarker):
+    """Adapts a function ``(page_id, messages, context) -> (text, keywords)``."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+
+    def bookmark(self, pages, context):
+        out = []
+        for page in pages:
+            text, keywords = self.fn(page.id, page.messages, context)
+            out.append(Bookmark(text, list(keywords), {k: 1.0 for k in keywords}))
+        return out
+
+    async def abookmark(self, pages, context):
+        if asyncio.iscoroutinefunction(self.fn):
+            out = []
+            for page in pages:
+                text, keywords = await self.fn(page.id, page.messages, context)
+                out.append(Bookmark(text, list(keywords), {k: 1.0 for k in keywords}))
+            return out
+        return self.bookmark(pages, context)
+
+
+def as_bookmarker(value: Bookmarker | Callable | None) -> Bookmarker:
+    """A `Bookmarker` from one, from a ``(page_id, messages, context) -> (text, keywords)``
+    function, or the default `KeywordBookmarker` for None."""
+    if value is None:
+        return KeywordBookmarker()
+    if isinstance(value, Bookmarker):
+        return value
+    if callable(value):
+        return _CallableBookmarker(value)
+    raise TypeError(
+        f"`bookmarker` must be a Bookmarker or a function (page_id, messages, context) -> (text, keywords); "
+        f"got {type(value).__name__}."
+    )
 
 
 def format_bookmark(page_id: str, keywords: Sequence[str]) -> str:
@@ -80,32 +153,62 @@ def parse_bookmark(text: str) -> tuple[str, list[str]] | None:
 
 
 def bookmark_message(page_id: str, text: str, message_id: str) -> HumanMessage:
-    """The message that replaces a page: same id as the page's first message, marked as ours."""
-    return HumanMessage(
-        content=text, id=message_id, additional_kwargs={METADATA_KEY: {"bookmark": page_id}}
+    """The message that shows an evicted page: the id of the page's first message, marked as ours."""
+    return HumanMessage(content=text, id=message_id, additional_kwargs={METADATA_KEY: {"bookmark": page_id}})
+
+
+def cluster_message(cluster_id: str, text: str, message_id: str) -> HumanMessage:
+    """The message that shows a cluster of evicted pages, where its first member page was."""
+    return HumanMessage(content=text, id=message_id, additional_kwargs={METADATA_KEY: {"cluster": cluster_id}})
+
+
+def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping | None, tokens: int) -> ToolMessage:
+    """A large tool result paged on arrival: same id and call id, its text replaced by a
+    bookmark naming the tool, the call's arguments and the size."""
+    name = (call or {}).get("name") or result.name or "tool"
+    args = json.dumps((call or {}).get("args", {}), sort_keys=True, default=str, ensure_ascii=False)
+    if len(args) > 120:
+        args = args[:117] + "..."
+    text = (
+        f"[{page_id}:{_UNSAFE.sub('', name)} result, {tokens} tokens, paged out; "
+        f"args {args}; call recall(page_ids=['{page_id}']) to read it]"
     )
+    meta = {**result.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
+    return result.model_copy(update={"content": text, "additional_kwargs": {**result.additional_kwargs,
+                                                                           METADATA_KEY: meta}})
 
 
-def _keyword_scores(messages: Sequence[BaseMessage], context: BookmarkContext) -> list[tuple[str, float]]:
-    """Candidate keywords (surface form) with scores, best first, ties broken alphabetically."""
+def _sentence_start(text: str, at: int) -> bool:
+    """True if the word at `at` begins a sentence (only whitespace back to ``.!?`` or the start)."""
+    i = at - 1
+    while i >= 0 and text[i].isspace():
+        i -= 1
+    return i < 0 or text[i] in ".!?\n\"'“"
+
+
+def keyword_scores(messages: Sequence[BaseMessage], context: BookmarkContext) -> list[tuple[str, float]]:
+    """Candidate keywords (surface form) with scores, best first, ties broken alphabetically.
+
+    Linear in the text: one pass over the words of each message.
+    """
     tf: Counter[str] = Counter()
     surface: dict[str, Counter[str]] = {}
     salient: set[str] = set()
+    word_re = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
     for message in messages:
         text = message_text(message)
-        position = 0
-        for word in words(text):
-            at = text.find(word, position)
-            position = at + len(word) if at >= 0 else position
+        for match in word_re.finditer(text):
+            word = match.group(0)
+            if word.endswith(("'s", "’s")):
+                word = word[:-2]
             term = word.lower().replace("’", "'")
             if len(term) < 2 or term in STOPWORDS:
                 continue
             tf[term] += 1
             surface.setdefault(term, Counter())[_UNSAFE.sub("", word)] += 1
-            sentence_start = at <= 0 or bool(_SENTENCE_END.search(text[:at]))
             if any(ch.isdigit() for ch in term) or term in _MONTHS:
                 salient.add(term)
-            elif word[0].isupper() and not sentence_start:
+            elif word[0].isupper() and not _sentence_start(text, match.start()):
                 salient.add(term)
     n = context.n_docs
     scored = []
@@ -119,7 +222,7 @@ def _keyword_scores(messages: Sequence[BaseMessage], context: BookmarkContext) -
     return scored
 
 
-class KeywordBookmarker:
+class KeywordBookmarker(Bookmarker):
     """Distinctive keywords that fit in `min_tokens`..`max_tokens` tiktoken tokens.
 
     Args:
@@ -130,11 +233,10 @@ class KeywordBookmarker:
     Example:
         >>> from langchain_core.messages import HumanMessage, AIMessage
         >>> from langmem_paging.tokens import TokenCounter
-        >>> counter = TokenCounter()
-        >>> page = [HumanMessage("Caroline adopted a dog named Bailey in May 2023.", id="m1"),
-        ...         AIMessage("Bailey sounds lovely!", id="m2")]
-        >>> ctx = BookmarkContext(doc_freq={}, n_docs=1, count_text=counter.count_text)
-        >>> KeywordBookmarker()("p3", page, ctx)[0]
+        >>> page = PageDraft("p3", [HumanMessage("Caroline adopted a dog named Bailey in May 2023.", id="m1"),
+        ...                         AIMessage("Bailey sounds lovely!", id="m2")])
+        >>> ctx = BookmarkContext(count_text=TokenCounter().count_text)
+        >>> KeywordBookmarker().bookmark([page], ctx)[0].text
         '[p3:Bailey,2023,May,adopted,Caroline,dog,lovely,named]'
     """
 
@@ -145,26 +247,29 @@ class KeywordBookmarker:
         self.max_tokens = max_tokens
         self.max_keywords = max_keywords
 
-    def __call__(
-        self, page_id: str, messages: Sequence[BaseMessage], context: BookmarkContext
-    ) -> tuple[str, list[str]]:
+    def bookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
+        return [self._one(page, context) for page in pages]
+
+    def _one(self, page: PageDraft, context: BookmarkContext) -> Bookmark:
         chosen: list[str] = []
         seen: set[str] = set()
+        scored = keyword_scores(page.messages, context)
 
         def fits(extra: str) -> bool:
-            return context.count_text(format_bookmark(page_id, [*chosen, extra])) <= self.max_tokens
+            return context.count_text(format_bookmark(page.id, [*chosen, extra])) <= self.max_tokens
 
-        for form, _ in _keyword_scores(messages, context):
+        for form, _ in scored:
             if len(chosen) >= self.max_keywords:
                 break
             if form.lower() not in seen and fits(form):
                 chosen.append(form)
                 seen.add(form.lower())
-        fillers = [_UNSAFE.sub("", speaker(m)) for m in messages] + [f"{len(messages)}msgs", "page", "text"]
+        fillers = [_UNSAFE.sub("", speaker(m)) for m in page.messages] + [f"{len(page.messages)}msgs", "page"]
         for filler in fillers:
-            if context.count_text(format_bookmark(page_id, chosen)) >= self.min_tokens:
+            if context.count_text(format_bookmark(page.id, chosen)) >= self.min_tokens:
                 break
             if filler and filler.lower() not in seen and fits(filler):
                 chosen.append(filler)
                 seen.add(filler.lower())
-        return format_bookmark(page_id, chosen), chosen
+        terms = dict(scored[:TERMS_KEPT])
+        return Bookmark(format_bookmark(page.id, chosen), chosen, terms)

@@ -1,48 +1,94 @@
-"""Paging options as one validated pydantic model (the keyword arguments of the middleware and node)."""
+"""Every paging option, in one validated object shared by the middleware, the node and the tool.
+
+`PagingMiddleware(max_tokens=4000, policy="lfu")` and `PagingNode(...)` take these
+options as keywords (or a ready `PagingConfig` as ``config=``). Bad values fail at
+construction with a message naming the option and the fix.
+
+Example:
+    >>> PagingConfig(max_tokens=4000).effective_low_water
+    3000
+    >>> PagingConfig(max_tokens=4000, policy="lfuu")
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid paging option `policy`: Unknown policy 'lfuu'. Available: 'fifo', 'lru', 'lfu', 'semantic' (or an EvictionPolicy instance).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from langmem_paging.bookmarks import Bookmarker, as_bookmarker
 from langmem_paging.boundaries import BoundaryStrategy, get_boundary
+from langmem_paging.hooks import PagingHooks
 from langmem_paging.policies import EvictionPolicy, get_policy
 
-__all__ = ["PagingConfig"]
+__all__ = ["PagingConfig", "resolve_max_tokens"]
+
+Fraction = tuple[Literal["fraction"], float]
 
 
-class PagingConfig(BaseModel):
-    """Every paging option, validated once at construction."""
+class _Options(BaseModel):
+    """The validated fields (internal; `PagingConfig` turns its errors into plain ValueErrors)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
 
-    max_tokens: int = Field(gt=0)
-    """Budget for the message list the model receives, bookmarks and recalled pages included."""
-    low_water_tokens: int | None = None
-    """When over budget, page down to this many tokens (default 75% of `max_tokens`), so
-    paging happens in steps rather than every turn."""
-    boundary: str | BoundaryStrategy = "fixed_20"
-    """How pages are cut: `fixed_N`, `tokens_N`, `exchange`, `session`, `topic_shift`, or an object."""
-    policy: str | EvictionPolicy = "fifo"
+    max_tokens: int | tuple[str, float]
+    """Budget for everything the model receives: messages, bookmarks, recalled text, and (with
+    `PagingMiddleware`) the system prompt and tool schemas. An int, or ``("fraction", 0.5)`` of
+    the model's context window (read from the chat model's profile)."""
+    low_water_tokens: int | None = Field(default=None, gt=0)
+    """When over budget, page down to this (default 75% of the message budget), so paging
+    happens in steps rather than every turn."""
+    boundary: Any = "fixed_20"
+    """How pages are cut: `fixed_N`, `tokens_N`, `exchange`, `session`, `topic_shift`, or a
+    `BoundaryStrategy`."""
+    policy: Any = "fifo"
     """Which page goes next: `fifo`, `lru`, `lfu`, `semantic`, or an `EvictionPolicy`."""
     mode: Literal["replace", "view"] = "replace"
     """`replace`: bookmarks replace pages in state. `view`: state keeps the full history and
     the model is shown the paged view."""
-    model: str | None = None
-    """Model name, to choose the tiktoken encoding (o200k_base for gpt-4o-family)."""
+    model: Any = None
+    """A model name (``"openai:gpt-4o-mini"``) or chat model, to choose the tiktoken encoding
+    (default: the model the agent calls)."""
     encoding: str | None = None
-    """tiktoken encoding name; overrides `model`."""
+    """tiktoken encoding name (``cl100k_base`` or ``o200k_base``); overrides `model`."""
     token_counter: Any = None
-    """Callable counting a message list; default: tiktoken, cached per message."""
+    """Callable counting a message list, instead of tiktoken."""
     bookmarker: Any = None
-    """Callable making bookmark text; default `KeywordBookmarker`."""
-    recall_max_tokens: int | None = None
-    """Size cap of one recall result (default a third of `max_tokens`, at least 256)."""
+    """A `Bookmarker`, or a function ``(page_id, messages, context) -> (text, keywords)``
+    (default `KeywordBookmarker`)."""
+    recall_max_tokens: int | None = Field(default=None, gt=0)
+    """Size cap of one recall result (default a third of the message budget, at least 256; never
+    more than half the message budget)."""
     recent_messages: int = Field(default=6, ge=0)
-    """Messages before the current turn that the semantic policy treats as recent context."""
-    search_results: int = Field(default=2, ge=1)
-    """Pages a `recall(query=...)` search returns at most."""
+    """Messages before the newest user message that policies treat as recent context."""
+    search_results: int = Field(default=3, ge=1)
+    """Pages a `recall(query=...)` returns at most."""
+    bookmark_share: float = Field(default=0.2, gt=0, le=1)
+    """Share of `max_tokens` page and cluster bookmarks may take before old ones fold into
+    clusters."""
+    large_result_share: float | None = Field(default=0.5, gt=0, le=1)
+    """A tool result larger than this share of `max_tokens` is paged as it arrives (None: never)."""
+    cluster_threshold: float = Field(default=0.2, ge=0, le=1)
+    """A page joins a cluster when the cosine similarity of their terms reaches this."""
+    max_clusters: int | None = Field(default=None, ge=1)
+    """Cluster roots at most (default: what half the bookmark share holds, at least 2)."""
+    hooks: Sequence[Any] = ()
+    """`PagingHooks` told when pages form, are evicted, are recalled."""
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _budget(cls, value):
+        if isinstance(value, tuple):
+            if len(value) != 2 or value[0] != "fraction" or not 0 < float(value[1]) <= 1:
+                raise ValueError("use an int, or ('fraction', x) with 0 < x <= 1 of the model's context window")
+            return ("fraction", float(value[1]))
+        if isinstance(value, bool) or value <= 0:
+            raise ValueError("must be a positive number of tokens")
+        return value
 
     @field_validator("boundary")
     @classmethod
@@ -56,22 +102,140 @@ class PagingConfig(BaseModel):
         get_policy(value)
         return value
 
+    @field_validator("bookmarker")
+    @classmethod
+    def _bookmarker(cls, value):
+        if value is not None:
+            as_bookmarker(value)
+        return value
+
+    @field_validator("token_counter")
+    @classmethod
+    def _counter(cls, value):
+        if value is not None and not callable(value):
+            raise ValueError("must be callable: messages -> int")
+        return value
+
+    @field_validator("encoding")
+    @classmethod
+    def _encoding(cls, value):
+        if value is not None:
+            from langmem_paging.tokens import get_encoding
+
+            get_encoding(value)
+        return value
+
+    @field_validator("hooks")
+    @classmethod
+    def _hooks(cls, value):
+        for hook in value:
+            if not isinstance(hook, PagingHooks):
+                raise ValueError(f"must be PagingHooks instances; got {type(hook).__name__}")
+        return tuple(value)
+
     @model_validator(mode="after")
-    def _consistent_budgets(self):
-        if self.low_water_tokens is not None and not 0 < self.low_water_tokens <= self.max_tokens:
-            raise ValueError("`low_water_tokens` must be positive and at most `max_tokens`.")
-        if self.recall_max_tokens is not None and self.recall_max_tokens <= 0:
-            raise ValueError("`recall_max_tokens` must be positive.")
-        if self.token_counter is not None and not callable(self.token_counter):
-            raise ValueError("`token_counter` must be callable: messages -> int.")
+    def _consistent(self):
+        if isinstance(self.max_tokens, int) and self.low_water_tokens is not None:
+            if self.low_water_tokens > self.max_tokens:
+                raise ValueError("`low_water_tokens` must be at most `max_tokens`.")
         return self
+
+
+class PagingConfig:
+    """Paging options, validated once. Fields are documented on `PagingConfig.fields()`.
+
+    Args: see the field list: ``max_tokens`` (required), ``low_water_tokens``, ``boundary``,
+    ``policy``, ``mode``, ``model``, ``encoding``, ``token_counter``, ``bookmarker``,
+    ``recall_max_tokens``, ``recent_messages``, ``search_results``, ``bookmark_share``,
+    ``large_result_share``, ``cluster_threshold``, ``max_clusters``, ``hooks``.
+
+    Raises:
+        ValueError: For an unknown option or a bad value, naming the option.
+        TypeError: For an option of the wrong type.
+    """
+
+    __slots__ = ("_options",)
+
+    def __init__(self, **options: Any) -> None:
+        unknown = sorted(set(options) - set(_Options.model_fields))
+        if unknown:
+            available = ", ".join(f"`{name}`" for name in _Options.model_fields)
+            raise TypeError(f"Unknown paging option {', '.join(f'`{u}`' for u in unknown)}. Available: {available}.")
+        if "max_tokens" not in options:
+            raise TypeError("Paging needs `max_tokens`: the token budget of the model's context (e.g. 4000).")
+        try:
+            object.__setattr__(self, "_options", _Options(**options))
+        except ValidationError as error:
+            first = error.errors()[0]
+            name = ".".join(str(p) for p in first["loc"]) or "options"
+            message = first["msg"].removeprefix("Value error, ")
+            raise ValueError(f"Invalid paging option `{name}`: {message}") from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_options"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("PagingConfig is immutable; build a new one with `replace(...)`.")
+
+    def __repr__(self) -> str:
+        fields = self._options.model_dump(exclude_defaults=True)
+        return f"PagingConfig({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
+
+    def replace(self, **changes: Any) -> PagingConfig:
+        """A copy with some options changed."""
+        current = {name: getattr(self._options, name) for name in self._options.model_fields_set}
+        return PagingConfig(**{**current, **changes})
+
+    @staticmethod
+    def fields() -> dict[str, str]:
+        """Option name -> its documentation."""
+        return {name: (field.description or "") for name, field in _Options.model_fields.items()}
+
+    # -- resolved values ---------------------------------------------------------------------
+    def low_water_for(self, budget: int) -> int:
+        """`low_water_tokens` (capped at the budget), or 75% of the message budget."""
+        if self.low_water_tokens is not None:
+            return max(1, min(self.low_water_tokens, budget))
+        return max(1, int(budget * 0.75))
 
     @property
     def effective_low_water(self) -> int:
-        """`low_water_tokens`, or 75% of `max_tokens`."""
-        return self.low_water_tokens or max(1, int(self.max_tokens * 0.75))
+        """The low-water mark for the whole `max_tokens` (an int budget)."""
+        return self.low_water_for(self.max_tokens)
 
-    @property
-    def effective_recall_max_tokens(self) -> int:
-        """`recall_max_tokens`, or a third of `max_tokens` (at least 256)."""
-        return self.recall_max_tokens or max(256, self.max_tokens // 3)
+    def recall_cap_for(self, budget: int) -> int:
+        """`recall_max_tokens`, or a third of the message budget (at least 256), never more than
+        half the message budget (at least 64), so a result always leaves room for the rest."""
+        return min(self.recall_max_tokens or max(256, budget // 3), max(64, budget // 2))
+
+    def resolved_policy(self) -> EvictionPolicy:
+        """The policy object."""
+        return get_policy(self.policy)
+
+    def resolved_boundary(self) -> BoundaryStrategy:
+        """The boundary strategy object."""
+        return get_boundary(self.boundary)
+
+    def resolved_bookmarker(self) -> Bookmarker:
+        """The bookmarker object."""
+        return as_bookmarker(self.bookmarker)
+
+
+def resolve_max_tokens(max_tokens: int | tuple[str, float], model: Any) -> int:
+    """An int budget from `max_tokens`, reading the model's context window for a fraction."""
+    if isinstance(max_tokens, int):
+        return max_tokens
+    window = None
+    profile = getattr(model, "profile", None)
+    if isinstance(profile, dict):
+        window = profile.get("max_input_tokens")
+    if not window:
+        name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
+        raise ValueError(
+            f"`max_tokens=('fraction', {max_tokens[1]})` needs the model's context window, but {name!r} "
+            "has no profile with `max_input_tokens`. Pass an int `max_tokens` instead."
+        )
+    return max(1, int(window * max_tokens[1]))
+
+
+_ = Callable  # typing only

@@ -31,6 +31,7 @@ __all__ = [
     "Unit",
     "dump_messages",
     "is_bookmark",
+    "library_mark",
     "is_pinned",
     "is_user_turn",
     "load_messages",
@@ -40,6 +41,7 @@ __all__ = [
     "require_ids",
     "speaker",
     "split_units",
+    "tool_call_ids",
 ]
 
 METADATA_KEY = "langmem_paging"
@@ -51,9 +53,18 @@ def _meta(message: BaseMessage) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def library_mark(message: BaseMessage) -> dict[str, Any]:
+    """The library's metadata on a message (``{}`` for others): ``bookmark``, ``cluster``,
+    ``paged_result``, ``shrunk``. Only the paging state decides whether it is really ours."""
+    return _meta(message)
+
+
 def is_bookmark(message: BaseMessage) -> bool:
-    """True only for bookmarks the library emitted (metadata), never for look-alike text."""
-    return isinstance(message, HumanMessage) and isinstance(_meta(message).get("bookmark"), str)
+    """True for page and cluster bookmarks the library emitted (metadata), never for look-alike text."""
+    meta = _meta(message)
+    return isinstance(message, HumanMessage) and (
+        isinstance(meta.get("bookmark"), str) or isinstance(meta.get("cluster"), str)
+    )
 
 
 def bookmark_page_id(message: BaseMessage) -> str | None:
@@ -148,8 +159,9 @@ def split_units(messages: Sequence[BaseMessage], start: int = 0, stop: int | Non
     i = start
     while i < stop:
         message = messages[i]
-        if isinstance(message, AIMessage) and message.tool_calls:
-            pending = {call["id"] for call in message.tool_calls}
+        calls = tool_call_ids(message)
+        if calls:
+            pending = set(calls)
             j = i + 1
             while j < stop and pending and isinstance(messages[j], ToolMessage):
                 pending.discard(messages[j].tool_call_id)
@@ -160,6 +172,16 @@ def split_units(messages: Sequence[BaseMessage], start: int = 0, stop: int | Non
             units.append(Unit(i, (message,)))
             i += 1
     return units
+
+
+def tool_call_ids(message: BaseMessage) -> list[str]:
+    """Ids of the calls an AI message makes, malformed ones (`invalid_tool_calls`) included:
+    `create_agent` answers those with an error ToolMessage, which must stay with its call."""
+    if not isinstance(message, AIMessage):
+        return []
+    ids = [call.get("id") for call in message.tool_calls]
+    ids += [call.get("id") for call in message.invalid_tool_calls]
+    return [i for i in ids if i]
 
 
 def dump_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:

@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import BaseMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
+from langgraph.types import Command
+from typing_extensions import NotRequired
 
-from langmem_paging.boundaries import BoundaryStrategy
 from langmem_paging.config import PagingConfig
 from langmem_paging.pager import Pager
-from langmem_paging.policies import EvictionPolicy
+from langmem_paging.paging import PagingResult
 from langmem_paging.recall import make_recall_tool
+from langmem_paging.search import SearchIndex
+from langmem_paging.state import STATE_KEY, PagingState, paging_reducer
 from langmem_paging.store import PageStore
+from langmem_paging.view import render_view, skeleton_of
 
-__all__ = ["PagingMiddleware", "thread_id_of"]
+__all__ = ["PagingAgentState", "PagingMiddleware", "thread_id_of"]
+
+
+class PagingAgentState(AgentState):
+    """`create_agent`'s state plus the paging state (added by the middleware itself)."""
+
+    paging: NotRequired[Annotated[dict, paging_reducer]]
 
 
 def thread_id_of(runtime: Runtime | None = None) -> str:
@@ -37,28 +49,45 @@ def thread_id_of(runtime: Runtime | None = None) -> str:
     return str(thread_id)
 
 
+def prepare_view(messages: list[BaseMessage], state: Any, mode: str) -> tuple[list[BaseMessage], PagingState]:
+    """The view a step starts from: the messages themselves (replace) or the rendered skeleton (view)."""
+    branch = PagingState.from_value(state)
+    return (list(messages) if mode == "replace" else render_view(messages, branch)), branch
+
+
+def state_update(result: PagingResult, messages: list[BaseMessage], state: Any, mode: str) -> dict[str, Any]:
+    """The graph update after a step: the new paging state (if it changed) and, in replace mode,
+    the message updates."""
+    if mode == "view":
+        result.state.skeleton = skeleton_of(result.view)
+        result.state.seen = messages[-1].id if messages else None
+    update: dict[str, Any] = {}
+    value = result.state.to_value()
+    if value != state:
+        update[STATE_KEY] = value
+    if mode == "replace" and result.updates:
+        update["messages"] = result.updates
+    return update
+
+
 class PagingMiddleware(AgentMiddleware):
     """Cooperative memory paging for `create_agent`: bookmarks in place, `recall` to bring pages back.
 
-    Before each model call, when the messages exceed `max_tokens`, old messages are
-    cut into pages, the policy evicts pages into the page store, and each evicted
-    page is replaced at its place by a bookmark ``[pN:kw1,kw2,...]``. The middleware
-    registers a `recall` tool that returns a page's exact text.
+    Before each model call, when what the model would receive (system prompt, tool schemas,
+    messages) exceeds `max_tokens`, old messages are cut into pages, the policy evicts pages
+    into the page store, and each evicted page is replaced at its place by a bookmark
+    ``[pN:kw1,kw2,...]``; old bookmarks fold into cluster bookmarks. The middleware registers
+    a `recall` tool and keeps its state in the graph (the ``paging`` key), so forks and time
+    travel just work.
 
     Args:
-        max_tokens: Budget for the message list the model receives.
-        low_water_tokens: Page down to this when over budget (default 75% of `max_tokens`).
-        boundary: `fixed_N`, `tokens_N`, `exchange`, `session`, `topic_shift`, or a strategy.
-        policy: `fifo`, `lru`, `lfu`, `semantic`, or an `EvictionPolicy`.
-        store: Where pages go; default the graph's store (`create_agent(store=...)`).
-        mode: `replace` rewrites state (bookmarks replace pages, via `before_model`);
-            `view` keeps the full history in state and shows the model the paged view.
-        model / encoding: Choose the tiktoken encoding.
-        token_counter: Callable counting a message list, instead of tiktoken.
-        bookmarker: Callable making bookmarks (default `KeywordBookmarker`).
-        recall_max_tokens: Size cap of one recall result.
-        recent_messages: Recent context size for the semantic policy.
-        search_results: Pages a `recall(query=...)` returns at most.
+        config: A `PagingConfig`; or pass its options as keywords (``max_tokens=...``).
+        store: Where pages go; default the graph's store (``create_agent(store=...)``).
+        ttl: Minutes after which the store may expire a thread's pages (stores with TTL support).
+        index: Passage search for ``recall(query=...)`` (default in-process BM25).
+        on_store_error: ``"raise"`` (default: the turn fails, the next one recovers) or
+            ``"continue"`` (the turn goes on unpaged, with a warning).
+        **options: `PagingConfig` options: `max_tokens` (required), `boundary`, `policy`, `mode`, ...
 
     Example:
         >>> from langchain.agents import create_agent
@@ -66,84 +95,66 @@ class PagingMiddleware(AgentMiddleware):
         >>> from langgraph.store.memory import InMemoryStore
         >>> from langmem_paging.testing import ScriptedChatModel
         >>> store = InMemoryStore()
-        >>> paging = PagingMiddleware(max_tokens=60, boundary="fixed_2", store=store)
+        >>> paging = PagingMiddleware(max_tokens=300, boundary="fixed_2", store=store)
         >>> model = ScriptedChatModel(responses=["Noted."] * 8)
         >>> agent = create_agent(model, middleware=[paging], checkpointer=InMemorySaver(), store=store)
         >>> config = {"configurable": {"thread_id": "t1"}}
         >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
         ...     state = agent.invoke({"messages": [f"I will fly to {city} on Friday."]}, config)
-        >>> [m.content for m in state["messages"]][:2]
-        ['[p1:Lisbon,Friday,fly,Noted]', '[p2:Kyoto,Friday,fly,Noted]']
+        >>> [m.content for m in state["messages"]]  # 300 tokens: the recall tool's schema takes 240
+        ['[p1:Lisbon,Friday,fly,Noted]', '[p2:Kyoto,Friday,fly,Noted]', '[p3:Quito,Friday,fly,Noted]', 'I will fly to Oslo on Friday.', 'Noted.']
         >>> [m.content for m in paging.page_store.get("t1", "p1").messages]
         ['I will fly to Lisbon on Friday.', 'Noted.']
     """
 
+    state_schema = PagingAgentState
+
     def __init__(
         self,
+        config: PagingConfig | None = None,
         *,
-        max_tokens: int,
-        low_water_tokens: int | None = None,
-        boundary: str | BoundaryStrategy = "fixed_20",
-        policy: str | EvictionPolicy = "fifo",
         store: BaseStore | None = None,
-        mode: Literal["replace", "view"] = "replace",
-        model: str | None = None,
-        encoding: str | None = None,
-        token_counter: Callable | None = None,
-        bookmarker: Callable | None = None,
-        recall_max_tokens: int | None = None,
-        recent_messages: int = 6,
-        search_results: int = 2,
+        ttl: float | None = None,
+        index: SearchIndex | None = None,
+        on_store_error: str = "raise",
+        **options: Any,
     ) -> None:
         super().__init__()
-        self.config = PagingConfig(
-            max_tokens=max_tokens,
-            low_water_tokens=low_water_tokens,
-            boundary=boundary,
-            policy=policy,
-            mode=mode,
-            model=model,
-            encoding=encoding,
-            token_counter=token_counter,
-            bookmarker=bookmarker,
-            recall_max_tokens=recall_max_tokens,
-            recent_messages=recent_messages,
-            search_results=search_results,
-        )
-        self.page_store = PageStore(store)
-        self.pager = Pager(self.config, self.page_store)
+        if config is not None and options:
+            raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
+        self.config = config if config is not None else PagingConfig(**options)
+        self.page_store = PageStore(store, ttl=ttl)
+        self.pager = Pager(self.config, self.page_store, index=index, on_store_error=on_store_error)
         self.tools = [make_recall_tool(self.pager)]
 
-    # -- replace mode: rewrite state before the model runs ---------------------------
-    def before_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
-        if self.config.mode != "replace":
-            return None
-        self.page_store.bind(runtime.store)
-        result = self.pager.step(state["messages"], thread_id_of(runtime))
-        return {"messages": result.updates} if result.updates else None
+    def _prepare(self, request: ModelRequest):
+        runtime = request.runtime
+        self.page_store.bind(getattr(runtime, "store", None))
+        counter = self.pager.counter_for(request.model)
+        overhead = (counter.count_message(request.system_message) if request.system_message else 0)
+        overhead += counter.count_tools(request.tools or [])
+        state = request.state.get(STATE_KEY) if isinstance(request.state, dict) else None
+        view, _ = prepare_view(request.messages, state, self.config.mode)
+        return thread_id_of(runtime), state, view, overhead
 
-    async def abefore_model(self, state: dict[str, Any], runtime: Runtime) -> dict[str, Any] | None:
-        if self.config.mode != "replace":
-            return None
-        self.page_store.bind(runtime.store)
-        result = await self.pager.astep(state["messages"], thread_id_of(runtime))
-        return {"messages": result.updates} if result.updates else None
+    def _respond(self, request: ModelRequest, response: ModelResponse, result: PagingResult, state: Any):
+        update = state_update(result, request.messages, state, self.config.mode)
+        if not update:
+            return response
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
-    # -- view mode: state keeps everything, the model sees the paged view -------------
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
-    ) -> ModelResponse:
-        if self.config.mode != "view":
-            return handler(request)
-        self.page_store.bind(request.runtime.store if request.runtime else None)
-        result = self.pager.step(request.messages, thread_id_of(request.runtime))
-        return handler(request.override(messages=result.view))
+    ) -> ModelResponse | ExtendedModelResponse:
+        thread_id, state, view, overhead = self._prepare(request)
+        result = self.pager.step(view, state, thread_id, overhead=overhead, model=request.model)
+        response = handler(request.override(messages=result.view))
+        return self._respond(request, response, result, state)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> ModelResponse:
-        if self.config.mode != "view":
-            return await handler(request)
-        self.page_store.bind(request.runtime.store if request.runtime else None)
-        result = await self.pager.astep(request.messages, thread_id_of(request.runtime))
-        return await handler(request.override(messages=result.view))
+    ) -> ModelResponse | ExtendedModelResponse:
+        thread_id, state, view, overhead = self._prepare(request)
+        result = await self.pager.astep(view, state, thread_id, overhead=overhead, model=request.model)
+        response = await handler(request.override(messages=result.view))
+        return self._respond(request, response, result, state)

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections import OrderedDict
+from typing import Annotated, Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_store
+from langgraph.graph import MessagesState
 from langgraph.store.base import BaseStore
+from typing_extensions import NotRequired
 
-from langmem_paging.boundaries import BoundaryStrategy
 from langmem_paging.config import PagingConfig
+from langmem_paging.middleware import prepare_view, state_update
 from langmem_paging.pager import Pager
-from langmem_paging.paging import PagingResult
-from langmem_paging.policies import EvictionPolicy
-from langmem_paging.recall import make_recall_tool
+from langmem_paging.recall import SCHEMA_HELP, make_recall_tool
+from langmem_paging.search import SearchIndex
+from langmem_paging.state import STATE_KEY, paging_reducer
 from langmem_paging.store import PageStore
 
-__all__ = ["PagingNode"]
+__all__ = ["PagingMessagesState", "PagingNode"]
+
+
+class PagingMessagesState(MessagesState):
+    """`MessagesState` plus the paging state: use it (or add the ``paging`` key) with `PagingNode`."""
+
+    paging: NotRequired[Annotated[dict, paging_reducer]]
 
 
 def _graph_store() -> BaseStore | None:
@@ -28,28 +36,34 @@ def _graph_store() -> BaseStore | None:
 
 
 class PagingNode(Runnable[dict, dict]):
-    """Pages the messages of a `MessagesState` graph before the model node.
+    """Pages the messages of a graph state before the model node.
 
-    With ``output_messages_key == input_messages_key`` (default ``"messages"``) it
-    returns `add_messages` updates: bookmarks replace pages in state. With another
-    key, e.g. ``"llm_input_messages"`` for a `pre_model_hook`, it returns the paged
-    view under that key and leaves the history in state untouched.
-    Give the model `node.recall_tool` (and route its calls to a `ToolNode`).
+    The state needs a ``paging`` key (`PagingMessagesState`), where the node keeps what decides
+    the view, so forks and time travel stay consistent. With ``output_messages_key ==
+    input_messages_key`` (default ``"messages"``) it returns `add_messages` updates: bookmarks
+    replace pages in state. With another key, e.g. ``"llm_input_messages"`` for a
+    `pre_model_hook`, it returns the paged view under that key and leaves the history in state
+    untouched. Give the model `node.recall_tool` (and route its calls to a `ToolNode`). The node
+    does not see the system prompt or tool schemas: leave room for them in `max_tokens`.
 
     Args:
+        config: A `PagingConfig`; or pass its options as keywords (``max_tokens=...``).
+        store: Where pages go; default the graph's store.
         input_messages_key: State key holding the messages.
         output_messages_key: State key to write (see above).
-        Other arguments as in `PagingMiddleware`.
+        name: The node's name.
+        ttl, index, on_store_error: As in `PagingMiddleware`.
+        **options: `PagingConfig` options.
 
     Example:
-        >>> from langgraph.graph import StateGraph, MessagesState, START
+        >>> from langgraph.graph import StateGraph, START
         >>> from langgraph.checkpoint.memory import InMemorySaver
         >>> from langgraph.store.memory import InMemoryStore
-        >>> paging = PagingNode(max_tokens=40, boundary="fixed_2")
+        >>> paging = PagingNode(max_tokens=60, boundary="fixed_2")
         >>> def reply(state):
         ...     return {"messages": [("ai", "Noted.")]}
         >>> graph = (
-        ...     StateGraph(MessagesState)
+        ...     StateGraph(PagingMessagesState)
         ...     .add_node("paging", paging)
         ...     .add_node("reply", reply)
         ...     .add_edge(START, "paging")
@@ -57,74 +71,74 @@ class PagingNode(Runnable[dict, dict]):
         ...     .compile(checkpointer=InMemorySaver(), store=InMemoryStore())
         ... )
         >>> config = {"configurable": {"thread_id": "t1"}}
-        >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
+        >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo", "Rome", "Lima"]:
         ...     state = graph.invoke({"messages": [("user", f"I will fly to {city}.")]}, config)
-        >>> state["messages"][0].content
-        '[p1:Lisbon,fly,Noted]'
+        >>> [m.content for m in state["messages"]]  # four pages folded into one cluster bookmark
+        ['[c7:fly,Noted,Kyoto,Lisbon,Oslo,Quito|p1-p4]', 'I will fly to Rome.', 'Noted.', 'I will fly to Lima.', 'Noted.']
     """
 
     def __init__(
         self,
+        config: PagingConfig | None = None,
         *,
-        max_tokens: int,
-        low_water_tokens: int | None = None,
-        boundary: str | BoundaryStrategy = "fixed_20",
-        policy: str | EvictionPolicy = "fifo",
         store: BaseStore | None = None,
-        model: str | None = None,
-        encoding: str | None = None,
-        token_counter: Callable | None = None,
-        bookmarker: Callable | None = None,
-        recall_max_tokens: int | None = None,
-        recent_messages: int = 6,
-        search_results: int = 2,
         input_messages_key: str = "messages",
         output_messages_key: str = "messages",
         name: str = "paging",
+        ttl: float | None = None,
+        index: SearchIndex | None = None,
+        on_store_error: str = "raise",
+        **options: Any,
     ) -> None:
-        self.config = PagingConfig(
-            max_tokens=max_tokens,
-            low_water_tokens=low_water_tokens,
-            boundary=boundary,
-            policy=policy,
-            mode="replace" if output_messages_key == input_messages_key else "view",
-            model=model,
-            encoding=encoding,
-            token_counter=token_counter,
-            bookmarker=bookmarker,
-            recall_max_tokens=recall_max_tokens,
-            recent_messages=recent_messages,
-            search_results=search_results,
-        )
+        if config is not None and options:
+            raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
+        mode = "replace" if output_messages_key == input_messages_key else "view"
+        options.setdefault("mode", mode) if config is None else None
+        self.config = config if config is not None else PagingConfig(**options)
+        if self.config.mode != mode:
+            raise ValueError(
+                f"`mode={self.config.mode!r}` does not match the keys: output_messages_key == "
+                "input_messages_key rewrites the state (replace); another key returns a view (view)."
+            )
         self.input_messages_key = input_messages_key
         self.output_messages_key = output_messages_key
         self.name = name
-        self.page_store = PageStore(store)
-        self.pager = Pager(self.config, self.page_store)
+        self.page_store = PageStore(store, ttl=ttl)
+        self.pager = Pager(self.config, self.page_store, index=index, on_store_error=on_store_error)
         self.recall_tool = make_recall_tool(self.pager)
+        self._threads_paged: OrderedDict[str, None] = OrderedDict()  # to spot a missing `paging` key
 
-    def _prepare(self, input: Any, config: RunnableConfig | None) -> tuple[list, str]:
-        messages = input[self.input_messages_key] if isinstance(input, dict) else getattr(
-            input, self.input_messages_key
-        )
+    def _prepare(self, input: Any, config: RunnableConfig | None):
+        state = input if isinstance(input, dict) else vars(input)
+        messages = list(state[self.input_messages_key])
         thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
         if not thread_id:
             raise ValueError(
-                "PagingNode needs a thread: invoke the graph with "
-                "config={'configurable': {'thread_id': '...'}}."
+                "PagingNode needs a thread: invoke the graph with config={'configurable': {'thread_id': '...'}}."
             )
+        thread_id = str(thread_id)
+        if STATE_KEY not in state and thread_id in self._threads_paged:
+            raise ValueError(SCHEMA_HELP)
         self.page_store.bind(_graph_store())
-        return messages, str(thread_id)
+        value = state.get(STATE_KEY)
+        view, _ = prepare_view(messages, value, self.config.mode)
+        return messages, thread_id, value, view
 
-    def _output(self, result: PagingResult) -> dict[str, Any]:
-        if self.config.mode == "replace":
-            return {self.output_messages_key: result.updates}
-        return {self.output_messages_key: result.view}
+    def _output(self, result, messages, value, thread_id) -> dict[str, Any]:
+        update = state_update(result, messages, value, self.config.mode)
+        if STATE_KEY in update:
+            self._threads_paged[thread_id] = None
+            self._threads_paged.move_to_end(thread_id)
+            if len(self._threads_paged) > 10_000:
+                self._threads_paged.popitem(last=False)
+        if self.config.mode == "view":
+            update[self.output_messages_key] = result.view
+        return update
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
-        messages, thread_id = self._prepare(input, config)
-        return self._output(self.pager.step(messages, thread_id))
+        messages, thread_id, value, view = self._prepare(input, config)
+        return self._output(self.pager.step(view, value, thread_id), messages, value, thread_id)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
-        messages, thread_id = self._prepare(input, config)
-        return self._output(await self.pager.astep(messages, thread_id))
+        messages, thread_id, value, view = self._prepare(input, config)
+        return self._output(await self.pager.astep(view, value, thread_id), messages, value, thread_id)

@@ -1,30 +1,46 @@
-"""Pager: one paging step with its I/O, shared by the middleware, the node and the tool.
+"""Pager: a paging step or a recall with its I/O, shared by the middleware, the node and the tool.
 
-Sync and async differ only at the store calls; everything else is the pure
-`page_messages` and the pure recall planning below.
+Sync and async differ only at the store, bookmarker and policy calls; everything else
+is the pure `paging_step` and the pure recall planning below. Steps of one thread are
+serialized in the process (a per-thread lock around reserve -> decide -> commit), so
+two runs submitted at once on a thread never take the same page number.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
+import threading
+import warnings
+import weakref
 from collections.abc import Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.bookmarks import BOOKMARK_PATTERN
-from langmem_paging.boundaries import get_boundary
-from langmem_paging.config import PagingConfig
-from langmem_paging.paging import PagingResult, page_messages
-from langmem_paging.policies import get_policy
-from langmem_paging.records import Ledger, Page, page_number
-from langmem_paging.recall_text import recall_artifact, render_pages
+from langmem_paging.clusters import ClusterOptions
+from langmem_paging.config import PagingConfig, resolve_max_tokens
+from langmem_paging.effects import Reserve, arun, run
+from langmem_paging.hooks import PageEvent, PagingHooks
+from langmem_paging.paging import PagingResult, StepOptions, paging_step
+from langmem_paging.recall_text import page_parts, recall_artifact, render_page, render_recall_shown
+from langmem_paging.records import Page, cluster_number, page_number
+from langmem_paging.search import InMemoryBM25Index, SearchIndex, best_pages
+from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
-from langmem_paging.tokens import TokenCounter
+from langmem_paging.tokens import TokenCounter, encoding_for_model
 
-__all__ = ["Pager", "RecallPlan"]
+__all__ = ["Pager", "RecallAnswer", "RecallPlan", "plan_recall"]
 
-_PAGE_ID = re.compile(r"^p\d+$")
+logger = logging.getLogger("langmem_paging")
+
+_ID = re.compile(r"^[pc][1-9]\d*$")
+_CLUSTER_MEMBERS_LISTED = 40
+_DEFAULT_INDEX = InMemoryBM25Index()
 
 
 @dataclass
@@ -32,127 +48,371 @@ class RecallPlan:
     """A recall request after normalizing what the model sent."""
 
     page_ids: list[str] = field(default_factory=list)
-    """Well-formed page ids, deduplicated, in the order asked."""
+    """Well-formed page ids (``p3``), deduplicated, in the order asked."""
+    cluster_ids: list[str] = field(default_factory=list)
+    """Well-formed cluster ids (``c2``)."""
     malformed: list[str] = field(default_factory=list)
-    """What the model sent that is not a page id."""
+    """What the model sent that is not an id."""
     query: str | None = None
     """Search text, when given."""
+    part: int | None = None
+    """Which part of an oversized page (1-based)."""
 
 
-def plan_recall(page_ids, query) -> RecallPlan:
-    """Accept ``["p3"]``, ``"p3, p5"``, ``[3]``, or pasted bookmarks ``"[p3:kw,...]"``; never raise."""
+def plan_recall(page_ids: Any, query: Any, part: Any = None) -> RecallPlan:
+    """Accept ``["p3"]``, ``"p3, c2"``, ``[3]``, or pasted bookmarks ``"[p3:kw,...]"``; never raise."""
     if page_ids is None:
         raw: list = []
-    elif isinstance(page_ids, str):
-        raw = [page_ids]
     elif isinstance(page_ids, (list, tuple)):
         raw = list(page_ids)
     else:
         raw = [page_ids]
     raw = [f"p{item}" if isinstance(item, int) and not isinstance(item, bool) else item for item in raw]
     plan = RecallPlan(query=query.strip() if isinstance(query, str) and query.strip() else None)
+    if isinstance(part, int) and not isinstance(part, bool) and part >= 1:
+        plan.part = part
     for item in raw:
         if not isinstance(item, str):
-            plan.malformed.append(repr(item))
+            plan.malformed.append(repr(item)[:40])
             continue
-        bookmarks = [m.group(1) for m in BOOKMARK_PATTERN.finditer(item)]
-        pieces = bookmarks or [p for p in re.split(r"[\s,;]+", item) if p]
+        marks = [m.group(1) for m in BOOKMARK_PATTERN.finditer(item)]
+        marks += re.findall(r"\[(c[1-9]\d*):", item)
+        pieces = marks or [p for p in re.split(r"[\s,;]+", item) if p]
         for piece in pieces:
             piece = piece.strip().strip("'\"[]").lower()
             piece = f"p{piece}" if piece.isdigit() else piece
-            if _PAGE_ID.match(piece):
-                if piece not in plan.page_ids:
-                    plan.page_ids.append(piece)
-            else:
-                plan.malformed.append(repr(piece))
+            if not _ID.match(piece):
+                plan.malformed.append(repr(piece)[:40])
+            elif piece.startswith("p") and piece not in plan.page_ids:
+                plan.page_ids.append(piece)
+            elif piece.startswith("c") and piece not in plan.cluster_ids:
+                plan.cluster_ids.append(piece)
     return plan
 
 
-class Pager:
-    """Runs paging steps and recalls for one configuration over one `PageStore`."""
+@dataclass
+class RecallAnswer:
+    """What `Pager.recall` returns to the tool."""
 
-    def __init__(self, config: PagingConfig, page_store: PageStore) -> None:
+    content: str
+    """The tool message text."""
+    artifact: dict[str, Any]
+    """Kept on the ToolMessage (not sent to the model) to shrink and re-expand it."""
+    accessed: list[str]
+    """Page ids to count one access each."""
+    turn: int
+    """The thread's user turn."""
+
+
+class _Locks:
+    """One lock per thread id, sync and async, forgotten when unused."""
+
+    def __init__(self) -> None:
+        self._sync: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._async: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def hold(self, thread_id: str):
+        with self._guard:
+            lock = self._sync.get(thread_id)
+            if lock is None:
+                lock = self._sync[thread_id] = threading.Lock()
+        with lock:
+            yield
+
+    @asynccontextmanager
+    async def ahold(self, thread_id: str):
+        key = (thread_id, id(asyncio.get_running_loop()))
+        with self._guard:
+            lock = self._async.get(key)
+            if lock is None:
+                lock = self._async[key] = asyncio.Lock()
+        async with lock:
+            yield
+
+
+class _StoreHandlers:
+    def __init__(self, page_store: PageStore, thread_id: str) -> None:
+        self.page_store, self.thread_id = page_store, thread_id
+
+    def reserve(self, request: Reserve) -> list[int]:
+        return self.page_store.reserve(self.thread_id, request.kind, request.digests, request.state)
+
+    async def areserve(self, request: Reserve) -> list[int]:
+        return await self.page_store.areserve(self.thread_id, request.kind, request.digests, request.state)
+
+
+class Pager:
+    """Runs paging steps and recalls for one configuration over one `PageStore`.
+
+    Args:
+        config: The paging options.
+        page_store: Where pages live.
+        index: Passage search (default: one in-process BM25 index shared by all pagers).
+        on_store_error: ``"raise"`` (the turn fails; the next turn recovers, nothing lost) or
+            ``"continue"`` (the turn goes on unpaged, with a warning).
+    """
+
+    def __init__(
+        self,
+        config: PagingConfig,
+        page_store: PageStore,
+        *,
+        index: SearchIndex | None = None,
+        on_store_error: str = "raise",
+    ) -> None:
+        if on_store_error not in ("raise", "continue"):
+            raise ValueError("`on_store_error` must be 'raise' or 'continue'.")
         self.config = config
         self.page_store = page_store
-        self.text_counter = TokenCounter(model=config.model, encoding=config.encoding)
-        self.boundary = get_boundary(config.boundary)
-        self.policy = get_policy(config.policy)
+        self.index = index or _DEFAULT_INDEX
+        self.on_store_error = on_store_error
+        self.policy = config.resolved_policy()
+        self.boundary = config.resolved_boundary()
+        self.bookmarker = config.resolved_bookmarker()
+        self.hooks: list[PagingHooks] = [self.policy, *config.hooks]
+        self._counters: dict[str, TokenCounter] = {}
+        self._locks = _Locks()
+        self.default_encoding = config.encoding or encoding_for_model(config.model) if (
+            config.encoding or config.model) else None
 
-    # -- paging ----------------------------------------------------------------------
-    def _page(self, messages: Sequence[BaseMessage], ledger: Ledger | None) -> PagingResult:
-        return page_messages(
-            messages,
-            max_tokens=self.config.max_tokens,
-            low_water_tokens=self.config.effective_low_water,
-            ledger=ledger,
+    # -- configuration resolved per call ------------------------------------------------
+    def counter_for(self, model: Any = None) -> TokenCounter:
+        """The tokenizer: `encoding`, else `model` from the config, else the model called."""
+        name = self.config.encoding or encoding_for_model(self.config.model or model)
+        if self.default_encoding is None and model is not None:
+            self.default_encoding = name
+        name = self.default_encoding or name
+        if name not in self._counters:
+            self._counters[name] = TokenCounter(encoding=name)
+        return self._counters[name]
+
+    def max_tokens_for(self, model: Any = None) -> int:
+        """`max_tokens` as an int (a fraction of the model's window is resolved here)."""
+        return resolve_max_tokens(self.config.max_tokens, self.config.model if model is None else model)
+
+    def options(self, *, max_tokens: int, overhead: int, counter: TokenCounter) -> StepOptions:
+        """The step's options for a budget of `max_tokens` of which `overhead` is taken."""
+        budget = max(1, max_tokens - overhead)
+        share_tokens = max(1, int(max_tokens * self.config.bookmark_share))
+        count_message = (counter.count_message if self.config.token_counter is None
+                         else (lambda m, f=self.config.token_counter: f([m])))
+        large = self.config.large_result_share
+        return StepOptions(
+            budget=budget,
+            low_water=self.config.low_water_for(budget),
             boundary=self.boundary,
             policy=self.policy,
-            bookmarker=self.config.bookmarker,
-            token_counter=self.config.token_counter,
-            text_counter=self.text_counter,
+            bookmarker=self.bookmarker,
+            clusters=ClusterOptions.for_share(share_tokens, threshold=self.config.cluster_threshold,
+                                              max_clusters=self.config.max_clusters),
+            count_message=count_message,
+            count_text=counter.count_text,
+            large_result_tokens=None if large is None else max(1, int(max_tokens * large)),
             recent_messages=self.config.recent_messages,
         )
 
-    def step(self, messages: Sequence[BaseMessage], thread_id: str) -> PagingResult:
-        """Page `messages`; new pages are stored before the ledger that points at them."""
-        result = self._page(messages, self.page_store.get_ledger(thread_id))
-        if result.ledger_changed:
-            self.page_store.put_many(thread_id, result.pages, result.ledger)
+    # -- paging ----------------------------------------------------------------------------
+    def step(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *, overhead: int = 0,
+             model: Any = None) -> PagingResult:
+        """Page `view` on `state`'s branch; new records are stored before the result returns."""
+        counter = self.counter_for(model)
+        options = self.options(max_tokens=self.max_tokens_for(model), overhead=overhead, counter=counter)
+        try:
+            with self._locks.hold(thread_id):
+                result = run(paging_step(view, state, options), _StoreHandlers(self.page_store, thread_id))
+                touched, result.state.touched = result.state.touched, []
+                self.page_store.commit(thread_id, pages=result.pages, nodes=result.nodes, state=result.state,
+                                       stats=touched)
+        except Exception as error:
+            return self._store_failed(error, view, state)
+        self._after(thread_id, result)
+        for hook in self.hooks:
+            self._call_hooks(hook, thread_id, result)
         return result
 
-    async def astep(self, messages: Sequence[BaseMessage], thread_id: str) -> PagingResult:
+    async def astep(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *, overhead: int = 0,
+                    model: Any = None) -> PagingResult:
         """Async `step`."""
-        result = self._page(messages, await self.page_store.aget_ledger(thread_id))
-        if result.ledger_changed:
-            await self.page_store.aput_many(thread_id, result.pages, result.ledger)
+        counter = self.counter_for(model)
+        options = self.options(max_tokens=self.max_tokens_for(model), overhead=overhead, counter=counter)
+        try:
+            async with self._locks.ahold(thread_id):
+                result = await arun(paging_step(view, state, options), _StoreHandlers(self.page_store, thread_id))
+                touched, result.state.touched = result.state.touched, []
+                await self.page_store.acommit(thread_id, pages=result.pages, nodes=result.nodes,
+                                              state=result.state, stats=touched)
+        except Exception as error:
+            return self._store_failed(error, view, state)
+        self._after(thread_id, result)
+        for hook in self.hooks:
+            await self._acall_hooks(hook, thread_id, result)
         return result
 
-    # -- recall ----------------------------------------------------------------------
-    def _answer(self, plan: RecallPlan, pages: list[Page], found: list[Page]) -> tuple[str, dict, list[str]]:
-        """Tool content and artifact for a plan, given the thread's pages and search hits."""
-        by_id = {p.id: p for p in pages}
+    def _store_failed(self, error: Exception, view, state) -> PagingResult:
+        if self.on_store_error == "raise" or not _is_store_error(error):
+            raise error
+        warnings.warn(
+            f"langmem-paging: the page store failed ({type(error).__name__}: {error}); this turn is not "
+            "paged. Nothing was lost; the next turn pages again.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        unchanged = PagingState.from_value(state)
+        return PagingResult(view=list(view), state=unchanged)
+
+    def _after(self, thread_id: str, result: PagingResult) -> None:
+        if result.pages:
+            self.index.add(thread_id, result.pages)
+        if result.changed:
+            logger.info(
+                "thread %s: %d -> %d tokens (budget %d); formed %s, evicted %s, folded %s",
+                thread_id, result.tokens_before, result.tokens, result.state.budget,
+                result.formed or "-", result.evicted or "-", result.folded or "-",
+            )
+        if result.first_over_budget:
+            message = (
+                f"langmem-paging: thread {thread_id!r} needs {result.tokens} tokens but the budget is "
+                f"{result.state.budget}: what nothing may evict (system prompt and tools, pinned messages, "
+                f"the newest user message, the latest tool group, bookmarks) takes {result.protected_tokens}. "
+                "Raise `max_tokens`, shorten the protected messages, or lower `bookmark_share`."
+            )
+            logger.warning(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def _events(self, thread_id: str, result: PagingResult):
+        turn = result.state.turn
+        if result.formed:
+            yield "formed", PageEvent(thread_id, list(result.formed), turn, [p for p in result.pages
+                                                                             if p.id in result.formed])
+        if result.evicted:
+            yield "evicted", PageEvent(thread_id, list(result.evicted), turn)
+
+    def _call_hooks(self, hook: PagingHooks, thread_id: str, result: PagingResult) -> None:
+        for name, event in self._events(thread_id, result):
+            try:
+                getattr(hook, f"on_{name}")(event)
+            except Exception:  # noqa: BLE001 - a hook never fails the turn
+                logger.exception("paging hook %r failed on %s", hook, name)
+
+    async def _acall_hooks(self, hook: PagingHooks, thread_id: str, result: PagingResult) -> None:
+        for name, event in self._events(thread_id, result):
+            try:
+                await getattr(hook, f"aon_{name}")(event)
+            except Exception:  # noqa: BLE001
+                logger.exception("paging hook %r failed on %s", hook, name)
+
+    # -- recall -----------------------------------------------------------------------------
+    def recall(self, thread_id: str, state: Any, *, page_ids: Any = None, query: Any = None,
+               part: Any = None) -> RecallAnswer:
+        """Text of the asked pages, clusters and search hits visible on `state`'s branch."""
+        branch = PagingState.from_value(state)
+        plan = plan_recall(page_ids, query, part)
+        wanted, clusters, notes = self._resolve(plan, branch)
+        found: list[str] = []
+        if plan.query is not None:
+            if not self.index.has(thread_id):
+                self.index.load(thread_id, self.page_store.list(thread_id))
+            found = self._search(thread_id, plan.query, branch)
+        nodes = self.page_store.get_clusters(thread_id, clusters)
+        members = {cid: self.page_store.members(thread_id, cid, limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
+        pages = self.page_store.get_many(thread_id, [*wanted, *found, *(p for m in members.values() for p in m)])
+        return self._answer(plan, branch, wanted, found, nodes, members, pages, notes)
+
+    async def arecall(self, thread_id: str, state: Any, *, page_ids: Any = None, query: Any = None,
+                      part: Any = None) -> RecallAnswer:
+        """Async `recall`."""
+        branch = PagingState.from_value(state)
+        plan = plan_recall(page_ids, query, part)
+        wanted, clusters, notes = self._resolve(plan, branch)
+        found: list[str] = []
+        if plan.query is not None:
+            if not self.index.has(thread_id):
+                self.index.load(thread_id, await self.page_store.alist(thread_id))
+            found = self._search(thread_id, plan.query, branch)
+        nodes = await self.page_store.aget_clusters(thread_id, clusters)
+        members = {cid: await asyncio.to_thread(self.page_store.members, thread_id, cid,
+                                                limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
+        pages = await self.page_store.aget_many(thread_id, [*wanted, *found, *(p for m in members.values()
+                                                                                 for p in m)])
+        return self._answer(plan, branch, wanted, found, nodes, members, pages, notes)
+
+    @staticmethod
+    def _visible(branch: PagingState, page_id: str) -> bool:
+        return branch.owns("p", page_number(page_id)) and page_id not in branch.pages
+
+    def _resolve(self, plan: RecallPlan, branch: PagingState) -> tuple[list[str], list[str], list[str]]:
         notes = []
         if plan.malformed:
-            notes.append(f"Not page ids: {', '.join(plan.malformed)}. Page ids look like 'p3'.")
-        unknown = [pid for pid in plan.page_ids if pid not in by_id]
+            shown = ", ".join(plan.malformed[:5]) + (f" and {len(plan.malformed) - 5} more" if len(plan.malformed) > 5
+                                                    else "")
+            notes.append(f"Not page or cluster ids: {shown}. Ids look like 'p3' or 'c2'.")
+        unknown = [p for p in plan.page_ids if not branch.owns("p", page_number(p))]
+        unknown += [c for c in plan.cluster_ids if not branch.owns("c", cluster_number(c))]
+        resident = [p for p in plan.page_ids if p in branch.pages]
         if unknown:
-            notes.append(f"No such page in this conversation: {', '.join(unknown)}.")
+            notes.append(f"No such page or cluster in this conversation: {', '.join(unknown)}.")
+        if resident:
+            notes.append(f"Already in your context, not paged out: {', '.join(resident)}.")
+        wanted = [p for p in plan.page_ids if p not in unknown and p not in resident]
+        clusters = [c for c in plan.cluster_ids if c not in unknown]
+        return wanted, clusters, notes
+
+    def _search(self, thread_id: str, query: str, branch: PagingState) -> list[str]:
+        hits = self.index.search(thread_id, query, limit=self.config.search_results * 8,
+                                 allow=lambda pid: self._visible(branch, pid))
+        return best_pages(hits, self.config.search_results)
+
+    def _answer(self, plan, branch, wanted, found, nodes, members, pages: dict[str, Page], notes) -> RecallAnswer:
+        counter = self.counter_for()
+        budget = branch.budget or (self.config.max_tokens if isinstance(self.config.max_tokens, int) else 0)
+        cap = self.config.recall_cap_for(budget)
+        missing = [p for p in wanted if p not in pages]
+        if missing:
+            notes.append(f"No such page in this conversation: {', '.join(missing)}.")
         if plan.query is not None and not found:
-            notes.append(f"No page matches the query {plan.query!r}.")
-        chosen = [by_id[pid] for pid in plan.page_ids if pid in by_id]
-        chosen += [p for p in found if p not in chosen]
-        if not plan.page_ids and plan.query is None and not plan.malformed:
-            notes.append("Pass `page_ids` (the pN of a bookmark such as [p3:...]) or a `query`.")
-        if notes or not chosen:
-            valid = ", ".join(p.id for p in pages) or "none yet (nothing has been paged out)"
-            notes.append(f"Pages in this conversation: {valid}.")
-        chosen.sort(key=lambda p: page_number(p.id))
-        note = " ".join(notes)
-        cap = self.config.effective_recall_max_tokens
-        content = render_pages(chosen, max_tokens=cap, counter=self.text_counter, note=note)
-        ids = [p.id for p in chosen]
-        return content, recall_artifact(ids, max_tokens=cap, note=note), ids
+            notes.append(f"Nothing paged out matches the query {_clip(plan.query)!r}.")
+        if not (plan.page_ids or plan.cluster_ids or plan.query or plan.malformed):
+            notes.append("Pass `page_ids` (the pN or cN of a bookmark such as [p3:...]) or a `query`.")
+        items: list[dict[str, Any]] = []
+        part_tokens = max(64, int(cap * 0.8))  # a part leaves room for a short note
+        for page_id in [p for p in wanted if p in pages] + [p for p in found if p not in wanted]:
+            page = pages[page_id]
+            whole = counter.count_text(render_page(page))
+            if plan.part is not None and page_id in wanted:
+                n = len(page_parts(page, part_tokens, counter))
+                items.append({"page": page_id, "part": min(plan.part, n)})
+                notes.append(f"{page_id} part {min(plan.part, n)} of {n}.")
+            elif whole > part_tokens:
+                n = len(page_parts(page, part_tokens, counter))
+                items.append({"page": page_id, "part": 1})
+                notes.append(f"{page_id} is long: part 1 of {n}; recall(page_ids=['{page_id}'], part=2) for more.")
+            else:
+                items.append({"page": page_id})
+        for cid, node in nodes.items():
+            listed = [p for p in members[cid] if p in pages and self._visible(branch, p)]
+            fits = sum(pages[p].token_count for p in listed) <= cap // 2 and len(listed) == node.size
+            items.append({"cluster": cid, "members": listed, "text": fits, "more": node.size - len(listed)})
+        if notes and not items:
+            shown = [*branch.clusters, *branch.shown]
+            notes.append(f"Bookmarks in your context: {', '.join(shown) or 'none yet (nothing paged out)'}.")
+        spec = {"items": items, "max_tokens": cap, "part_tokens": part_tokens, "note": " ".join(notes)}
+        content, shown_labels = render_recall_shown(spec, pages.get, nodes.get, counter)
+        accessed = [label for label in shown_labels if label.startswith("p")]
+        for item in items:
+            if "cluster" in item and item["cluster"] in shown_labels and item["text"]:
+                accessed += item["members"]
+        accessed += [p for p in plan.page_ids if p in branch.pages]
+        recalled = [label for label in shown_labels if label.startswith("p")]
+        return RecallAnswer(content, recall_artifact(spec, recalled), accessed, branch.turn)
 
-    def recall(self, thread_id: str, page_ids=None, query=None) -> tuple[str, dict]:
-        """Text of the asked pages (and search hits), counting an access for each."""
-        plan = plan_recall(page_ids, query)
-        pages, ledger = self.page_store.snapshot(thread_id)
-        found = self.page_store.rank(thread_id, pages, plan.query, self.config.search_results) if plan.query else []
-        content, artifact, ids = self._answer(plan, pages, found)
-        if ids:
-            ledger = ledger or Ledger()
-            ledger.record_access(ids)
-            self.page_store.put_many(thread_id, [], ledger)
-        return content, artifact
 
-    async def arecall(self, thread_id: str, page_ids=None, query=None) -> tuple[str, dict]:
-        """Async `recall`."""
-        plan = plan_recall(page_ids, query)
-        pages, ledger = await self.page_store.asnapshot(thread_id)
-        found = self.page_store.rank(thread_id, pages, plan.query, self.config.search_results) if plan.query else []
-        content, artifact, ids = self._answer(plan, pages, found)
-        if ids:
-            ledger = ledger or Ledger()
-            ledger.record_access(ids)
-            await self.page_store.aput_many(thread_id, [], ledger)
-        return content, artifact
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _is_store_error(error: Exception) -> bool:
+    """Errors from the store layer (not the caller's bugs): connection and database errors."""
+    return not isinstance(error, (ValueError, TypeError, KeyError, AttributeError, AssertionError))
+

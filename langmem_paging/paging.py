@@ -1,40 +1,92 @@
-"""The paging step as a pure function: messages + ledger in, paged view + updates out.
+"""The paging step, pure: the context and the branch's paging state in, the paged context out.
 
-Flow: messages -> pages (boundary) -> policy (which page goes) -> bookmark ->
-pages to store -> view. No I/O happens here; `langmem_paging.pager.Pager` reads
-the ledger, calls `page_messages`, writes the new pages *before* anything shows
-their bookmarks, then writes the ledger.
+Flow: messages -> pages (boundary) -> policy (which page goes) -> bookmark -> cold tier
+(old bookmarks fold into clusters) -> the new context, the new state, and what to store.
+
+The step works on the *view*: the messages the model would receive (in replace mode
+the state's messages; in view mode the history as the last step left it shown). Its
+work is proportional to the view, which the budget bounds, never to the history.
+
+It is a generator (`paging_step`) that yields requests for ids, bookmarks and features
+(`langmem_paging.effects`); `page_messages` / `apage_messages` drive it with no store,
+`langmem_paging.pager.Pager` with one.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 
-from langmem_paging.bookmarks import BookmarkContext, Bookmarker, KeywordBookmarker, bookmark_message
+from langmem_paging.bookmarks import (
+    Bookmark,
+    BookmarkContext,
+    Bookmarker,
+    PageDraft,
+    as_bookmarker,
+    bookmark_message,
+    cluster_message,
+    tool_result_stub,
+)
 from langmem_paging.boundaries import BoundaryStrategy, get_boundary
+from langmem_paging.clusters import ClusterOptions, materialize, plan_folds
+from langmem_paging.effects import ComputeFeatures, LocalHandlers, MakeBookmarks, Reserve, arun, run
 from langmem_paging.messages import (
     Unit,
-    bookmark_page_id,
-    is_bookmark,
     is_pinned,
     is_user_turn,
+    library_mark,
     recall_copy_pages,
-    require_ids,
     split_units,
 )
 from langmem_paging.policies import Candidate, EvictionPolicy, PolicyContext, get_policy
 from langmem_paging.recall_text import expand_recall_copy, shrink_recall_copy
-from langmem_paging.records import Ledger, Page, PageEntry
+from langmem_paging.records import ClusterNode, Page, messages_digest, page_number
+from langmem_paging.state import PagingState, ResidentPage, ShownPage
 from langmem_paging.text import content_terms
 from langmem_paging.tokens import TokenCounter, message_text
 
-__all__ = ["PagingResult", "apply_ledger", "page_messages", "reconstruct_history"]
+__all__ = [
+    "PagingResult",
+    "StepOptions",
+    "apage_messages",
+    "page_messages",
+    "paging_step",
+    "reconstruct_history",
+]
 
-TokenCounterFn = Callable[[Sequence[BaseMessage]], int]
+logger = logging.getLogger("langmem_paging")
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """Everything one step needs to decide, resolved from `PagingConfig`."""
+
+    budget: int
+    """Tokens the message list may take (``max_tokens`` minus the system prompt and tools)."""
+    low_water: int
+    """When over budget, page down to this many tokens."""
+    boundary: BoundaryStrategy
+    """Where pages are cut."""
+    policy: EvictionPolicy
+    """Which page goes next."""
+    bookmarker: Bookmarker
+    """Makes bookmarks for new pages."""
+    clusters: ClusterOptions
+    """How old bookmarks fold into clusters."""
+    count_message: Callable[[BaseMessage], int]
+    """Tokens of one message."""
+    count_text: Callable[[str], int]
+    """Tokens of a string."""
+    large_result_tokens: int | None = None
+    """A tool result larger than this is paged on arrival (None: never)."""
+    recent_messages: int = 6
+    """Messages before the newest user message that count as recent context for policies."""
+    keep_ids_without_id: bool = True
+    """Messages with no id cannot be removed from state: keep them resident (replace mode)."""
 
 
 @dataclass
@@ -42,68 +94,56 @@ class PagingResult:
     """What one paging step decided."""
 
     view: list[BaseMessage]
-    """The messages the model should receive: resident messages with bookmarks in place."""
-    ledger: Ledger
-    """The thread's updated ledger (the input ledger is never mutated)."""
-    pages: list[Page] = field(default_factory=list)
-    """Pages evicted by this step, to write to the store before the view is used."""
+    """The messages the model should receive."""
+    state: PagingState
+    """The branch's new paging state (the input state is never mutated)."""
     updates: list[BaseMessage] = field(default_factory=list)
-    """`add_messages` updates that turn the state into the view: bookmarks that take the
-    id of their page's first message, `RemoveMessage` for the page's other messages,
-    shrunk recall results under their own id."""
+    """`add_messages` updates that turn the input messages into `view` (replace mode): bookmarks
+    under the id of their page's first message, `RemoveMessage` for the page's other messages,
+    shrunk recall results and paged tool results under their own ids."""
+    pages: list[Page] = field(default_factory=list)
+    """Pages formed by this step, to store before the state is used."""
+    nodes: list[ClusterNode] = field(default_factory=list)
+    """Cluster nodes made by this step, to store with the pages."""
+    formed: list[str] = field(default_factory=list)
+    """Ids of the pages formed."""
+    evicted: list[str] = field(default_factory=list)
+    """Ids of the pages evicted (now shown by a bookmark)."""
+    folded: list[str] = field(default_factory=list)
+    """Ids of the pages whose bookmarks folded into a cluster."""
     tokens_before: int = 0
     """Tokens of the view before this step."""
     tokens: int = 0
     """Tokens of `view`."""
+    protected_tokens: int = 0
+    """Tokens nothing can evict: system and pinned messages, the newest user message, the
+    latest tool group, unanswered calls, bookmarks."""
     over_budget: bool = False
-    """True when even after paging the view exceeds `max_tokens` (too much is protected)."""
-    ledger_changed: bool = False
-    """True when the ledger must be written back."""
+    """True when even after paging the view exceeds the budget (too much is protected)."""
+    first_over_budget: bool = False
+    """True the first time on this branch that `over_budget` happened (warn once)."""
+
+    @property
+    def changed(self) -> bool:
+        """True when something was formed, evicted, folded or rewritten."""
+        return bool(self.updates or self.pages or self.nodes)
 
 
-def apply_ledger(messages: Sequence[BaseMessage], ledger: Ledger) -> list[BaseMessage]:
-    """What the model sees: evicted pages as bookmarks, shrunk recall results as references.
+# -- helpers ------------------------------------------------------------------------------
 
-    Idempotent: state that already holds the bookmarks (replace mode) maps to itself.
-    """
-    evicted = [e for e in ledger.pages if e.evicted]
-    first_ids = {e.message_ids[0]: e for e in evicted}
-    hidden = {mid for e in evicted for mid in e.message_ids[1:]}
-    shrunk = set(ledger.shrunk_copies)
-    view: list[BaseMessage] = []
+
+def _keys(messages: Sequence[BaseMessage]) -> list[str]:
+    """Each message's id; a message without one gets a key from its predecessor's, stable while
+    the history is."""
+    keys, previous, run_length = [], "^", 0
     for message in messages:
-        entry = first_ids.get(message.id)
-        if entry is not None:
-            if bookmark_page_id(message) == entry.id:
-                view.append(message)
-            else:
-                view.append(bookmark_message(entry.id, entry.bookmark or "", message.id))
-        elif message.id in hidden:
-            continue
-        elif message.id in shrunk and isinstance(message, ToolMessage):
-            view.append(shrink_recall_copy(message))
+        if message.id:
+            previous, run_length = message.id, 0
+            keys.append(message.id)
         else:
-            view.append(message)
-    return view
-
-
-def reconstruct_history(
-    messages: Sequence[BaseMessage], pages: Mapping[str, Page], counter: TokenCounter | None = None
-) -> list[BaseMessage]:
-    """The original history from the resident messages and the stored pages, exactly.
-
-    Bookmarks expand to their page's messages; shrunk recall results are
-    re-rendered from the pages they referenced.
-    """
-    out: list[BaseMessage] = []
-    for message in messages:
-        page_id = bookmark_page_id(message)
-        expanded = pages[page_id].messages if page_id is not None else [message]
-        for m in expanded:
-            if isinstance(m, ToolMessage) and recall_copy_pages(m):
-                m = expand_recall_copy(m, pages, counter or TokenCounter())
-            out.append(m)
-    return out
+            run_length += 1
+            keys.append(f"{previous}+{run_length}")
+    return keys
 
 
 def _newest_user_index(messages: Sequence[BaseMessage]) -> int | None:
@@ -113,83 +153,540 @@ def _newest_user_index(messages: Sequence[BaseMessage]) -> int | None:
     return None
 
 
-def _form_pages(
-    units: list[Unit], lookahead: Unit | None, boundary: BoundaryStrategy, count_message
-) -> tuple[list[list[Unit]], list[Unit]]:
-    """Cut `units` into closed pages plus the still-open tail. Pinned units are skipped
-    and end the running page: a page is a run of consecutive messages."""
+def _tool_calls_by_id(messages: Sequence[BaseMessage]) -> dict[str, dict]:
+    out = {}
+    for message in messages:
+        for call in getattr(message, "tool_calls", None) or []:
+            if call.get("id"):
+                out[call["id"]] = call
+    return out
+
+
+def _recent_text(messages: Sequence[BaseMessage], newest_user: int | None, recent: int) -> str:
+    end = len(messages)
+    start = max(0, (newest_user if newest_user is not None else end) - recent)
+    return "\n".join(message_text(m) for m in messages[start:end])
+
+
+@dataclass
+class _Draft:
+    """A page being formed in this step."""
+
+    units: list[Unit]
+    kind: str = "page"
+
+    @property
+    def messages(self) -> list[BaseMessage]:
+        return [m for u in self.units for m in u.messages]
+
+
+def _stored_form(message: BaseMessage) -> BaseMessage:
+    """How a message is kept inside a page: a recall result as a reference to its pages."""
+    if recall_copy_pages(message) and not library_mark(message).get("shrunk"):
+        return shrink_recall_copy(message)
+    return message
+
+
+def _cut(units: list[Unit], following: Unit | None, boundary: BoundaryStrategy, count_message):
+    """Cut a run of free units into closed pages and an open tail."""
     closed: list[list[Unit]] = []
     running: list[Unit] = []
     for unit in units:
-        if any(is_pinned(m) or is_bookmark(m) for m in unit.messages):
-            if running:
-                closed.append(running)
-            running = []
-            continue
         if running and boundary.starts_new_page(running, unit, count_message):
             closed.append(running)
             running = []
         running.append(unit)
-    if running and lookahead is not None and boundary.starts_new_page(running, lookahead, count_message):
+    if running and following is not None and boundary.starts_new_page(running, following, count_message):
         closed.append(running)
         running = []
     return closed, running
 
 
-def _register_page(ledger: Ledger, units: list[Unit], count_message) -> PageEntry:
-    messages = [m for u in units for m in u.messages]
-    entry = PageEntry(
-        id=f"p{ledger.next_page}",
-        message_ids=[m.id for m in messages],
-        tokens=sum(count_message(m) for m in messages),
-        created_turn=ledger.turn,
-        last_access=ledger.turn,
+# -- the step -----------------------------------------------------------------------------
+
+
+def paging_step(
+    view: Sequence[BaseMessage], state_value: Any, options: StepOptions
+) -> Generator[Any, Any, PagingResult]:
+    """Page `view` under `options.budget`; yields requests (see `langmem_paging.effects`).
+
+    Neither `view` nor `state_value` is mutated.
+    """
+    messages = list(view)
+    state = PagingState.from_value(state_value)
+    keys = _keys(messages)
+    position = {k: i for i, k in enumerate(keys)}
+    count = options.count_message
+    counts = [count(m) for m in messages]
+    total = tokens_before = sum(counts)
+    replace: dict[str, BaseMessage | None] = {}
+    result = PagingResult(view=messages, state=state, tokens_before=tokens_before, tokens=tokens_before)
+
+    # 1. The turn clock, and the state reconciled with what the context really holds.
+    newest_user = _newest_user_index(messages)
+    if newest_user is not None and keys[newest_user] != state.last_user:
+        state.turn += 1
+        state.last_user = keys[newest_user]
+    orphans, orphan_clusters = _reconcile(state, messages, keys, position)
+    _number_new_messages(state, messages, keys)
+    recalled_now = {k for k in state.recalled if k in position}
+    state.recalled = []
+
+    # 2. What nothing may evict, and the free units pages are cut from.
+    units = split_units(messages)
+    protected = _protected_units(units, messages, keys, newest_user, state, recalled_now, options)
+    calls = _tool_calls_by_id(messages[newest_user:] if newest_user is not None else messages)
+
+    # 3. Tool results too large for the context are paged on arrival.
+    large = _large_results(units, protected, keys, counts, state, options)
+    if large:
+        drafts = [_Draft([Unit(i, (messages[i],))], kind="tool_result") for _, i in large]
+        pages = yield from _form(drafts, state, options, keys, counts, messages, result)
+        for (unit, i), page in zip(large, pages, strict=True):
+            stub = tool_result_stub(page.id, messages[i], calls.get(messages[i].tool_call_id), page.token_count)
+            replace[keys[i]] = stub
+            state.pages.pop(page.id)  # a result page is evicted at once: its stub is its bookmark
+            total += count(stub) - counts[i]
+            result.evicted.append(page.id)
+
+    # 4. Over budget: cut pages from the free units, then evict until the low-water mark.
+    if total > options.budget:
+        target = options.budget if recalled_now else options.low_water
+        total = yield from _evict(
+            messages, keys, position, counts, units, protected, newest_user, state, options, result,
+            replace, total, target,
+        )
+
+    # 5. The cold tier: old bookmarks fold into clusters when they pass their share.
+    total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters)
+
+    # 6. The new view, and the updates that turn the input into it.
+    if replace:
+        view_out, updates = [], []
+        for key, message in zip(keys, messages):
+            new = replace.get(key, message)
+            if new is not None:
+                view_out.append(new)
+            if key in replace and message.id:
+                updates.append(new if new is not None else RemoveMessage(id=message.id))
+        result.view, result.updates = view_out, updates
+        total = sum(count(m) for m in view_out)
+    result.tokens = total
+    result.protected_tokens = _protected_tokens(result.view, state, options, newest_user, recalled_now)
+    result.over_budget = total > options.budget
+    if result.over_budget and not state.warned:
+        state.warned = True
+        result.first_over_budget = True
+    state.tokens, state.budget = total, options.budget
+    return result
+
+
+def _reconcile(state: PagingState, messages, keys, position) -> tuple[list[str], list[str]]:
+    """Make the state agree with the context (messages removed, bookmarks replaced by the user).
+
+    Returns shown pages and cluster roots whose message left the context.
+    """
+    for page_id in list(state.pages):
+        page = state.pages[page_id]
+        ids = [i for i in page.ids if i in position]
+        if not ids:  # every message was removed: the page stays stored and recallable
+            state.pages.pop(page_id)
+            if page.count:
+                state.stats[page_id] = [page.count, page.last]
+        elif len(ids) != len(page.ids):
+            page.ids = ids
+    for key in [k for k in state.order if k not in position]:
+        del state.order[key]
+    orphans = []
+    for page_id, shown in state.shown.items():
+        at = position.get(shown.anchor)
+        if at is None or library_mark(messages[at]).get("bookmark") != page_id:
+            orphans.append(page_id)
+    orphan_clusters = []
+    for cluster_id, cluster in state.clusters.items():
+        at = position.get(cluster.anchor)
+        if at is None or library_mark(messages[at]).get("cluster") != cluster_id:
+            orphan_clusters.append(cluster_id)
+    return orphans, orphan_clusters
+
+
+def _number_new_messages(state: PagingState, messages, keys) -> None:
+    """Give messages seen for the first time the next history ordinals (in view order)."""
+    in_pages = {k for page in state.pages.values() for k in page.ids}
+    library = _library_keys(state)
+    for key, message in zip(keys, messages):
+        if key in state.order or key in in_pages or key in library or library_mark(message).get("bookmark") \
+                or library_mark(message).get("cluster"):
+            continue
+        state.order[key] = state.next_order
+        state.next_order += 1
+
+
+def _library_keys(state: PagingState) -> set[str]:
+    return {s.anchor for s in state.shown.values()} | {c.anchor for c in state.clusters.values()}
+
+
+def _protected_units(units, messages, keys, newest_user, state, recalled_now, options) -> set[int]:
+    """Indexes (into `units`) of units no page may take."""
+    library = _library_keys(state)
+    latest_group = None
+    if newest_user is not None:
+        for k in range(len(units) - 1, -1, -1):
+            if units[k].start <= newest_user:
+                break
+            if len(units[k].messages) > 1 or getattr(units[k].messages[0], "tool_calls", None):
+                latest_group = k
+                break
+    protected = set()
+    for k, unit in enumerate(units):
+        first_key = keys[unit.start]
+        if (
+            not unit.answered
+            or (newest_user is not None and unit.start <= newest_user < unit.end)
+            or (latest_group is not None and k >= latest_group)
+            or (latest_group is None and newest_user is not None and unit.start > newest_user)
+            or (newest_user is None and k == len(units) - 1)
+            or first_key in library
+            or any(is_pinned(m) for m in unit.messages)
+            or any(keys[unit.start + j] in recalled_now for j in range(len(unit.messages)))
+            or (options.keep_ids_without_id and any(not m.id for m in unit.messages))
+        ):
+            protected.add(k)
+    return protected
+
+
+def _large_results(units, protected, keys, counts, state, options) -> list[tuple[Unit, int]]:
+    """Tool results over `large_result_tokens` not paged yet (each once, as they arrive)."""
+    if options.large_result_tokens is None:
+        return []
+    formed = {k for page in state.pages.values() for k in page.ids}
+    out = []
+    for unit in units:
+        for j, message in enumerate(unit.messages):
+            i = unit.start + j
+            if (
+                isinstance(message, ToolMessage)
+                and message.id
+                and counts[i] > options.large_result_tokens
+                and keys[i] not in formed
+                and not library_mark(message)
+                and not recall_copy_pages(message)
+            ):
+                out.append((unit, i))
+    return out
+
+
+def _form(drafts: list[_Draft], state, options, keys, counts, messages, result):
+    """Give drafts ids, bookmarks and features; record them as resident pages (a generator)."""
+    stored = [[_stored_form(m) for m in d.messages] for d in drafts]
+    digests = [messages_digest(msgs) for msgs in stored]
+    numbers = yield Reserve("p", digests, state)
+    page_drafts = [PageDraft(f"p{n}", msgs) for n, msgs in zip(numbers, stored, strict=True)]
+    bookmarks: list[Bookmark] = yield MakeBookmarks(options.bookmarker, page_drafts, _bookmark_context(
+        state, stored, options))
+    if len(bookmarks) != len(page_drafts):
+        raise ValueError(f"The bookmarker returned {len(bookmarks)} bookmarks for {len(page_drafts)} pages.")
+    features = yield ComputeFeatures(options.policy, stored)
+    pages = []
+    for draft, page_draft, msgs, digest, bookmark, feats in zip(
+        drafts, page_drafts, stored, digests, bookmarks, features, strict=True
+    ):
+        tokens = sum(counts[u.start + j] for u in draft.units for j in range(len(u.messages)))
+        ids = [keys[u.start + j] for u in draft.units for j in range(len(u.messages))]
+        order = state.order.get(ids[0], state.next_order)
+        if draft.kind == "page":  # a tool result paged on arrival keeps its stub's ordinal
+            for k in ids:
+                state.order.pop(k, None)
+        page = Page(
+            id=page_draft.id, messages=msgs, bookmark=bookmark.text, keywords=list(bookmark.keywords),
+            token_count=tokens,
+            boundary="tool_result" if draft.kind == "tool_result" else options.boundary.name,
+            created_turn=state.turn, order=order, digest=digest, kind=draft.kind,
+            features={**feats, "terms": dict(bookmark.terms)}, last_access=state.turn,
+        )
+        state.pages[page.id] = ResidentPage(
+            ids=ids, order=order, tokens=tokens, turn=state.turn, last=state.turn, bookmark=bookmark.text, digest=digest,
+            terms=dict(bookmark.terms), features=dict(feats),
+        )
+        pages.append(page)
+    result.pages.extend(pages)
+    result.formed.extend(p.id for p in pages)
+    return pages
+
+
+def _bookmark_context(state: PagingState, drafts: list[list[BaseMessage]], options) -> BookmarkContext:
+    """Document frequencies over the neighbouring pages: the ones formed now and those shown."""
+    doc_freq: dict[str, int] = {}
+    docs = [set(content_terms("\n".join(message_text(m) for m in msgs))) for msgs in drafts]
+    docs += [{t.lower() for t in s.terms} for s in state.shown.values()]
+    for terms in docs:
+        for term in terms:
+            doc_freq[term] = doc_freq.get(term, 0) + 1
+    return BookmarkContext(count_text=options.count_text, doc_freq=doc_freq, n_docs=len(docs))
+
+
+def _evict(messages, keys, position, counts, units, protected, newest_user, state, options, result,
+           replace, total, target):
+    """Cut pages from the free units and evict until `total <= target` (a generator)."""
+    formed = {k for page in state.pages.values() for k in page.ids}
+    pinned = {k for k, u in enumerate(units) if any(is_pinned(m) for m in u.messages)}
+    closed, open_tails = [], []
+    for run_units, following, permanent in _free_runs(units, protected, keys, formed, _library_keys(state),
+                                                      pinned, state.order):
+        pages, tail = _cut(run_units, following, options.boundary, options.count_message)
+        closed += pages
+        if tail and permanent:  # nothing can ever join it: it is a page now
+            closed.append(tail)
+        elif tail:
+            open_tails.append(tail)
+    if closed:
+        yield from _form([_Draft(units_) for units_ in closed], state, options, keys, counts, messages, result)
+    context = PolicyContext(turn=state.turn, recent_text=_recent_text(messages, newest_user,
+                                                                       options.recent_messages))
+    while True:
+        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace)
+        total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
+                            result, total, target)
+        if total <= target or not open_tails:
+            return total
+        # Nothing else to evict: the still-open tails become pages too.
+        yield from _form([_Draft(t) for t in open_tails], state, options, keys, counts, messages, result)
+        open_tails = []
+
+
+def _free_runs(units, protected, keys, formed, library, pinned, order):
+    """Maximal runs of units no page holds and nothing protects, each with the unit after it
+    (None when nothing can ever join the run: a page, a bookmark, a pinned message, or a gap
+    in the history where a page left), and whether the run is closed for good."""
+    runs, current = [], []
+    last = None
+    for k, unit in enumerate(units):
+        unit_keys = [keys[unit.start + j] for j in range(len(unit.messages))]
+        free = k not in protected and not any(key in formed for key in unit_keys)
+        if free and current and order.get(unit_keys[0], -2) != last + 1:
+            runs.append((current, None, True))  # a page once stood between: history is not contiguous
+            current = []
+        if free:
+            current.append(unit)
+            last = order.get(unit_keys[-1], -2)
+        elif current:
+            permanent = any(key in formed or key in library for key in unit_keys) or k in pinned
+            runs.append((current, None if permanent else unit, permanent))
+            current = []
+    if current:
+        runs.append((current, None, False))
+    return runs
+
+
+def _candidates(messages, keys, position, counts, units, protected, state, replace) -> list[Candidate]:
+    """Resident pages, and unshrunk recall results outside protected units."""
+    out = []
+    for page_id, page in state.pages.items():
+        where = [position[k] for k in page.ids]
+        if any(replace.get(keys[i], messages[i]) is not messages[i] for i in where):
+            continue
+        out.append(
+            Candidate(
+                key=page_id, kind="page", page_ids=(page_id,), position=where[0],
+                tokens=sum(counts[i] for i in where), created_turn=page.turn, last_access=page.last,
+                access_count=page.count, messages=tuple(messages[i] for i in where), features=page.features,
+            )
+        )
+    protected_keys = {keys[u.start + j] for k in protected for u in (units[k],) for j in range(len(u.messages))}
+    for i, message in enumerate(messages):
+        pages = recall_copy_pages(message)
+        if not pages or library_mark(message).get("shrunk") or keys[i] in protected_keys or keys[i] in replace:
+            continue
+        stats = [state.access(p) for p in pages]
+        last = max((s[1] for s in stats), default=state.turn)
+        out.append(
+            Candidate(
+                key=keys[i], kind="copy", page_ids=tuple(pages), position=i, tokens=counts[i],
+                created_turn=last, last_access=last, access_count=max((s[0] for s in stats), default=1),
+                messages=(message,),
+            )
+        )
+    return out
+
+
+def _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace, result,
+                total, target) -> int:
+    count = options.count_message
+    while total > target and candidates:
+        victim = options.policy.victim(candidates, context)
+        candidates = [c for c in candidates if c.key != victim.key]
+        if victim.kind == "copy":
+            shrunk = shrink_recall_copy(messages[victim.position])
+            saved = victim.tokens - count(shrunk)
+            if saved <= 0:
+                continue
+            replace[victim.key] = shrunk
+            total -= saved
+        else:
+            page = state.pages[victim.key]
+            bookmark = bookmark_message(victim.key, page.bookmark, page.ids[0])
+            cost = count(bookmark)
+            current = [replace.get(k, messages[position[k]]) for k in page.ids]
+            page_tokens = sum(count(m) for m in current if m is not None)
+            direct = cost >= page_tokens  # a bookmark must never make the context bigger...
+            if direct and not state.clusters:
+                continue
+            # ...so a page smaller than its bookmark goes straight into the nearest cluster
+            if messages_digest([_stored_form(m) for m in current if m is not None]) != page.digest:
+                result.pages.append(_restored_page(victim.key, page, current, options, state))
+            state.pages.pop(victim.key)
+            state.shown[victim.key] = ShownPage(
+                anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
+                count=page.count, terms=dict(page.terms),
+            )
+            replace[page.ids[0]] = None if direct else bookmark
+            for k in page.ids[1:]:
+                replace[k] = None
+            # copies inside the page leave with it
+            candidates = [c for c in candidates if c.kind != "copy" or c.key not in page.ids]
+            total += (0 if direct else cost) - page_tokens
+            result.evicted.append(victim.key)
+        context.evicted.append(victim)
+    return total
+
+
+def _restored_page(page_id, page: ResidentPage, current, options, state) -> Page:
+    """A page whose messages changed while resident (edited or removed) is stored again as it is."""
+    msgs = [_stored_form(m) for m in current if m is not None]
+    return Page(
+        id=page_id, messages=msgs, bookmark=page.bookmark, keywords=[], token_count=page.tokens,
+        boundary=options.boundary.name, created_turn=page.turn, order=page.order, digest=messages_digest(msgs),
+        features={**page.features, "terms": dict(page.terms)},
     )
-    ledger.next_page += 1
-    ledger.pages.append(entry)
-    for term in set(content_terms("\n".join(message_text(m) for m in messages))):
-        ledger.doc_freq[term] = ledger.doc_freq.get(term, 0) + 1
-    return entry
+
+
+def _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters):
+    """Fold old bookmarks into clusters when they pass their share (a generator)."""
+    def count_bookmark(text: str) -> int:
+        return options.count_message(cluster_message("c0", text, "x"))
+
+    plan = plan_folds(state, position, options.clusters, count_bookmark=count_bookmark, orphans=orphans,
+                      orphan_clusters=orphan_clusters)
+    # Orphans nothing could take stay recallable by id and search, just not listed.
+    for page_id in orphans:
+        if page_id not in plan.folded:
+            shown = state.shown.pop(page_id)
+            if shown.count:
+                state.stats[page_id] = [shown.count, shown.last]
+    for cluster_id in orphan_clusters:
+        if cluster_id in plan.roots and not any(cluster_id in n.children for n in plan.nodes):
+            state.clusters.pop(cluster_id)
+            plan.roots.pop(cluster_id)
+    if not plan:
+        return total
+    numbers = yield Reserve("c", [n.digest for n in plan.nodes], state)
+    nodes, entries, _ = materialize(plan, numbers, max_keywords=options.clusters.max_keywords)
+    consumed_anchors = {state.shown[p].anchor for p in plan.folded} | set(plan.removed_anchors)
+    for page_id in plan.folded:
+        shown = state.shown.pop(page_id)
+        if shown.count:
+            state.stats[page_id] = [shown.count, shown.last]
+    for cluster_id in list(state.clusters):
+        if cluster_id not in plan.roots:
+            consumed_anchors.add(state.clusters.pop(cluster_id).anchor)
+    for cluster_id, entry in entries.items():
+        message = cluster_message(cluster_id, entry.text, entry.anchor)
+        entry.tokens = options.count_message(message)
+        state.clusters[cluster_id] = entry
+        if entry.anchor in position:
+            replace[entry.anchor] = message
+    kept = {e.anchor for e in state.clusters.values()}
+    for anchor in consumed_anchors - kept:
+        if anchor in position:
+            replace[anchor] = None
+    result.nodes.extend(nodes)
+    result.folded.extend(plan.folded)
+    return total
+
+
+def _protected_tokens(view, state, options, newest_user, recalled_now) -> int:
+    """Tokens that no eviction can free in `view` (an estimate good enough to warn)."""
+    library = _library_keys(state)
+    units = split_units(view)
+    keys = _keys(view)
+    newest = _newest_user_index(view)
+    prot = _protected_units(units, view, keys, newest, state, recalled_now, options)
+    total = 0
+    for k, unit in enumerate(units):
+        if k in prot or keys[unit.start] in library:
+            total += sum(options.count_message(m) for m in unit.messages)
+    return total
+
+
+# -- pure API -----------------------------------------------------------------------------
+
+
+def _options(
+    *, max_tokens, low_water_tokens, boundary, policy, bookmarker, token_counter, text_counter,
+    recent_messages, bookmark_share, large_result_share,
+) -> StepOptions:
+    if max_tokens <= 0:
+        raise ValueError("`max_tokens` must be a positive number of tokens.")
+    low = low_water_tokens if low_water_tokens is not None else max(1, int(max_tokens * 0.75))
+    if not 0 < low <= max_tokens:
+        raise ValueError("`low_water_tokens` must be positive and at most `max_tokens`.")
+    text_counter = text_counter or TokenCounter()
+    count_message = text_counter.count_message if token_counter is None else (lambda m: token_counter([m]))
+    return StepOptions(
+        budget=max_tokens, low_water=low, boundary=get_boundary(boundary), policy=get_policy(policy),
+        bookmarker=as_bookmarker(bookmarker),
+        clusters=ClusterOptions.for_share(max(1, int(max_tokens * bookmark_share))),
+        count_message=count_message, count_text=text_counter.count_text,
+        large_result_tokens=None if large_result_share is None else max(1, int(max_tokens * large_result_share)),
+        recent_messages=recent_messages,
+    )
 
 
 def page_messages(
     messages: Sequence[BaseMessage],
     *,
     max_tokens: int,
+    state: Any = None,
     low_water_tokens: int | None = None,
-    ledger: Ledger | None = None,
     boundary: str | BoundaryStrategy = "fixed_20",
     policy: str | EvictionPolicy = "fifo",
-    bookmarker: Bookmarker | None = None,
-    token_counter: TokenCounterFn | None = None,
+    bookmarker: Bookmarker | Callable | None = None,
+    token_counter: Callable[[Sequence[BaseMessage]], int] | None = None,
     text_counter: TokenCounter | None = None,
     recent_messages: int = 6,
+    bookmark_share: float = 0.2,
+    large_result_share: float | None = 0.5,
 ) -> PagingResult:
     """Page out old messages until the context fits, leaving bookmarks in their place.
 
-    When the view exceeds `max_tokens`, messages before the newest user message are
-    cut into pages by `boundary`, and `policy` evicts pages (or shrinks earlier
-    recall results) until the view is at most `low_water_tokens`. Pages, once cut,
-    keep their boundaries, and a bookmark once written never changes.
+    When the messages exceed `max_tokens`, those before the newest user message (and tool
+    groups of the current turn older than the latest one) are cut into pages by `boundary`,
+    and `policy` evicts pages (or shrinks earlier recall results) until the context is at
+    most `low_water_tokens`. When bookmarks pass `bookmark_share` of the budget, the oldest
+    fold into cluster bookmarks. Pages, once cut, keep their boundaries, and a page bookmark
+    once written never changes. Pass the returned `state` to the next call; store
+    `result.pages` (and `result.nodes`) if you want to recall them.
 
     Args:
-        messages: The full message list (state), each with an id.
+        messages: The context (the state's messages), each with an id.
         max_tokens: Budget for everything the model receives from the list.
+        state: The previous call's `result.state` (None for a new thread).
         low_water_tokens: Page down to this when over budget (default 75% of `max_tokens`).
-        ledger: The thread's ledger from earlier steps (None for a new thread).
         boundary: Boundary strategy or its name (`fixed_20`, `exchange`, `session`, ...).
         policy: Eviction policy or its name (`fifo`, `lru`, `lfu`, `semantic`).
-        bookmarker: Makes bookmark text (default `KeywordBookmarker`).
+        bookmarker: A `Bookmarker` (default `KeywordBookmarker`) or a function.
         token_counter: Counts a message list (default tiktoken via `TokenCounter`).
-        text_counter: tiktoken counter for bookmark lengths and recall rendering.
-        recent_messages: Messages before the current turn that count as recent context
-            for the semantic policy.
+        text_counter: tiktoken counter for bookmark lengths.
+        recent_messages: Messages before the newest user message that count as recent context.
+        bookmark_share: Share of `max_tokens` bookmarks may take before old ones fold into clusters.
+        large_result_share: A tool result above this share of `max_tokens` is paged as it arrives
+            (None: never).
 
     Returns:
         A `PagingResult`.
 
     Raises:
-        ValueError: If a message has no id, or a budget is not positive or inconsistent.
+        ValueError: If a budget is not positive or inconsistent.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -198,166 +695,112 @@ def page_messages(
         ...     history += [HumanMessage(f"Trip {i} to city{i}?", id=f"h{i}"),
         ...                 AIMessage(f"Booked city{i}.", id=f"a{i}")]
         >>> result = page_messages(history, max_tokens=8, low_water_tokens=6,
-        ...                        boundary="fixed_2", token_counter=len)
+        ...                        boundary="fixed_2", token_counter=len, bookmark_share=1.0)
         >>> [m.content for m in result.view]
         ['[p1:city0,Booked,Trip]', '[p2:city1,Booked,Trip]', '[p3:city2,Booked,Trip]', '[p4:city3,Booked,Trip]', '[p5:city4,Booked,Trip]', 'Trip 5 to city5?', 'Booked city5.']
         >>> [p.id for p in result.pages], result.tokens
         (['p1', 'p2', 'p3', 'p4', 'p5'], 7)
+
+        Once bookmarks pass `bookmark_share` of the budget, the oldest fold into a cluster:
+
+        >>> result = page_messages(history, max_tokens=8, low_water_tokens=6,
+        ...                        boundary="fixed_2", token_counter=len, bookmark_share=0.4)
+        >>> [m.content for m in result.view]
+        ['[c8:city0,city1,city2,city3,Booked,Trip|p1-p4]', '[c7:city4,Booked,Trip|p5]', 'Trip 5 to city5?', 'Booked city5.']
     """
-    if max_tokens <= 0:
-        raise ValueError("`max_tokens` must be a positive number of tokens.")
-    if low_water_tokens is None:
-        low_water_tokens = max(1, int(max_tokens * 0.75))
-    if not 0 < low_water_tokens <= max_tokens:
-        raise ValueError("`low_water_tokens` must be positive and at most `max_tokens`.")
-    require_ids(messages)
-    boundary = get_boundary(boundary)
-    policy = get_policy(policy)
-    bookmarker = bookmarker or KeywordBookmarker()
-    text_counter = text_counter or TokenCounter()
-    if token_counter is None:
-        count_message = text_counter.count_message
-    else:
-        count_message = lambda m: token_counter([m])  # noqa: E731
+    options = _options(
+        max_tokens=max_tokens, low_water_tokens=low_water_tokens, boundary=boundary, policy=policy,
+        bookmarker=bookmarker, token_counter=token_counter, text_counter=text_counter,
+        recent_messages=recent_messages, bookmark_share=bookmark_share, large_result_share=large_result_share,
+    )
+    return run(paging_step(messages, state, options), LocalHandlers())
 
-    ledger = copy.deepcopy(ledger) if ledger is not None else Ledger()
-    newest_user = _newest_user_index(messages)
-    changed = False
-    if newest_user is not None and messages[newest_user].id != ledger.last_user_message_id:
-        ledger.turn += 1
-        ledger.last_user_message_id = messages[newest_user].id
-        changed = True
 
-    view = apply_ledger(messages, ledger)
-    tokens_before = tokens = sum(count_message(m) for m in view)
-    result = PagingResult(view=view, ledger=ledger, tokens_before=tokens_before, tokens=tokens)
-    if tokens <= max_tokens:
-        result.ledger_changed = changed
-        return result
+async def apage_messages(messages: Sequence[BaseMessage], **kwargs: Any) -> PagingResult:
+    """Async `page_messages`: awaits async bookmarkers and policies."""
+    options = _options(
+        max_tokens=kwargs.pop("max_tokens"), low_water_tokens=kwargs.pop("low_water_tokens", None),
+        boundary=kwargs.pop("boundary", "fixed_20"), policy=kwargs.pop("policy", "fifo"),
+        bookmarker=kwargs.pop("bookmarker", None), token_counter=kwargs.pop("token_counter", None),
+        text_counter=kwargs.pop("text_counter", None), recent_messages=kwargs.pop("recent_messages", 6),
+        bookmark_share=kwargs.pop("bookmark_share", 0.2), large_result_share=kwargs.pop("large_result_share", 0.5),
+    )
+    state = kwargs.pop("state", None)
+    if kwargs:
+        raise TypeError(f"Unexpected arguments: {', '.join(sorted(kwargs))}.")
+    return await arun(paging_step(messages, state, options), LocalHandlers())
 
-    # Pages are cut from the messages after the last page formed (the cut only moves
-    # forward) up to the newest user message; an unanswered tool call stops the cut.
-    formed = {mid for e in ledger.pages for mid in e.message_ids}
-    frontier = next((i + 1 for i in range(len(messages) - 1, -1, -1) if messages[i].id in formed), 0)
-    limit = newest_user if newest_user is not None else len(messages)
-    units = split_units(messages, frontier, len(messages))
-    pageable = [u for u in units if u.end <= limit]
-    first_unanswered = next((k for k, u in enumerate(pageable) if not u.answered), None)
-    if first_unanswered is not None:
-        pageable = pageable[:first_unanswered]
-    lookahead = units[len(pageable)] if len(pageable) < len(units) else None
-    closed, open_tail = _form_pages(pageable, lookahead, boundary, count_message)
-    for units_of_page in closed:
-        _register_page(ledger, units_of_page, count_message)
-    by_id = {m.id: m for m in messages}
-    position = {m.id: i for i, m in enumerate(messages)}
-    recent_start = max(0, (limit if newest_user is not None else len(messages)) - recent_messages)
-    context_text = "\n".join(message_text(m) for m in messages[recent_start:])
-    new_pages: list[Page] = []
-    new_shrunk: list[str] = []
 
-    while tokens > low_water_tokens:
-        candidates = _candidates(messages[:limit], ledger, view, position, count_message)
-        if not candidates and open_tail:
-            _register_page(ledger, open_tail, count_message)
-            open_tail = []
+# -- losslessness ------------------------------------------------------------------------
+
+
+def reconstruct_history(
+    messages: Sequence[BaseMessage],
+    pages: Mapping[str, Page] | Callable[[str], Page | None],
+    counter: TokenCounter | None = None,
+    *,
+    clusters: Mapping[str, ClusterNode] | Callable[[str], ClusterNode | None] | None = None,
+    state: Any = None,
+) -> list[BaseMessage]:
+    """The original history from the context and the stored pages, exactly.
+
+    Bookmarks expand to their page's messages, cluster bookmarks to their member pages,
+    shrunk recall results and paged tool results to their full text. With the branch's
+    paging `state`, everything is put back in history order (pages and resident messages
+    carry history ordinals); without it, expansions stay where their bookmark is. Messages
+    that only look like ours (no such page) are kept as they are.
+
+    Args:
+        messages: The state's messages.
+        pages: Stored pages by id (a mapping, or a function such as ``lambda p: store.get(t, p)``).
+        counter: Tokenizer used to re-render recall results (default cl100k).
+        clusters: Stored cluster nodes by id, to expand cluster bookmarks.
+        state: The paging state (``state["paging"]``), to restore history order.
+    """
+    get_page = pages.get if isinstance(pages, Mapping) else pages
+    get_node = (clusters.get if isinstance(clusters, Mapping) else clusters) if clusters is not None else None
+    counter = counter or TokenCounter()
+    branch = PagingState.from_value(state) if state is not None else None
+    in_pages = {k: (p.order, i) for p in branch.pages.values() for i, k in enumerate(p.ids)} if branch else {}
+
+    def member_pages(cluster_id: str) -> list[Page] | None:
+        ids, stack = [], [cluster_id]
+        while stack:
+            node = get_node(stack.pop()) if get_node else None
+            if node is None:
+                return None
+            for child in node.children:
+                (ids if child.startswith("p") else stack).append(child)
+        found = [get_page(pid) for pid in set(ids)]
+        return None if any(p is None for p in found) else sorted(found, key=lambda p: (p.order, page_number(p.id)))
+
+    def restore(message: BaseMessage) -> BaseMessage:
+        mark = library_mark(message)
+        if "paged_result" in mark and (page := get_page(mark["paged_result"])) is not None:
+            return page.messages[0]
+        if isinstance(message, ToolMessage) and recall_copy_pages(message) and mark.get("shrunk"):
+            return expand_recall_copy(message, get_page, counter, get_node)
+        return message
+
+    segments: list[tuple[tuple, list[BaseMessage]]] = []
+    for n, message in enumerate(messages):
+        mark = library_mark(message)
+        members: list[Page] | None = None
+        if "bookmark" in mark and (page := get_page(mark["bookmark"])) is not None:
+            members = [page]
+        elif "cluster" in mark:
+            members = member_pages(mark["cluster"])
+        if members is not None:
+            for page in members:
+                segments.append(((page.order, 0, n), [restore(m) for m in page.messages]))
             continue
-        if not candidates:
-            break
-        context = PolicyContext(
-            turn=ledger.turn, recent_text=context_text, doc_freq=ledger.doc_freq, n_docs=len(ledger.pages)
-        )
-        victim = policy.victim(candidates, context)
-        if victim.kind == "copy":
-            ledger.shrunk_copies.append(victim.key)
-            new_shrunk.append(victim.key)
+        if branch is not None and message.id in branch.order:
+            key = (branch.order[message.id], 0, n)
+        elif message.id in in_pages:
+            key = (in_pages[message.id][0], in_pages[message.id][1], n)
         else:
-            entry = ledger.entry(victim.key)
-            page_msgs = [by_id[mid] for mid in entry.message_ids]
-            stored = [shrink_recall_copy(m) if recall_copy_pages(m) else m for m in page_msgs]
-            bookmark, keywords = bookmarker(
-                entry.id,
-                stored,
-                BookmarkContext(ledger.doc_freq, len(ledger.pages), text_counter.count_text),
-            )
-            entry.evicted = True
-            entry.bookmark = bookmark
-            new_pages.append(
-                Page(
-                    id=entry.id,
-                    messages=stored,
-                    bookmark=bookmark,
-                    keywords=keywords,
-                    token_count=entry.tokens,
-                    boundary=boundary.name,
-                    created_turn=entry.created_turn,
-                    last_access=entry.last_access,
-                    access_count=entry.access_count,
-                )
-            )
-        view = apply_ledger(messages, ledger)
-        tokens = sum(count_message(m) for m in view)
-
-    result.view, result.tokens, result.pages = view, tokens, new_pages
-    result.over_budget = tokens > max_tokens
-    result.ledger_changed = True
-    result.updates = _state_updates(messages, ledger, new_pages, new_shrunk, by_id)
-    return result
-
-
-def _candidates(pageable_prefix, ledger: Ledger, view, position, count_message) -> list[Candidate]:
-    """Resident pages, and unshrunk recall results before the current turn."""
-    view_by_id = {m.id: m for m in view}
-    out = []
-    for entry in ledger.pages:
-        if entry.evicted:
-            continue
-        msgs = [view_by_id[mid] for mid in entry.message_ids if mid in view_by_id]
-        out.append(
-            Candidate(
-                key=entry.id,
-                kind="page",
-                page_ids=(entry.id,),
-                position=position[entry.message_ids[0]],
-                tokens=sum(count_message(m) for m in msgs),
-                text="\n".join(message_text(m) for m in msgs),
-                created_turn=entry.created_turn,
-                last_access=entry.last_access,
-                access_count=entry.access_count,
-            )
-        )
-    shrunk = set(ledger.shrunk_copies)
-    for message in pageable_prefix:
-        pages = recall_copy_pages(message)
-        if not pages or message.id in shrunk or message.id not in view_by_id:
-            continue
-        entries = [e for e in (ledger.entry(p) for p in pages) if e is not None]
-        out.append(
-            Candidate(
-                key=message.id,
-                kind="copy",
-                page_ids=tuple(pages),
-                position=position[message.id],
-                tokens=count_message(message),
-                text=message_text(message),
-                created_turn=max((e.last_access for e in entries), default=ledger.turn),
-                last_access=max((e.last_access for e in entries), default=ledger.turn),
-                access_count=max((e.access_count for e in entries), default=1),
-            )
-        )
-    return out
-
-
-def _state_updates(messages, ledger: Ledger, new_pages: list[Page], new_shrunk: list[str], by_id):
-    """`add_messages` updates that replace each new page by its bookmark, in place."""
-    updates: list[BaseMessage] = []
-    hidden: set[str] = set()
-    for page in new_pages:
-        first, *rest = [m.id for m in page.messages]
-        updates.append(bookmark_message(page.id, page.bookmark, first))
-        updates.extend(RemoveMessage(id=mid) for mid in rest if mid in by_id)
-        hidden.update([first, *rest])
-    for mid in new_shrunk:
-        if mid not in hidden:
-            updates.append(shrink_recall_copy(by_id[mid]))
-    return updates
+            key = (segments[-1][0][0] if segments else -1, 1 << 30, n)
+        segments.append((key, [restore(message)]))
+    if branch is not None:
+        segments.sort(key=lambda s: s[0])
+    return [m for _, ms in segments for m in ms]

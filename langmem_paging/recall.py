@@ -1,58 +1,105 @@
-"""The `recall` tool the model calls to bring evicted pages back."""
+"""The `recall` tool the model calls to bring evicted pages back.
+
+It reads only the calling thread's pages visible on the running branch (the paging
+state in the graph's checkpoint decides), and answers with a `Command`: the tool
+message, plus a small update counting one access per page returned. Parallel recalls
+in one model turn each add their counts (`paging_reducer`), so none is lost.
+"""
 
 from __future__ import annotations
 
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import StructuredTool
+import uuid
+from typing import Any
 
-from langmem_paging.pager import Pager
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.prebuilt.tool_node import ToolRuntime
+from langgraph.types import Command
 
-__all__ = ["RECALL_DESCRIPTION", "make_recall_tool"]
+from langmem_paging.hooks import PageEvent
+from langmem_paging.messages import is_bookmark
+from langmem_paging.pager import Pager, RecallAnswer
+from langmem_paging.state import STATE_KEY, recall_delta
+
+__all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
 
 RECALL_DESCRIPTION = (
-    "Bring back the full text of earlier parts of this conversation. Older messages were "
-    "paged out and replaced by bookmarks like [p3:Caroline,adoption,May 2023]: pN is the page "
-    "id, the words are its keywords. Call recall(page_ids=['p3']) when a bookmark looks "
-    "relevant to the question; you may ask for several pages. If no bookmark fits, call "
-    "recall(query='words to search for') to search all paged-out text."
+    "Bring back the exact text of earlier parts of this conversation, which were paged out. "
+    "A bookmark [p3:Caroline,adoption] stands for page p3 (keywords after the colon); "
+    "[c2:...|p1-p9] for a cluster of pages. page_ids=['p3'] returns pages whole (a long one "
+    "in parts: part=2, ...); page_ids=['c2'] lists a cluster's pages so you can pick. "
+    "query='words' searches everything paged out: use it when no bookmark clearly fits."
 )
 
-
-def _thread_id(config: RunnableConfig) -> str | None:
-    thread_id = (config or {}).get("configurable", {}).get("thread_id")
-    return str(thread_id) if thread_id not in (None, "") else None
-
+SCHEMA_HELP = (
+    "The graph state has no `paging` key, so paging cannot keep its state in the checkpoint. "
+    "Use `langmem_paging.PagingMessagesState` as the state schema (or add "
+    "`paging: NotRequired[PagingChannel]` to yours); `create_agent` with `PagingMiddleware` does this "
+    "for you."
+)
 
 _NO_THREAD = "recall is unavailable: this run has no thread_id, so there is no paged-out history."
 
 
-def make_recall_tool(pager: Pager, *, name: str = "recall") -> StructuredTool:
-    """A `StructuredTool` (sync and async) reading only the calling thread's pages.
+def _thread_id(runtime: ToolRuntime) -> str | None:
+    thread_id = ((runtime.config or {}).get("configurable") or {}).get("thread_id")
+    return str(thread_id) if thread_id not in (None, "") else None
 
-    Bad arguments and unknown page ids come back as a tool message that lists the
-    valid ids; the tool never raises for what the model sends.
+
+def _paging_state(runtime: ToolRuntime) -> Any:
+    state = runtime.state if isinstance(runtime.state, dict) else {}
+    if STATE_KEY not in state and any(is_bookmark(m) for m in state.get("messages", []) or []):
+        raise ValueError(SCHEMA_HELP)
+    return state.get(STATE_KEY)
+
+
+def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
+    message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id, name=name,
+                          id=f"recall-{uuid.uuid4().hex}", artifact=answer.artifact)
+    update: dict[str, Any] = {"messages": [message]}
+    update[STATE_KEY] = recall_delta(answer.accessed, turn=answer.turn, results=[message.id])
+    return Command(update=update)
+
+
+def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
+    """A tool (sync and async) reading only the calling thread's pages on the running branch.
+
+    Bad arguments and unknown ids come back as a tool message; the tool never raises for
+    what the model sends.
     """
 
     def recall(
-        page_ids: list[str | int] | str | int | None = None, query: str | None = None, *, config: RunnableConfig
-    ) -> tuple[str, dict]:
-        thread_id = _thread_id(config)
+        page_ids: list[str] | str | None = None,
+        query: str | None = None,
+        part: int | None = None,
+        *,
+        runtime: ToolRuntime,
+    ) -> Command | str:
+        thread_id = _thread_id(runtime)
         if thread_id is None:
-            return _NO_THREAD, {}
-        return pager.recall(thread_id, page_ids, query)
+            return _NO_THREAD
+        answer = pager.recall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query, part=part)
+        if answer.accessed:
+            event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
+            for hook in pager.hooks:
+                hook.on_recalled(event)
+        return _command(answer, runtime, name)
 
     async def arecall(
-        page_ids: list[str | int] | str | int | None = None, query: str | None = None, *, config: RunnableConfig
-    ) -> tuple[str, dict]:
-        thread_id = _thread_id(config)
+        page_ids: list[str] | str | None = None,
+        query: str | None = None,
+        part: int | None = None,
+        *,
+        runtime: ToolRuntime,
+    ) -> Command | str:
+        thread_id = _thread_id(runtime)
         if thread_id is None:
-            return _NO_THREAD, {}
-        return await pager.arecall(thread_id, page_ids, query)
+            return _NO_THREAD
+        answer = await pager.arecall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query, part=part)
+        if answer.accessed:
+            event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
+            for hook in pager.hooks:
+                await hook.aon_recalled(event)
+        return _command(answer, runtime, name)
 
-    return StructuredTool.from_function(
-        func=recall,
-        coroutine=arecall,
-        name=name,
-        description=RECALL_DESCRIPTION,
-        response_format="content_and_artifact",
-    )
+    return StructuredTool.from_function(func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION)

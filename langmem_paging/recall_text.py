@@ -1,68 +1,217 @@
 """How recalled pages read to the model, and how a recall result shrinks and re-expands.
 
-A `recall` ToolMessage carries the text of pages that live in the store. When it
-ages out of the context it is not stored again as a new page: its content
-shrinks to a reference (`copy_reference`). Because rendering is deterministic,
-`expand_recall_copy` rebuilds the original content exactly from the store.
+Recalled text is delimited: each page is a ``<page id="p3">`` element and each message a
+``<message from="user">`` element, and text inside that could pass for one of these tags
+is escaped, so a stored page cannot impersonate a tool result or another message.
+
+A `recall` ToolMessage carries the text of pages that live in the store. When it ages out
+of the context it is not stored again: its content shrinks to a reference, and because
+rendering is deterministic (`render_recall` from the spec kept in the artifact) the
+original content is rebuilt exactly from the store (`expand_recall_copy`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from langmem_paging.messages import METADATA_KEY, recall_copy_pages, speaker
-from langmem_paging.records import Page
+from langmem_paging.records import ClusterNode, Page
 from langmem_paging.tokens import TokenCounter, message_text
 
-__all__ = ["copy_reference", "expand_recall_copy", "recall_artifact", "render_pages", "shrink_recall_copy"]
+__all__ = [
+    "copy_reference",
+    "expand_recall_copy",
+    "page_parts",
+    "recall_artifact",
+    "render_message",
+    "render_page",
+    "render_recall",
+    "render_recall_shown",
+    "shrink_recall_copy",
+]
+
+_TAG = re.compile(r"<(/?)(page|message|recalled|cluster)\b", re.IGNORECASE)
+_QUOTE = re.compile(r'["<>&]')
+NOTE_MAX_TOKENS = 200
+"""A note (which may echo what the model sent) never takes more than this, nor half the cap."""
+
+GetPage = Callable[[str], "Page | None"]
+GetNode = Callable[[str], "ClusterNode | None"]
+
+
+def _escape(text: str) -> str:
+    """Neutralize text that could pass for one of our tags."""
+    return _TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
+
+
+def _attr(value: Any) -> str:
+    return _QUOTE.sub(lambda m: {'"': "&quot;", "<": "&lt;", ">": "&gt;", "&": "&amp;"}[m.group(0)], str(value))
 
 
 def render_message(message: BaseMessage) -> str:
-    """One line per message: ``[timestamp] speaker: text``."""
+    """``<message from="user" time="...">text</message>``, the text escaped."""
     stamp = message.additional_kwargs.get("timestamp")
-    prefix = f"[{stamp}] " if stamp is not None else ""
-    return f"{prefix}{speaker(message)}: {message_text(message)}"
+    time = f' time="{_attr(stamp)}"' if stamp is not None else ""
+    return f'<message from="{_attr(speaker(message))}"{time}>{_escape(message_text(message))}</message>'
 
 
-def render_pages(pages: Sequence[Page], *, max_tokens: int, counter: TokenCounter, note: str = "") -> str:
-    """The recall result: `note`, then each page's messages in order, cut at `max_tokens`."""
-    count_text, truncate_text = counter.count_text, counter.truncate_text
-    parts = [note] if note else []
-    used = count_text(note) if note else 0
-    for page in pages:
-        body = "\n".join([f"--- page {page.id} ---", *(render_message(m) for m in page.messages)])
-        cost = count_text(body)
-        if used + cost > max_tokens:
-            omitted = ", ".join(p.id for p in pages[pages.index(page) :])
-            tail = f"\n[recall size cap of {max_tokens} tokens reached; not shown in full: {omitted}]"
-            room = max(0, max_tokens - used - count_text(tail))
-            parts.append(truncate_text(body, room) + tail)
-            break
-        parts.append(body)
+def render_page(page: Page) -> str:
+    """A whole page as one ``<page>`` element."""
+    body = "\n".join(render_message(m) for m in page.messages)
+    return f'<page id="{page.id}">\n{body}\n</page>'
+
+
+def page_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[str]:
+    """The page's rendering cut into parts of at most `part_tokens` tokens each, at message
+    boundaries when possible (a longer message is cut by tokens). Joined, the parts' message
+    lines are the page's message lines."""
+    lines = [render_message(m) for m in page.messages]
+    budget = max(16, part_tokens - 24)  # room for the part's own <page ...> tags
+    chunks: list[str] = []
+    current: list[str] = []
+    used = 0
+    for line in lines:
+        cost = counter.count_text(line) + 1
+        if cost > budget:
+            if current:
+                chunks.append("\n".join(current))
+                current, used = [], 0
+            chunks.extend(_split_tokens(line, budget, counter))
+            continue
+        if used + cost > budget and current:
+            chunks.append("\n".join(current))
+            current, used = [], 0
+        current.append(line)
         used += cost
-    return "\n".join(parts)
+    if current or not chunks:
+        chunks.append("\n".join(current))
+    n = len(chunks)
+    return [f'<page id="{page.id}" part="{i + 1}" of="{n}">\n{chunk}\n</page>' for i, chunk in enumerate(chunks)]
 
 
-def recall_artifact(page_ids: Sequence[str], *, max_tokens: int, note: str) -> dict:
+def _split_tokens(text: str, size: int, counter: TokenCounter) -> list[str]:
+    tokens = counter.encoding.encode(text, disallowed_special=())
+    out, start = [], 0
+    while start < len(tokens):
+        end = min(len(tokens), start + size)
+        piece = counter.encoding.decode_bytes(tokens[start:end])
+        # do not cut a character in two: move the cut back to a whole character
+        while end > start + 1 and not _decodes(piece):
+            end -= 1
+            piece = counter.encoding.decode_bytes(tokens[start:end])
+        out.append(piece.decode("utf-8", errors="replace"))
+        start = end
+    return out
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _member_line(page: Page) -> str:
+    return f"{page.bookmark} {page.token_count} tokens"
+
+
+def render_recall(
+    spec: dict[str, Any], get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
+) -> str:
+    """The recall result for `spec` (what was asked and found), within ``spec["max_tokens"]``.
+
+    `spec` holds ``note``, ``max_tokens``, ``part_tokens`` and ``items``:
+    ``{"page": id, "part": k or None}``, ``{"cluster": id, "members": [ids], "text": bool,
+    "more": n}``, in the order to show.
+    """
+    return render_recall_shown(spec, get_page, get_node, counter)[0]
+
+
+def render_recall_shown(
+    spec: dict[str, Any], get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
+) -> tuple[str, list[str]]:
+    """`render_recall`, and the ids of the items that fit (pages and clusters)."""
+    cap = spec["max_tokens"]
+    note = spec.get("note") or ""
+    note_cap = min(NOTE_MAX_TOKENS, max(32, cap // 2))
+    if note and counter.count_text(note) > note_cap:
+        note = counter.truncate_text(note, note_cap) + " ..."
+    parts = [note] if note else []
+    used = counter.count_text(note) + 1 if note else 0
+    omitted: list[str] = []
+    shown: list[str] = []
+    for item in spec["items"]:
+        if "page" in item:
+            page = get_page(item["page"])
+            if page is None:
+                continue
+            if item.get("part"):
+                pieces = page_parts(page, spec["part_tokens"], counter)
+                body = pieces[min(item["part"], len(pieces)) - 1]
+            else:
+                body = render_page(page)
+            label = item["page"]
+        else:
+            node = get_node(item["cluster"]) if get_node else None
+            members = [p for p in (get_page(pid) for pid in item.get("members", [])) if p is not None]
+            if node is None:
+                continue
+            inner = (
+                "\n".join(render_page(p) for p in members) if item.get("text")
+                else "\n".join(_member_line(p) for p in members)
+            )
+            more = item.get("more", 0)
+            tail = f"\n({more} more member pages not listed: recall them by id, or search)" if more else ""
+            body = f'<cluster id="{node.id}" pages="{node.size}">\n{inner}{tail}\n</cluster>'
+            label = item["cluster"]
+        cost = counter.count_text(body) + 1
+        if used + cost > cap:
+            omitted.append(label)
+            continue
+        parts.append(body)
+        shown.append(label)
+        used += cost
+    if omitted:
+        parts.append(
+            f"[recall size cap of {cap} tokens reached; not shown: {', '.join(omitted)}. "
+            "Recall fewer at a time, or an oversized page by parts: recall(page_ids=[...], part=1).]"
+        )
+    return "\n".join(parts), shown
+
+
+def recall_artifact(spec: dict[str, Any], page_ids: Sequence[str]) -> dict[str, Any]:
     """What a recall ToolMessage keeps (never sent to the model) to be shrunk and re-expanded."""
-    return {METADATA_KEY: {"recalled": list(page_ids), "max_tokens": max_tokens, "note": note}}
+    return {METADATA_KEY: {"recalled": list(page_ids), "spec": spec}}
 
 
 def copy_reference(page_ids: Sequence[str]) -> str:
     """The shrunk form of a recall result."""
-    return f"[recalled {', '.join(page_ids)}; text removed from context, call recall again to reread]"
+    shown = ", ".join(page_ids) if page_ids else "nothing"
+    return f"[recalled {shown}; text removed from context, call recall again to reread]"
 
 
 def shrink_recall_copy(message: ToolMessage) -> ToolMessage:
     """The same ToolMessage (same id) with its text replaced by a reference."""
-    return message.model_copy(update={"content": copy_reference(recall_copy_pages(message))})
+    meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "shrunk": True}
+    return message.model_copy(update={
+        "content": copy_reference(recall_copy_pages(message)),
+        "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
+    })
 
 
-def expand_recall_copy(message: ToolMessage, pages: Mapping[str, Page], counter: TokenCounter) -> ToolMessage:
+def expand_recall_copy(
+    message: ToolMessage, get_page: GetPage, counter: TokenCounter, get_node: GetNode | None = None
+) -> ToolMessage:
     """Rebuild a shrunk recall result exactly, from the stored pages it referenced."""
-    meta = message.artifact[METADATA_KEY]
-    recalled = [pages[page_id] for page_id in meta["recalled"]]
-    content = render_pages(recalled, max_tokens=meta["max_tokens"], counter=counter, note=meta["note"])
-    return message.model_copy(update={"content": content})
+    spec = message.artifact[METADATA_KEY]["spec"]
+    content = render_recall(spec, get_page, get_node, counter)
+    meta = {k: v for k, v in message.additional_kwargs.get(METADATA_KEY, {}).items() if k != "shrunk"}
+    kwargs = {k: v for k, v in message.additional_kwargs.items() if k != METADATA_KEY}
+    if meta:
+        kwargs[METADATA_KEY] = meta
+    return message.model_copy(update={"content": content, "additional_kwargs": kwargs})

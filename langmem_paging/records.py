@@ -1,126 +1,137 @@
-"""Records: a stored page, and the per-thread ledger of how the history is paged."""
+"""Records the page store keeps: a page (immutable once formed) and a cluster node.
+
+A page is written once, when it is formed, with everything needed to show it
+again: its exact messages, its bookmark, and the features policies computed for
+it (a vector, say). What changes afterwards (is it evicted? how often was it
+recalled? which cluster holds it?) is decided per branch and lives in the
+checkpoint (`langmem_paging.state.PagingState`); the store only mirrors access
+counts for operators.
+"""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.messages import dump_messages, load_messages
 
-__all__ = ["Ledger", "Page", "PageEntry", "page_number"]
+__all__ = ["ClusterNode", "Page", "cluster_number", "messages_digest", "page_number"]
 
 
 def page_number(page_id: str) -> int:
     """``"p12"`` -> 12; raises ValueError for anything else."""
-    if not (isinstance(page_id, str) and page_id[:1] == "p" and page_id[1:].isdigit()):
-        raise ValueError(f"not a page id: {page_id!r}")
-    return int(page_id[1:])
+    return _number(page_id, "p")
+
+
+def cluster_number(cluster_id: str) -> int:
+    """``"c3"`` -> 3; raises ValueError for anything else."""
+    return _number(cluster_id, "c")
+
+
+def _number(ident: str, prefix: str) -> int:
+    if not (isinstance(ident, str) and ident[:1] == prefix and ident[1:].isdigit() and ident[1:2] != "0"):
+        raise ValueError(f"not a {'page' if prefix == 'p' else 'cluster'} id: {ident!r}")
+    return int(ident[1:])
+
+
+def messages_digest(messages: Sequence[BaseMessage]) -> str:
+    """A short digest of messages' ids, types and content: equal digests mean the same page."""
+    h = hashlib.blake2b(digest_size=8)
+    for message in messages:
+        h.update(f"{message.id}\x1f{message.type}\x1f{message.content!r}\x1e".encode())
+    return h.hexdigest()
 
 
 @dataclass
 class Page:
-    """One evicted page, whole and exact, as the page store keeps it."""
+    """One page, whole and exact, as the page store keeps it."""
 
     id: str
-    """Page id, ``p1``, ``p2``, ...: per thread, never reused."""
+    """Page id, ``p1``, ``p2``, ...: per thread, never reused, also across branches."""
     messages: list[BaseMessage]
     """The page's messages exactly as they were (ids, content blocks, tool calls, metadata).
-    A `recall` result inside the page is kept as a reference to the pages it copied
-    (see `langmem_paging.recall.expand_recall_copies`), never as a second copy."""
+    A `recall` result inside the page is kept as a reference to the pages it copied, and a
+    tool result paged on arrival as its stub: `reconstruct_history` expands both."""
     bookmark: str
     """The bookmark that stands in the context where the page was, ``[p3:kw1,kw2]``."""
     keywords: list[str]
     """The bookmark's keywords, most distinctive first."""
     token_count: int
-    """Tokens of the page's messages when it was evicted."""
+    """Tokens of the page's messages as the model saw them."""
     boundary: str
-    """Name of the boundary strategy that cut the page."""
+    """Name of the boundary strategy that cut the page (``tool_result`` for a result paged on arrival)."""
     created_turn: int
     """User turn in which the page was formed."""
+    order: int = 0
+    """History ordinal of its first message: sorting pages and resident messages by it gives
+    the thread's history in order."""
+    digest: str = ""
+    """`messages_digest` of `messages`: tells this page from another one given the same id."""
+    kind: Literal["page", "tool_result"] = "page"
+    """``page`` (a run of messages) or ``tool_result`` (one large tool result paged on arrival)."""
+    features: dict[str, Any] = field(default_factory=dict)
+    """Per-page features computed once when the page formed (e.g. ``terms``, a vector)."""
+    access_count: int = 0
+    """How many times `recall` returned this page (mirrored from the checkpoint)."""
     last_access: int = 0
     """User turn of the latest recall (``created_turn`` until recalled)."""
-    access_count: int = 0
-    """How many times `recall` returned this page."""
+
+    def __post_init__(self) -> None:
+        if not self.last_access:
+            self.last_access = self.created_turn
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict for a LangGraph store."""
+        """JSON-safe dict for a LangGraph store (access statistics are kept apart)."""
         data = asdict(self)
         data["messages"] = dump_messages(self.messages)
+        data.pop("access_count")
+        data.pop("last_access")
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Page:
         """Inverse of `to_dict`."""
-        return cls(**{**data, "messages": load_messages(data["messages"])})
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**{**known, "messages": load_messages(data["messages"])})
 
 
 @dataclass
-class PageEntry:
-    """The ledger's line for one page, resident or evicted."""
+class ClusterNode:
+    """A node of the union-find forest over pages, immutable once written.
 
-    id: str
-    """Page id."""
-    message_ids: list[str]
-    """Ids of the page's messages, in order; the first one carries the bookmark once evicted."""
-    tokens: int
-    """Tokens of the page's messages."""
-    created_turn: int
-    """User turn in which the page was formed."""
-    last_access: int
-    """User turn of the latest use: formation, then each recall."""
-    access_count: int = 0
-    """Recalls of this page."""
-    evicted: bool = False
-    """True once the page lives in the store and a bookmark stands in its place."""
-    bookmark: str | None = None
-    """The bookmark text, set at eviction and never regenerated (prompt caches stay valid)."""
-
-
-@dataclass
-class Ledger:
-    """Everything paging remembers about one thread, stored beside its pages.
-
-    The context the model sees is always ``apply_ledger(messages, ledger)``: the
-    same function serves state that already holds bookmarks (replace mode) and
-    state that keeps the full history (view mode).
+    Every union makes a new node (with a new id) whose children are the two things
+    it joined, so a node's members never change and no branch can alter another
+    branch's clusters. The checkpoint holds the current roots.
     """
 
-    next_page: int = 1
-    """Number of the next page id; ids are never reused, also across restarts."""
-    turn: int = 0
-    """Count of user turns seen, the clock of LRU and LFU."""
-    last_user_message_id: str | None = None
-    """Id of the newest user message seen, to advance `turn` once per user turn."""
-    pages: list[PageEntry] = field(default_factory=list)
-    """Every page formed so far, in history order."""
-    shrunk_copies: list[str] = field(default_factory=list)
-    """Ids of `recall` ToolMessages whose text was shrunk back to a page reference."""
-    doc_freq: dict[str, int] = field(default_factory=dict)
-    """In how many formed pages each term occurs (IDF for bookmarks and the semantic policy)."""
+    id: str
+    """Cluster id, ``c1``, ``c2``, ...: per thread, never reused."""
+    children: list[str]
+    """Page ids and cluster ids this node joined, oldest first."""
+    size: int
+    """Pages under this node."""
+    first_page: int
+    """Lowest page number under this node."""
+    last_page: int
+    """Highest page number under this node."""
+    bookmark: str
+    """Its cluster bookmark, ``[c2:Farid,greyhound|p1-p9]``."""
+    keywords: list[str] = field(default_factory=list)
+    """Keywords of the bookmark."""
+    terms: dict[str, float] = field(default_factory=dict)
+    """Weighted terms summarizing the members (for similarity)."""
+    digest: str = ""
+    """Digest of `children`: tells this node from another one given the same id."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict for a LangGraph store."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Ledger:
+    def from_dict(cls, data: dict[str, Any]) -> ClusterNode:
         """Inverse of `to_dict`."""
-        pages = [PageEntry(**p) for p in data.get("pages", [])]
-        return cls(**{**data, "pages": pages})
-
-    def entry(self, page_id: str) -> PageEntry | None:
-        """The ledger line of a page, or None."""
-        for page in self.pages:
-            if page.id == page_id:
-                return page
-        return None
-
-    def record_access(self, page_ids: list[str]) -> None:
-        """Count one recall of each page (LRU and LFU read these)."""
-        for page_id in page_ids:
-            page = self.entry(page_id)
-            if page is not None:
-                page.access_count += 1
-                page.last_access = self.turn
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})

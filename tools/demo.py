@@ -10,6 +10,7 @@ and calling `recall`. With OPENAI_API_KEY set, a real model plays the assistant.
 from __future__ import annotations
 
 import argparse
+import re
 import sqlite3
 import sys
 import uuid
@@ -38,9 +39,9 @@ def scripted_assistant(replies: list[str]):
         if isinstance(last, ToolMessage):
             question = next(m for m in reversed(messages) if isinstance(m, HumanMessage)).content
             q = set(content_terms(question))
-            lines = [ln for ln in last.content.splitlines() if ln.startswith("user:")]
+            lines = re.findall(r'<message from="user"[^>]*>(.*?)</message>', last.content)
             best = max(lines, key=lambda ln: len(q & set(content_terms(ln))), default="")
-            return AIMessage(f"From the recalled page: {best.removeprefix('user: ')}")
+            return AIMessage(f"From the recalled page: {best}")
         if str(last.content).endswith("?") and state["turn"] >= len(replies):
             ranked = rank_bookmarks(last.content, visible_bookmarks(messages))
             if ranked:
@@ -106,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"model answers: {message.content}")
 
     pages = {p.id: p for p in agent.paging.page_store.list(thread_id)}
-    history = reconstruct_history(state["messages"], pages, counter)
+    clusters = {c.id: c for c in agent.paging.page_store.list_clusters(thread_id)}
+    history = reconstruct_history(state["messages"], pages, counter, clusters=clusters, state=state["paging"])
     said = [m.content for m in history if isinstance(m, HumanMessage)]
     lossless = said == user_turns + [probe.question]
     print(f"\nlossless: {lossless} ({len(history)} messages rebuilt from {len(state['messages'])} "

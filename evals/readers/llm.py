@@ -69,6 +69,8 @@ class Answer:
     """The agent's messages after the run (its state; paged in replace mode)."""
     error: str | None = None
     """Why there is no answer, when the endpoint refused the request."""
+    paging: dict | None = None
+    """The paging state after the run (the agent's ``paging`` key), when it has one."""
 
     @property
     def final_prompt(self) -> list[BaseMessage]:
@@ -169,22 +171,25 @@ class LLMReader:
 
     def run_agent(self, messages: Sequence[BaseMessage], *, tools: Sequence[BaseTool] = (),
                   middleware: Sequence[AgentMiddleware] = (), store: Any = None, hint: str = "",
-                  thread_id: str | None = None) -> Answer:
+                  thread_id: str | None = None, state: dict | None = None) -> Answer:
         """Run a `create_agent` agent on `messages` (appending `hint` to the system prompt) in
-        thread `thread_id`; record its prompts, tool calls and answer."""
+        thread `thread_id`, with more initial `state` (e.g. the paging state); record its
+        prompts, tool calls and answer."""
         agent = create_agent(self.model, tools=list(tools), system_prompt=ANSWER_PROMPT + hint,
                              middleware=[*middleware, _AnswerOnLastCall(self.max_model_calls)], store=store)
         recorder = _Recorder()
         config = {"configurable": {"thread_id": thread_id or f"eval-{uuid.uuid4().hex[:8]}"}, "callbacks": [recorder],
                   "recursion_limit": 4 * self.max_model_calls + 4}
         try:
-            state = agent.invoke({"messages": list(messages)}, config)["messages"]
+            final = agent.invoke({**(state or {}), "messages": list(messages)}, config)
         except Exception as exc:  # noqa: BLE001
             return Answer(None, recorder.prompts, error=_refusal(exc))
+        state = final["messages"]
         calls = [{"name": c["name"], "args": c["args"], "id": c["id"]}
                  for m in state if isinstance(m, AIMessage) for c in m.tool_calls]
         results = [m for m in state if isinstance(m, ToolMessage)]
-        return Answer(_text(recorder.last_reply), recorder.prompts, calls, results, state)
+        return Answer(_text(recorder.last_reply), recorder.prompts, calls, results, state,
+                      paging=final.get("paging"))
 
 
 def _refusal(exc: Exception) -> str:

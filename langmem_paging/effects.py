@@ -1,0 +1,115 @@
+"""Requests the pure paging step makes of the outside world, and the drivers that answer them.
+
+The step (`langmem_paging.paging`) is a generator: it yields a request, the driver
+answers it and sends the answer back. A sync driver calls plain functions, an
+async driver awaits coroutines; nothing else differs between `step` and `astep`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
+
+from langchain_core.messages import BaseMessage
+
+from langmem_paging.bookmarks import BookmarkContext, Bookmarker, PageDraft
+from langmem_paging.policies import EvictionPolicy
+from langmem_paging.state import PagingState
+
+__all__ = [
+    "ComputeFeatures",
+    "Handlers",
+    "MakeBookmarks",
+    "Reserve",
+    "arun",
+    "run",
+]
+
+T = TypeVar("T")
+
+
+@dataclass
+class Reserve:
+    """Allocate `len(digests)` page (``p``) or cluster (``c``) numbers on `state`'s branch.
+
+    A number already taken in the store by a record with another digest (another branch's
+    page) is never handed out; a record with the same digest is the same page (a retry).
+    Answer: the numbers.
+    """
+
+    kind: Literal["p", "c"]
+    digests: list[str]
+    state: PagingState
+
+
+@dataclass
+class MakeBookmarks:
+    """Bookmark new pages. Answer: one `Bookmark` per draft."""
+
+    bookmarker: Bookmarker
+    drafts: list[PageDraft]
+    context: BookmarkContext
+
+
+@dataclass
+class ComputeFeatures:
+    """Per-page features of new pages (e.g. a compact vector). Answer: one dict per page."""
+
+    policy: EvictionPolicy
+    pages: list[Sequence[BaseMessage]]
+
+
+class Handlers(Protocol):
+    """Answers to the step's store requests."""
+
+    def reserve(self, request: Reserve) -> list[int]: ...
+
+    async def areserve(self, request: Reserve) -> list[int]: ...
+
+
+def run(gen: Generator[Any, Any, T], handlers: Handlers) -> T:
+    """Drive a step generator synchronously."""
+    answer = None
+    try:
+        while True:
+            request = gen.send(answer)
+            if isinstance(request, Reserve):
+                answer = handlers.reserve(request)
+            elif isinstance(request, MakeBookmarks):
+                answer = request.bookmarker.bookmark(request.drafts, request.context)
+            elif isinstance(request, ComputeFeatures):
+                answer = request.policy.features(request.pages)
+            else:
+                raise TypeError(f"unknown request {request!r}")
+    except StopIteration as stop:
+        return stop.value
+
+
+async def arun(gen: Generator[Any, Any, T], handlers: Handlers) -> T:
+    """Drive a step generator, awaiting async bookmarkers, policies and stores."""
+    answer = None
+    try:
+        while True:
+            request = gen.send(answer)
+            if isinstance(request, Reserve):
+                answer = await handlers.areserve(request)
+            elif isinstance(request, MakeBookmarks):
+                answer = await request.bookmarker.abookmark(request.drafts, request.context)
+            elif isinstance(request, ComputeFeatures):
+                answer = await request.policy.afeatures(request.pages)
+            else:
+                raise TypeError(f"unknown request {request!r}")
+    except StopIteration as stop:
+        return stop.value
+
+
+class LocalHandlers:
+    """Handlers with no store: numbers come from the state alone (the pure `page_messages`)."""
+
+    def reserve(self, request: Reserve) -> list[int]:
+        return request.state.allocate(request.kind, len(request.digests))
+
+    async def areserve(self, request: Reserve) -> list[int]:
+        return self.reserve(request)
+

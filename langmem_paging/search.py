@@ -1,0 +1,211 @@
+"""Lexical search over a thread's pages, at the grain of messages (passages).
+
+No LangGraph store has lexical search, so the default index lives in the process:
+`InMemoryBM25Index` keeps one BM25 inverted index per thread, extended as pages form
+(pages never change), bounded in memory (least recently used threads' indexes are
+dropped) and rebuilt from the store the first time a thread is searched in a process.
+A document is one message of a page, so a search can return passages; page-level
+ranking takes each page's best passage. Which pages a branch may see is the caller's
+filter (`allow`): the index itself is per thread, across branches.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from abc import ABC, abstractmethod
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from langmem_paging.records import Page, page_number
+from langmem_paging.text import content_terms
+from langmem_paging.tokens import message_text
+
+__all__ = ["Hit", "InMemoryBM25Index", "SearchIndex", "best_pages"]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One matching message of a page."""
+
+    page_id: str
+    """The page."""
+    index: int
+    """Position of the message in the page."""
+    score: float
+    """BM25 score (higher is better)."""
+
+
+class SearchIndex(ABC):
+    """Per-thread passage search; implementations may live in the process or in a database."""
+
+    @abstractmethod
+    def has(self, thread_id: str) -> bool:
+        """True if the index holds every page of the thread (else `load` it first)."""
+
+    @abstractmethod
+    def load(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Index a thread's pages from scratch (a cold start)."""
+
+    @abstractmethod
+    def add(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Index new pages of a thread the index `has`; pages already indexed are skipped."""
+
+    @abstractmethod
+    def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
+        """The best `limit` passages of pages `allow` accepts, best first."""
+
+    @abstractmethod
+    def drop(self, thread_id: str) -> None:
+        """Forget a thread."""
+
+
+@dataclass
+class _ThreadIndex:
+    pages: list[str] = field(default_factory=list)
+    page_of: array = field(default_factory=lambda: array("i"))
+    message_of: array = field(default_factory=lambda: array("i"))
+    length: array = field(default_factory=lambda: array("f"))
+    postings: dict[str, tuple[array, array]] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    total_length: float = 0.0
+    size: int = 0
+
+
+class InMemoryBM25Index(SearchIndex):
+    """BM25 (k1, b) over messages, one inverted index per thread, numpy-scored.
+
+    Args:
+        analyzer: Text -> terms (default `content_terms`: lower-cased words minus stopwords).
+        max_postings: Postings kept across all threads; past it the least recently used
+            threads are dropped (and rebuilt from the store if searched again).
+        k1: BM25 term-frequency saturation.
+        b: BM25 length normalization.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> index = InMemoryBM25Index()
+        >>> page = Page(id="p1", messages=[HumanMessage("We adopted a greyhound.", id="a"),
+        ...                                HumanMessage("Pottery on Tuesday.", id="b")],
+        ...             bookmark="[p1:x]", keywords=[], token_count=9, boundary="fixed_2", created_turn=1)
+        >>> index.load("t", [page])
+        >>> [(h.page_id, h.index) for h in index.search("t", "greyhound", limit=3, allow=lambda p: True)]
+        [('p1', 0)]
+    """
+
+    def __init__(
+        self,
+        *,
+        analyzer: Callable[[str], list[str]] = content_terms,
+        max_postings: int = 5_000_000,
+        k1: float = 1.2,
+        b: float = 0.75,
+    ) -> None:
+        self.analyzer = analyzer
+        self.max_postings = max_postings
+        self.k1, self.b = k1, b
+        self._threads: OrderedDict[str, _ThreadIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def has(self, thread_id: str) -> bool:
+        with self._lock:
+            return thread_id in self._threads
+
+    def load(self, thread_id: str, pages: Iterable[Page]) -> None:
+        index = _ThreadIndex()
+        for page in sorted(pages, key=lambda p: page_number(p.id)):
+            self._index_page(index, page)
+        with self._lock:
+            self._threads[thread_id] = index
+            self._threads.move_to_end(thread_id)
+            self._bound(keep=thread_id)
+
+    def add(self, thread_id: str, pages: Iterable[Page]) -> None:
+        with self._lock:
+            index = self._threads.get(thread_id)
+            if index is None:
+                return  # not loaded here: the first search rebuilds it from the store
+            for page in pages:
+                self._index_page(index, page)
+            self._bound(keep=thread_id)
+
+    def drop(self, thread_id: str) -> None:
+        with self._lock:
+            self._threads.pop(thread_id, None)
+
+    def _index_page(self, index: _ThreadIndex, page: Page) -> None:
+        if page.id in index.seen:
+            return
+        index.seen.add(page.id)
+        slot = len(index.pages)
+        index.pages.append(page.id)
+        for position, message in enumerate(page.messages):
+            terms = self.analyzer(message_text(message))
+            doc = len(index.length)
+            index.page_of.append(slot)
+            index.message_of.append(position)
+            index.length.append(float(len(terms)))
+            index.total_length += len(terms)
+            counts: dict[str, int] = {}
+            for term in terms:
+                counts[term] = counts.get(term, 0) + 1
+            for term, tf in counts.items():
+                docs, tfs = index.postings.setdefault(term, (array("i"), array("f")))
+                docs.append(doc)
+                tfs.append(float(tf))
+            index.size += len(counts) + 1
+
+    def _bound(self, *, keep: str) -> None:
+        total = sum(i.size for i in self._threads.values())
+        while total > self.max_postings and len(self._threads) > 1:
+            oldest = next(t for t in self._threads if t != keep)
+            total -= self._threads.pop(oldest).size
+
+    def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
+        terms = list(dict.fromkeys(self.analyzer(query)))
+        with self._lock:
+            index = self._threads.get(thread_id)
+            if index is None or not terms or not len(index.length):
+                return []
+            self._threads.move_to_end(thread_id)
+            n = len(index.length)
+            lengths = np.frombuffer(index.length, dtype=np.float32)
+            norm = self.k1 * (1 - self.b + self.b * lengths / (index.total_length / n or 1.0))
+            scores = np.zeros(n, dtype=np.float64)
+            for term in terms:
+                posting = index.postings.get(term)
+                if posting is None:
+                    continue
+                docs = np.frombuffer(posting[0], dtype=np.int32)
+                tfs = np.frombuffer(posting[1], dtype=np.float32)
+                idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+                scores[docs] += idf * tfs * (self.k1 + 1) / (tfs + norm[docs])
+                del docs, tfs
+            del lengths, norm
+            hits: list[Hit] = []
+            matched = np.flatnonzero(scores)
+            take = limit
+            while matched.size:
+                top = matched if matched.size <= take else matched[np.argpartition(-scores[matched], take)[:take]]
+                ranked = sorted(top.tolist(), key=lambda d: (-scores[d], index.page_of[d], index.message_of[d]))
+                hits = [Hit(index.pages[index.page_of[d]], index.message_of[d], float(scores[d]))
+                        for d in ranked if allow(index.pages[index.page_of[d]])]
+                if len(hits) >= limit or top.size == matched.size:
+                    break
+                take *= 4
+            return hits[:limit]
+
+
+def best_pages(hits: Sequence[Hit], limit: int) -> list[str]:
+    """Page ids ranked by their best passage."""
+    out: list[str] = []
+    for hit in hits:
+        if hit.page_id not in out:
+            out.append(hit.page_id)
+        if len(out) >= limit:
+            break
+    return out

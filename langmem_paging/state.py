@@ -1,0 +1,295 @@
+"""The paging state that travels with the graph's checkpoint.
+
+What decides the view lives here, per branch: which formed pages are resident,
+which are shown as bookmarks (or digests), the cluster roots, access statistics,
+the id counters and which ids this branch allocated. Fork, rewind, `update_state`
+and time travel therefore just work. Everything here is bounded by the budget
+(resident pages, visible bookmarks, cluster roots, a capped statistics table),
+never by the length of the thread; page content lives in the store.
+
+The channel value is a plain JSON-safe dict (`PagingState.to_value`), merged by
+`paging_reducer`: a paging step writes a whole new state, a `recall` writes a
+small delta (accessed pages), so parallel recalls never lose a count.
+
+Example:
+    >>> state = PagingState()
+    >>> state.allocate("p", 3), state.allocate("p", 1, floor=10)
+    ([1, 2, 3], [10])
+    >>> state.owns("p", 2), state.owns("p", 5), state.owns("p", 10)
+    (True, False, True)
+    >>> value = paging_reducer(state.to_value(), recall_delta(["p2", "p2"], turn=4))
+    >>> PagingState.from_value(value).stats["p2"]
+    [2, 4]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+__all__ = [
+    "STATE_KEY",
+    "ClusterEntry",
+    "PagingState",
+    "ResidentPage",
+    "ShownPage",
+    "paging_reducer",
+    "recall_delta",
+]
+
+STATE_KEY = "paging"
+"""The graph state key holding the paging state."""
+
+STATE_VERSION = 2
+MAX_STATS = 256
+"""Access statistics kept for pages that are neither resident nor shown (most recent first)."""
+
+Kind = Literal["p", "c"]
+
+
+@dataclass
+class ResidentPage:
+    """A formed page whose messages are still in the context (the hot tier)."""
+
+    ids: list[str]
+    """Ids of its messages, in order."""
+    order: int
+    """Ordinal of its first message in the thread's history."""
+    tokens: int
+    """Tokens of its messages as last counted."""
+    turn: int
+    """User turn in which it was formed."""
+    last: int
+    """User turn of its latest use (formation or recall)."""
+    count: int = 0
+    """Recalls of this page."""
+    bookmark: str = ""
+    """Its bookmark, made when it formed, shown once it is evicted."""
+    digest: str = ""
+    """Digest of its messages when stored at formation (a change means it must be stored again)."""
+    terms: dict[str, float] = field(default_factory=dict)
+    """Its strongest terms with weights, for clustering once evicted."""
+    features: dict[str, Any] = field(default_factory=dict)
+    """Per-page features policies computed at formation; checkpointed while resident, so keep
+    them small (encode vectors compactly)."""
+
+
+@dataclass
+class ShownPage:
+    """An evicted page shown in the context by a short message: its bookmark (cold) or digest (warm)."""
+
+    anchor: str
+    """Id of the message that shows it (the id of the page's first message)."""
+    tokens: int
+    """Tokens of that message."""
+    page_tokens: int
+    """Tokens of the page itself."""
+    turn: int
+    """User turn in which the page was formed."""
+    last: int
+    """User turn of its latest use."""
+    count: int = 0
+    """Recalls of this page."""
+    terms: dict[str, float] = field(default_factory=dict)
+    """Its strongest terms with weights, for clustering."""
+    tier: Literal["cold", "warm"] = "cold"
+    """``cold``: a keyword bookmark; ``warm``: a digest of its key lines."""
+
+
+@dataclass
+class ClusterEntry:
+    """A cluster root shown in the context by one cluster bookmark."""
+
+    anchor: str
+    """Id of the message that shows it (where its first member page was)."""
+    text: str
+    """The cluster bookmark."""
+    tokens: int
+    """Tokens of that message."""
+    size: int
+    """Member pages."""
+    first: int
+    """Lowest member page number."""
+    last: int
+    """Highest member page number."""
+    terms: dict[str, float] = field(default_factory=dict)
+    """Weighted terms summarizing the members."""
+
+
+@dataclass
+class PagingState:
+    """One branch's paging state (see the module docstring)."""
+
+    turn: int = 0
+    """User turns seen: the clock of LRU and LFU."""
+    last_user: str | None = None
+    """Id of the newest user message seen, to advance `turn` once per user turn."""
+    next: dict[str, int] = field(default_factory=lambda: {"p": 1, "c": 1})
+    """Next page and cluster numbers on this branch."""
+    spans: dict[str, list[list[int]]] = field(default_factory=lambda: {"p": [], "c": []})
+    """Number ranges ``[start, stop)`` this branch allocated: a page or cluster exists on
+    this branch only if its number is in one. A range opens at each fork."""
+    pages: dict[str, ResidentPage] = field(default_factory=dict)
+    """Formed pages still resident, by page id."""
+    shown: dict[str, ShownPage] = field(default_factory=dict)
+    """Evicted pages shown by a bookmark or digest, by page id."""
+    clusters: dict[str, ClusterEntry] = field(default_factory=dict)
+    """Cluster roots shown by a cluster bookmark, by cluster id."""
+    stats: dict[str, list[int]] = field(default_factory=dict)
+    """``[access_count, last_access]`` of other evicted pages that were recalled (capped)."""
+    order: dict[str, int] = field(default_factory=dict)
+    """History ordinal of each resident message no page holds yet (pages keep their own)."""
+    next_order: int = 0
+    """The next history ordinal."""
+    skeleton: list[Any] | None = None
+    """View mode only: the paged view as message ids (resident) and message dicts (ours)."""
+    seen: str | None = None
+    """View mode only: id of the newest history message the last step saw."""
+    warned: bool = False
+    """The over-budget warning was given on this branch."""
+    tokens: int = 0
+    """Tokens of the view the last step produced."""
+    budget: int = 0
+    """The message budget the last step used (max_tokens minus prompt and tools)."""
+    recalled: list[str] = field(default_factory=list)
+    """Ids of recall results the last recall added; the next step keeps them resident."""
+    touched: list[str] = field(default_factory=list)
+    """Pages recalled since the last step, whose statistics the next step mirrors to the store."""
+
+    # -- ids ----------------------------------------------------------------------
+    def allocate(self, kind: Kind, n: int, *, floor: int = 0) -> list[int]:
+        """Take `n` numbers, starting no lower than `floor` (a fork opens a new span)."""
+        if n <= 0:
+            return []
+        start = max(self.next[kind], floor)
+        spans = self.spans[kind]
+        if spans and spans[-1][1] == start:
+            spans[-1][1] = start + n
+        else:
+            spans.append([start, start + n])
+        self.next[kind] = start + n
+        return list(range(start, start + n))
+
+    def owns(self, kind: Kind, number: int) -> bool:
+        """True if this branch allocated `number` (so its page or cluster exists here)."""
+        return any(a <= number < b for a, b in self.spans[kind])
+
+    # -- statistics -----------------------------------------------------------------
+    def access(self, page_id: str) -> tuple[int, int]:
+        """``(access_count, last_access)`` of a page, wherever its statistics live."""
+        if page_id in self.pages:
+            p = self.pages[page_id]
+            return p.count, p.last
+        if page_id in self.shown:
+            s = self.shown[page_id]
+            return s.count, s.last
+        count, last = self.stats.get(page_id, (0, 0))
+        return count, last
+
+    def record_access(self, page_id: str, times: int, turn: int) -> None:
+        """Count `times` recalls of a page at `turn`."""
+        if page_id not in self.touched:
+            self.touched.append(page_id)
+        target = self.pages.get(page_id) or self.shown.get(page_id)
+        if target is not None:
+            target.count += times
+            target.last = max(target.last, turn)
+            return
+        count, last = self.stats.pop(page_id, (0, 0))
+        self.stats[page_id] = [count + times, max(last, turn)]
+        while len(self.stats) > MAX_STATS:
+            self.stats.pop(next(iter(self.stats)))
+
+    # -- (de)serialization ----------------------------------------------------------------
+    def to_value(self) -> dict[str, Any]:
+        """The JSON-safe channel value."""
+        return {
+            "kind": "state",
+            "v": STATE_VERSION,
+            "turn": self.turn,
+            "last_user": self.last_user,
+            "next": dict(self.next),
+            "spans": {k: [list(s) for s in v] for k, v in self.spans.items()},
+            "pages": {k: _fields(v) for k, v in self.pages.items()},
+            "shown": {k: _fields(v) for k, v in self.shown.items()},
+            "clusters": {k: _fields(v) for k, v in self.clusters.items()},
+            "stats": {k: list(v) for k, v in self.stats.items()},
+            "order": dict(self.order),
+            "next_order": self.next_order,
+            "skeleton": self.skeleton,
+            "seen": self.seen,
+            "warned": self.warned,
+            "tokens": self.tokens,
+            "budget": self.budget,
+            "recalled": list(self.recalled),
+            "touched": list(self.touched),
+        }
+
+    @classmethod
+    def from_value(cls, value: dict[str, Any] | PagingState | None) -> PagingState:
+        """Parse a channel value (None or ``{}`` for a new thread); the value is not mutated."""
+        if isinstance(value, PagingState):
+            value = value.to_value()
+        if not value or value.get("kind") != "state":
+            return cls()
+        if value.get("v") != STATE_VERSION:
+            raise ValueError(
+                f"Paging state version {value.get('v')!r} is not supported by this version of "
+                f"langmem-paging (expects {STATE_VERSION}); start a new thread or downgrade."
+            )
+        return cls(
+            turn=value["turn"],
+            last_user=value["last_user"],
+            next=dict(value["next"]),
+            spans={k: [list(s) for s in v] for k, v in value["spans"].items()},
+            pages={k: ResidentPage(**{**v, "ids": list(v["ids"]), "terms": dict(v["terms"]),
+                                      "features": dict(v["features"])})
+                   for k, v in value["pages"].items()},
+            shown={k: ShownPage(**{**v, "terms": dict(v["terms"])}) for k, v in value["shown"].items()},
+            clusters={k: ClusterEntry(**{**v, "terms": dict(v["terms"])}) for k, v in value["clusters"].items()},
+            stats={k: list(v) for k, v in value["stats"].items()},
+            order=dict(value["order"]),
+            next_order=value["next_order"],
+            skeleton=list(value["skeleton"]) if value.get("skeleton") is not None else None,
+            seen=value.get("seen"),
+            warned=value["warned"],
+            tokens=value["tokens"],
+            budget=value["budget"],
+            recalled=list(value.get("recalled", [])),
+            touched=list(value.get("touched", [])),
+        )
+
+
+def _fields(obj) -> dict[str, Any]:
+    """A shallow dict of a dataclass (cheaper than `dataclasses.asdict`, which deep-copies)."""
+    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+
+
+def recall_delta(page_ids: Iterable[str], *, turn: int, results: Iterable[str] = ()) -> dict[str, Any]:
+    """The update a `recall` writes: one access per page id listed (repeats count), and the
+    ids of the recall results to keep resident at the next step."""
+    return {"kind": "recall", "accessed": list(page_ids), "turn": turn, "results": list(results)}
+
+
+def paging_reducer(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
+    """Merge a paging update into the channel value.
+
+    A whole state (``kind == "state"``) replaces the value; a recall delta is applied to
+    it, so parallel recalls in one step all count.
+    """
+    if not update:
+        return current or {}
+    if update.get("kind") == "state":
+        return update
+    if update.get("kind") != "recall":
+        raise ValueError(f"Unknown paging update {update.get('kind')!r}.")
+    state = PagingState.from_value(current)
+    for page_id in update["accessed"]:
+        state.record_access(page_id, 1, update["turn"])
+    state.recalled = [*state.recalled, *update.get("results", [])]
+    return state.to_value()
+
+
+PagingChannel = Annotated[dict, paging_reducer]
+"""Type of the ``paging`` key in a graph state: ``paging: NotRequired[PagingChannel]``."""
