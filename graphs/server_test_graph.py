@@ -24,5 +24,5 @@ def _respond(messages):
 
 
 graph = create_paging_agent(
-    ScriptedChatModel(responses=[_respond] * 100_000), max_tokens=300, boundary="fixed_4", policy="lfu"
+    ScriptedChatModel(responses=[_respond] * 100_000), max_tokens=600, boundary="fixed_4", policy="lfu"
 )

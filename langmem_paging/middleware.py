@@ -127,10 +127,9 @@ class PagingMiddleware(AgentMiddleware):
         self.pager = Pager(self.config, self.page_store, index=index, on_store_error=on_store_error)
         self.tools = [make_recall_tool(self.pager)]
 
-    def _prepare(self, request: ModelRequest):
+    def _prepare(self, request: ModelRequest, counter):
         runtime = request.runtime
         self.page_store.bind(getattr(runtime, "store", None))
-        counter = self.pager.counter_for(request.model)
         overhead = (counter.count_message(request.system_message) if request.system_message else 0)
         overhead += counter.count_tools(request.tools or [])
         state = request.state.get(STATE_KEY) if isinstance(request.state, dict) else None
@@ -146,7 +145,7 @@ class PagingMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse:
-        thread_id, state, view, overhead = self._prepare(request)
+        thread_id, state, view, overhead = self._prepare(request, self.pager.counter_for(request.model))
         result = self.pager.step(view, state, thread_id, overhead=overhead, model=request.model)
         response = handler(request.override(messages=result.view))
         return self._respond(request, response, result, state)
@@ -154,7 +153,8 @@ class PagingMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | ExtendedModelResponse:
-        thread_id, state, view, overhead = self._prepare(request)
+        counter = await self.pager.acounter_for(request.model)
+        thread_id, state, view, overhead = self._prepare(request, counter)
         result = await self.pager.astep(view, state, thread_id, overhead=overhead, model=request.model)
         response = await handler(request.override(messages=result.view))
         return self._respond(request, response, result, state)

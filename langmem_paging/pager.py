@@ -176,6 +176,9 @@ class Pager:
         self._locks = _Locks()
         self.default_encoding = config.encoding or encoding_for_model(config.model) if (
             config.encoding or config.model) else None
+        # load the likely encodings now: loading reads files, which an event loop must not wait on
+        for name in {self.default_encoding or "cl100k_base", "cl100k_base"}:
+            self._counters[name] = TokenCounter(encoding=name)
 
     # -- configuration resolved per call ------------------------------------------------
     def counter_for(self, model: Any = None) -> TokenCounter:
@@ -187,6 +190,13 @@ class Pager:
         if name not in self._counters:
             self._counters[name] = TokenCounter(encoding=name)
         return self._counters[name]
+
+    async def acounter_for(self, model: Any = None) -> TokenCounter:
+        """`counter_for`, loading a new encoding in a worker thread."""
+        name = self.config.encoding or encoding_for_model(self.config.model or model)
+        if (self.default_encoding or name) not in self._counters:
+            await asyncio.to_thread(self.counter_for, model)
+        return self.counter_for(model)
 
     def max_tokens_for(self, model: Any = None) -> int:
         """`max_tokens` as an int (a fraction of the model's window is resolved here)."""
@@ -235,7 +245,7 @@ class Pager:
     async def astep(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *, overhead: int = 0,
                     model: Any = None) -> PagingResult:
         """Async `step`."""
-        counter = self.counter_for(model)
+        counter = await self.acounter_for(model)
         options = self.options(max_tokens=self.max_tokens_for(model), overhead=overhead, counter=counter)
         try:
             async with self._locks.ahold(thread_id):

@@ -28,13 +28,13 @@ def turn_text(i: int) -> str:
 
 
 def bookmark_messages(messages: list[dict]) -> list[dict]:
-    """The bookmarks among a thread state's (serialized) messages.
+    """The page and cluster bookmarks among a thread state's (serialized) messages.
 
     The one place that knows the bookmark format: loosen it here if the format changes.
     """
     return [
         m for m in messages
-        if str(m.get("content", "")).startswith("[p") and NAMESPACE_ROOT in (m.get("additional_kwargs") or {})
+        if str(m.get("content", "")).startswith(("[p", "[c")) and NAMESPACE_ROOT in (m.get("additional_kwargs") or {})
     ]
 
 
