@@ -65,8 +65,10 @@ class _Options(BaseModel):
     more than half the message budget)."""
     recent_messages: int = Field(default=6, ge=0)
     """Messages before the newest user message that policies treat as recent context."""
-    search_results: int = Field(default=3, ge=1)
-    """Pages a `recall(query=...)` returns at most."""
+    search_results: int = Field(default=8, ge=1)
+    """Passages a `recall(query=...)` returns at most (each a matching message with its neighbours)."""
+    passage_neighbours: int = Field(default=2, ge=0)
+    """Messages on each side of a matching message that a search passage includes."""
     bookmark_share: float = Field(default=0.2, gt=0, le=1)
     """Share of `max_tokens` page and cluster bookmarks may take before old ones fold into
     clusters."""

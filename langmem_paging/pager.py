@@ -27,9 +27,16 @@ from langmem_paging.config import PagingConfig, resolve_max_tokens
 from langmem_paging.effects import Reserve, arun, run
 from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.paging import PagingResult, StepOptions, paging_step
-from langmem_paging.recall_text import page_parts, recall_artifact, render_page, render_recall_shown
+from langmem_paging.passages import build_passages, pack_passages
+from langmem_paging.recall_text import (
+    page_parts,
+    recall_artifact,
+    render_page,
+    render_passages,
+    render_recall_shown,
+)
 from langmem_paging.records import Page, cluster_number, page_number
-from langmem_paging.search import InMemoryBM25Index, SearchIndex, best_pages
+from langmem_paging.search import Hit, InMemoryBM25Index, SearchIndex
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
 from langmem_paging.tokens import TokenCounter, encoding_for_model
@@ -315,38 +322,65 @@ class Pager:
 
     # -- recall -----------------------------------------------------------------------------
     def recall(self, thread_id: str, state: Any, *, page_ids: Any = None, query: Any = None,
-               part: Any = None) -> RecallAnswer:
-        """Text of the asked pages, clusters and search hits visible on `state`'s branch."""
+               part: Any = None, share: int = 1) -> RecallAnswer:
+        """Text of the asked pages, clusters and search passages visible on `state`'s branch.
+
+        `share`: how many recalls the model made at once (each gets that share of the room)."""
         branch = PagingState.from_value(state)
         plan = plan_recall(page_ids, query, part)
         wanted, clusters, notes = self._resolve(plan, branch)
-        found: list[str] = []
+        hits = []
         if plan.query is not None:
             if not self.index.has(thread_id):
                 self.index.load(thread_id, self.page_store.list(thread_id))
-            found = self._search(thread_id, plan.query, branch)
+            hits = self._hits(thread_id, plan.query, branch)
         nodes = self.page_store.get_clusters(thread_id, clusters)
         members = {cid: self.page_store.members(thread_id, cid, limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
-        pages = self.page_store.get_many(thread_id, [*wanted, *found, *(p for m in members.values() for p in m)])
-        return self._answer(plan, branch, wanted, found, nodes, members, pages, notes)
+        pages = self.page_store.get_many(thread_id, [*wanted, *_hit_pages(hits), *(p for m in members.values()
+                                                                                 for p in m)])
+        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share)
+        self._notify_recalled(thread_id, answer)
+        return answer
 
     async def arecall(self, thread_id: str, state: Any, *, page_ids: Any = None, query: Any = None,
-                      part: Any = None) -> RecallAnswer:
+                      part: Any = None, share: int = 1) -> RecallAnswer:
         """Async `recall`."""
         branch = PagingState.from_value(state)
         plan = plan_recall(page_ids, query, part)
         wanted, clusters, notes = self._resolve(plan, branch)
-        found: list[str] = []
+        hits = []
         if plan.query is not None:
             if not self.index.has(thread_id):
                 self.index.load(thread_id, await self.page_store.alist(thread_id))
-            found = self._search(thread_id, plan.query, branch)
+            hits = self._hits(thread_id, plan.query, branch)
         nodes = await self.page_store.aget_clusters(thread_id, clusters)
         members = {cid: await asyncio.to_thread(self.page_store.members, thread_id, cid,
                                                 limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
-        pages = await self.page_store.aget_many(thread_id, [*wanted, *found, *(p for m in members.values()
-                                                                                 for p in m)])
-        return self._answer(plan, branch, wanted, found, nodes, members, pages, notes)
+        pages = await self.page_store.aget_many(thread_id, [*wanted, *_hit_pages(hits),
+                                                            *(p for m in members.values() for p in m)])
+        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share)
+        await self._anotify_recalled(thread_id, answer)
+        return answer
+
+    def _notify_recalled(self, thread_id: str, answer: RecallAnswer) -> None:
+        if not answer.accessed:
+            return
+        event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
+        for hook in self.hooks:
+            try:
+                hook.on_recalled(event)
+            except Exception:  # noqa: BLE001 - a hook never fails the turn
+                logger.exception("paging hook %r failed on recalled", hook)
+
+    async def _anotify_recalled(self, thread_id: str, answer: RecallAnswer) -> None:
+        if not answer.accessed:
+            return
+        event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
+        for hook in self.hooks:
+            try:
+                await hook.aon_recalled(event)
+            except Exception:  # noqa: BLE001
+                logger.exception("paging hook %r failed on recalled", hook)
 
     @staticmethod
     def _visible(branch: PagingState, page_id: str) -> bool:
@@ -369,28 +403,39 @@ class Pager:
         clusters = [c for c in plan.cluster_ids if c not in unknown]
         return wanted, clusters, notes
 
-    def _search(self, thread_id: str, query: str, branch: PagingState) -> list[str]:
-        hits = self.index.search(thread_id, query, limit=self.config.search_results * 8,
+    def _hits(self, thread_id: str, query: str, branch: PagingState) -> list[Hit]:
+        return self.index.search(thread_id, query, limit=max(50, 8 * self.config.search_results),
                                  allow=lambda pid: self._visible(branch, pid))
-        return best_pages(hits, self.config.search_results)
 
-    def _answer(self, plan, branch, wanted, found, nodes, members, pages: dict[str, Page], notes) -> RecallAnswer:
-        counter = self.counter_for()
+    def room_for(self, branch: PagingState, share: int = 1) -> int:
+        """Tokens a recall result may take: the recall cap (`recall_max_tokens`), within what the
+        budget leaves beside what nothing may evict, split between recalls made at once. The next
+        step makes that room: it pages back to the budget (not the low-water mark) and keeps the
+        result."""
         budget = branch.budget or (self.config.max_tokens if isinstance(self.config.max_tokens, int) else 0)
         cap = self.config.recall_cap_for(budget)
+        if branch.budget:
+            cap = min(cap, budget - branch.protected - 16)
+        return max(64, cap // max(1, share))
+
+    def _answer(self, plan, branch, wanted, hits, nodes, members, pages: dict[str, Page], notes,
+                share: int) -> RecallAnswer:
+        counter = self.counter_for()
+        cap = self.room_for(branch, share)
         missing = [p for p in wanted if p not in pages]
         if missing:
             notes.append(f"No such page in this conversation: {', '.join(missing)}.")
-        if plan.query is not None and not found:
+        if plan.query is not None and not hits:
             notes.append(f"Nothing paged out matches the query {_clip(plan.query)!r}.")
         if not (plan.page_ids or plan.cluster_ids or plan.query or plan.malformed):
             notes.append("Pass `page_ids` (the pN or cN of a bookmark such as [p3:...]) or a `query`.")
         items: list[dict[str, Any]] = []
-        part_tokens = max(64, int(cap * 0.8))  # a part leaves room for a short note
-        for page_id in [p for p in wanted if p in pages] + [p for p in found if p not in wanted]:
+        # a part leaves room for the notes, including its own ("p3 is long: part 1 of 4; ...")
+        part_tokens = max(48, cap - counter.count_text(" ".join(notes)) - 48)
+        for page_id in [p for p in wanted if p in pages]:
             page = pages[page_id]
             whole = counter.count_text(render_page(page))
-            if plan.part is not None and page_id in wanted:
+            if plan.part is not None:
                 n = len(page_parts(page, part_tokens, counter))
                 items.append({"page": page_id, "part": min(plan.part, n)})
                 notes.append(f"{page_id} part {min(plan.part, n)} of {n}.")
@@ -404,6 +449,16 @@ class Pager:
             listed = [p for p in members[cid] if p in pages and self._visible(branch, p)]
             fits = sum(pages[p].token_count for p in listed) <= cap // 2 and len(listed) == node.size
             items.append({"cluster": cid, "members": listed, "text": fits, "more": node.size - len(listed)})
+        if hits:
+            used = sum(counter.count_text(render_page(pages[i["page"]])) for i in items if "page" in i
+                       and "part" not in i)
+            found = self._passage_items(hits, pages, counter, max(0, cap - used - counter.count_text(
+                " ".join(notes)) - 8))
+            if not found:
+                best = ", ".join(_hit_pages(hits, 3))
+                notes.append(f"Matches in {best}, but no passage fits the {cap} tokens left for this result: "
+                             f"recall(page_ids=['{_hit_pages(hits, 1)[0]}'], part=1) reads the best page in parts.")
+            items += found
         if notes and not items:
             shown = [*branch.clusters, *branch.shown]
             notes.append(f"Bookmarks in your context: {', '.join(shown) or 'none yet (nothing paged out)'}.")
@@ -414,8 +469,30 @@ class Pager:
             if "cluster" in item and item["cluster"] in shown_labels and item["text"]:
                 accessed += item["members"]
         accessed += [p for p in plan.page_ids if p in branch.pages]
-        recalled = [label for label in shown_labels if label.startswith("p")]
+        recalled = list(dict.fromkeys(label for label in shown_labels if label.startswith("p")))
         return RecallAnswer(content, recall_artifact(spec, recalled), accessed, branch.turn)
+
+    def _passage_items(self, hits, pages: dict[str, Page], counter: TokenCounter, room: int) -> list[dict]:
+        """The best passages around `hits` that fit in `room`, as recall items grouped by page."""
+        sizes = {pid: len(page.messages) for pid, page in pages.items()}
+        passages = build_passages([h for h in hits if h.page_id in pages], sizes,
+                                  neighbours=self.config.passage_neighbours)[: self.config.search_results]
+
+        def cost(passage) -> int:
+            return counter.count_text(render_passages(pages[passage.page_id], [(passage.start, passage.stop)])) + 1
+
+        return [{"passages": pid, "spans": [list(s) for s in spans]}
+                for pid, spans in pack_passages(passages, cost, room)]
+
+
+def _hit_pages(hits, limit: int = 24) -> list[str]:
+    out: list[str] = []
+    for hit in hits:
+        if hit.page_id not in out:
+            out.append(hit.page_id)
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _clip(text: str, limit: int = 200) -> str:

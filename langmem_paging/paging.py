@@ -277,7 +277,7 @@ def paging_step(
     if result.over_budget and not state.warned:
         state.warned = True
         result.first_over_budget = True
-    state.tokens, state.budget = total, options.budget
+    state.tokens, state.budget, state.protected = total, options.budget, result.protected_tokens
     return result
 
 

@@ -16,7 +16,6 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command
 
-from langmem_paging.hooks import PageEvent
 from langmem_paging.messages import is_bookmark
 from langmem_paging.pager import Pager, RecallAnswer
 from langmem_paging.state import STATE_KEY, recall_delta
@@ -53,6 +52,16 @@ def _paging_state(runtime: ToolRuntime) -> Any:
     return state.get(STATE_KEY)
 
 
+def _recalls_at_once(runtime: ToolRuntime, name: str) -> int:
+    """How many calls of this tool the model made in its last message (they share the room)."""
+    messages = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
+    for message in reversed(messages):
+        calls = getattr(message, "tool_calls", None)
+        if calls:
+            return max(1, sum(1 for c in calls if c.get("name") == name))
+    return 1
+
+
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
     message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id, name=name,
                           id=f"recall-{uuid.uuid4().hex}", artifact=answer.artifact)
@@ -78,11 +87,8 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         thread_id = _thread_id(runtime)
         if thread_id is None:
             return _NO_THREAD
-        answer = pager.recall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query, part=part)
-        if answer.accessed:
-            event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
-            for hook in pager.hooks:
-                hook.on_recalled(event)
+        answer = pager.recall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query, part=part,
+                              share=_recalls_at_once(runtime, name))
         return _command(answer, runtime, name)
 
     async def arecall(
@@ -95,11 +101,8 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         thread_id = _thread_id(runtime)
         if thread_id is None:
             return _NO_THREAD
-        answer = await pager.arecall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query, part=part)
-        if answer.accessed:
-            event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
-            for hook in pager.hooks:
-                await hook.aon_recalled(event)
+        answer = await pager.arecall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query,
+                                     part=part, share=_recalls_at_once(runtime, name))
         return _command(answer, runtime, name)
 
     return StructuredTool.from_function(func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION)

@@ -29,6 +29,7 @@ __all__ = [
     "recall_artifact",
     "render_message",
     "render_page",
+    "render_passages",
     "render_recall",
     "render_recall_shown",
     "shrink_recall_copy",
@@ -116,6 +117,19 @@ def _decodes(data: bytes) -> bool:
     return True
 
 
+def render_passages(page: Page, spans: Sequence[Sequence[int]]) -> str:
+    """Some messages of a page, in order: a ``<page>`` element with an ``excerpt`` attribute; ``...``
+    marks messages left out between spans."""
+    shown = ", ".join(f"{a + 1}-{b}" if b - a > 1 else f"{a + 1}" for a, b in spans)
+    lines = []
+    for k, (a, b) in enumerate(spans):
+        if k and a > spans[k - 1][1]:
+            lines.append("...")
+        lines += [render_message(m) for m in page.messages[a:b]]
+    n = len(page.messages)
+    return f'<page id="{page.id}" excerpt="messages {shown} of {n}">\n' + "\n".join(lines) + "\n</page>"
+
+
 def _member_line(page: Page) -> str:
     return f"{page.bookmark} {page.token_count} tokens"
 
@@ -126,8 +140,8 @@ def render_recall(
     """The recall result for `spec` (what was asked and found), within ``spec["max_tokens"]``.
 
     `spec` holds ``note``, ``max_tokens``, ``part_tokens`` and ``items``:
-    ``{"page": id, "part": k or None}``, ``{"cluster": id, "members": [ids], "text": bool,
-    "more": n}``, in the order to show.
+    ``{"page": id, "part": k or None}``, ``{"passages": id, "spans": [[start, stop], ...]}``,
+    ``{"cluster": id, "members": [ids], "text": bool, "more": n}``, in the order to show.
     """
     return render_recall_shown(spec, get_page, get_node, counter)[0]
 
@@ -146,7 +160,12 @@ def render_recall_shown(
     omitted: list[str] = []
     shown: list[str] = []
     for item in spec["items"]:
-        if "page" in item:
+        if "passages" in item:
+            page = get_page(item["passages"])
+            if page is None:
+                continue
+            body, label = render_passages(page, item["spans"]), item["passages"]
+        elif "page" in item:
             page = get_page(item["page"])
             if page is None:
                 continue

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from langmem_paging.records import Page, page_number
-from langmem_paging.text import content_terms
+from langmem_paging.text import search_terms
 from langmem_paging.tokens import message_text
 
 __all__ = ["Hit", "InMemoryBM25Index", "SearchIndex", "best_pages"]
@@ -80,7 +80,7 @@ class InMemoryBM25Index(SearchIndex):
     """BM25 (k1, b) over messages, one inverted index per thread, numpy-scored.
 
     Args:
-        analyzer: Text -> terms (default `content_terms`: lower-cased words minus stopwords).
+        analyzer: Text -> terms (default `search_terms`: stemmed words minus stopwords).
         max_postings: Postings kept across all threads; past it the least recently used
             threads are dropped (and rebuilt from the store if searched again).
         k1: BM25 term-frequency saturation.
@@ -100,7 +100,7 @@ class InMemoryBM25Index(SearchIndex):
     def __init__(
         self,
         *,
-        analyzer: Callable[[str], list[str]] = content_terms,
+        analyzer: Callable[[str], list[str]] = search_terms,
         max_postings: int = 5_000_000,
         k1: float = 1.2,
         b: float = 0.75,

@@ -152,6 +152,8 @@ class PagingState:
     """Tokens of the view the last step produced."""
     budget: int = 0
     """The message budget the last step used (max_tokens minus prompt and tools)."""
+    protected: int = 0
+    """Tokens of the last step's view that nothing may evict (sizes recall results)."""
     recalled: list[str] = field(default_factory=list)
     """Ids of recall results the last recall added; the next step keeps them resident."""
     touched: list[str] = field(default_factory=list)
@@ -222,6 +224,7 @@ class PagingState:
             "warned": self.warned,
             "tokens": self.tokens,
             "budget": self.budget,
+            "protected": self.protected,
             "recalled": list(self.recalled),
             "touched": list(self.touched),
         }
@@ -256,6 +259,7 @@ class PagingState:
             warned=value["warned"],
             tokens=value["tokens"],
             budget=value["budget"],
+            protected=value.get("protected", 0),
             recalled=list(value.get("recalled", [])),
             touched=list(value.get("touched", [])),
         )

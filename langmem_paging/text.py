@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-__all__ = ["STOPWORDS", "content_terms", "cosine", "tfidf", "words"]
+__all__ = ["STOPWORDS", "content_terms", "cosine", "search_terms", "tfidf", "words"]
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are aren't as at be because been
@@ -43,6 +43,13 @@ def content_terms(text: str) -> list[str]:
         if len(term) > 1 and term not in STOPWORDS:
             out.append(term)
     return out
+
+
+def search_terms(text: str) -> list[str]:
+    """`content_terms`, stemmed (Snowball): ``adopted``, ``adopting`` and ``adoption`` match."""
+    from langmem_paging.background import stem
+
+    return [stem(term) for term in content_terms(text)]
 
 
 def tfidf(terms: Iterable[str], doc_freq: Mapping[str, int], n_docs: int) -> dict[str, float]:

@@ -134,24 +134,25 @@ def test_threads_are_isolated_through_the_agent(base_store):
         ({"page_ids": ["drop table"]}, "Not page or cluster ids: 'drop', 'table'"),
         ({"page_ids": [None]}, "Error invoking tool"),
         ({}, "Pass `page_ids`"),
-        ({"query": "beehives Bled0"}, '<page id="p1">'),
+        ({"query": "beehives Bled0"}, '<page id="p1" excerpt="messages'),
         ({"page_ids": {"a": 1}}, "Error"),
         ({"query": "x" * 100_000}, "Nothing paged out matches the query"),
     ],
 )
 def test_bad_recall_arguments_come_back_to_the_model(args, expected):
-    paging = PagingMiddleware(max_tokens=360, boundary="fixed_2")
+    paging = PagingMiddleware(max_tokens=560, boundary="fixed_2")
     call = AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": "c1"}])
-    model = ScriptedChatModel(responses=["ok"] * 6 + [call, "done"])
+    model = ScriptedChatModel(responses=["ok"] * 12 + [call, "done"])
     agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}}
     with pytest.warns(RuntimeWarning, match="only in this process's memory"):
-        for fact in FACTS[:6]:
+        for fact in FACTS[:12]:
             agent.invoke({"messages": [fact]}, config)
     state = agent.invoke({"messages": ["recall please"]}, config)
     tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert expected in tool_message.content
-    assert COUNTER.count_text(tool_message.content) <= paging.config.recall_cap_for(360)
+    message_budget = 560 - COUNTER.count_tools(paging.tools)
+    assert COUNTER.count_text(tool_message.content) <= paging.config.recall_cap_for(message_budget)
     assert state["messages"][-1].content == "done"
 
 
