@@ -55,7 +55,47 @@ _EXPORTS = {
     "TokenCounter": "tokens",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "BOUNDARIES",
+    "Bookmark",
+    "BookmarkContext",
+    "Bookmarker",
+    "BoundaryStrategy",
+    "Candidate",
+    "ClusterNode",
+    "EvictionPolicy",
+    "InMemoryBM25Index",
+    "KeywordBookmarker",
+    "POLICIES",
+    "Page",
+    "PageDraft",
+    "PageEvent",
+    "PageStore",
+    "Pager",
+    "PagingAgentState",
+    "PagingChannel",
+    "PagingConfig",
+    "PagingHooks",
+    "PagingMessagesState",
+    "PagingMiddleware",
+    "PagingNode",
+    "PagingResult",
+    "PagingState",
+    "PolicyContext",
+    "SearchIndex",
+    "TokenCounter",
+    "apage_messages",
+    "format_bookmark",
+    "get_boundary",
+    "get_policy",
+    "is_bookmark",
+    "make_recall_tool",
+    "page_messages",
+    "paging_reducer",
+    "parse_bookmark",
+    "reconstruct_history",
+    "thread_namespace",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -12,24 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import re
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
+from langmem_paging.background import stem
+from langmem_paging.keywords import PageTerms, page_terms, score_terms
 from langmem_paging.messages import METADATA_KEY, speaker
-from langmem_paging.text import STOPWORDS, words
-from langmem_paging.tokens import message_text
 
 __all__ = [
+    "BOOKMARKERS",
     "BOOKMARK_PATTERN",
     "Bookmark",
     "BookmarkContext",
     "Bookmarker",
+    "DiscriminativeBookmarker",
     "KeywordBookmarker",
     "PageDraft",
     "as_bookmarker",
@@ -43,11 +43,6 @@ __all__ = [
 BOOKMARK_PATTERN = re.compile(r"\[(p\d+):([^\[\]\n]*)\]")
 """Matches bookmark-shaped text. Only messages with library metadata are bookmarks."""
 
-_MONTHS = frozenset(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday "
-    "saturday sunday".split()
-)
 _UNSAFE = re.compile(r"[\[\],:|\n]")
 TERMS_KEPT = 24
 """Weighted terms a bookmark keeps for similarity (more than it shows)."""
@@ -70,7 +65,7 @@ class Bookmark:
     text: str
     """The bookmark as the model reads it, ``[p7:Farid,greyhound,adoption]``."""
     keywords: list[str]
-    """Its keywords, most distinctive first."""
+    """Its keywords, most distinctive first: those the bookmark shows, then more kept with the page."""
     terms: dict[str, float] = field(default_factory=dict)
     """The page's strongest terms with weights (clusters compare pages by these)."""
 
@@ -82,8 +77,8 @@ class BookmarkContext:
     count_text: Callable[[str], int]
     """Counts tokens of a string with the paging tokenizer."""
     doc_freq: Mapping[str, int] = field(default_factory=dict)
-    """In how many of the neighbouring pages (formed now, or shown in the context) each
-    lower-cased term occurs."""
+    """In how many of the neighbouring pages (formed now, or shown in the context) each term
+    occurs, by stem (`langmem_paging.text.search_terms`)."""
     n_docs: int = 0
     """How many neighbouring pages `doc_freq` counts."""
 
@@ -123,18 +118,26 @@ class _CallableBookmarker(Bookmarker):
         return self.bookmark(pages, context)
 
 
-def as_bookmarker(value: Bookmarker | Callable | None) -> Bookmarker:
-    """A `Bookmarker` from one, from a ``(page_id, messages, context) -> (text, keywords)``
-    function, or the default `KeywordBookmarker` for None."""
+def as_bookmarker(value: Bookmarker | Callable | str | None) -> Bookmarker:
+    """A `Bookmarker` from one, from its name (`BOOKMARKERS`), from a ``(page_id, messages,
+    context) -> (text, keywords)`` function, or the default `KeywordBookmarker` for None."""
     if value is None:
         return KeywordBookmarker()
     if isinstance(value, Bookmarker):
         return value
+    if isinstance(value, str):
+        if value in BOOKMARKERS:
+            return BOOKMARKERS[value]()
+        available = ", ".join(repr(name) for name in BOOKMARKERS)
+        raise ValueError(
+            f"Unknown bookmarker {value!r}. Available: {available}, a Bookmarker instance (e.g. "
+            "LLMBookmarker(model)), or a function (page_id, messages, context) -> (text, keywords)."
+        )
     if callable(value):
         return _CallableBookmarker(value)
     raise TypeError(
-        f"`bookmarker` must be a Bookmarker or a function (page_id, messages, context) -> (text, keywords); "
-        f"got {type(value).__name__}."
+        f"`bookmarker` must be a name, a Bookmarker or a function (page_id, messages, context) -> "
+        f"(text, keywords); got {type(value).__name__}."
     )
 
 
@@ -178,57 +181,20 @@ def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping | None, to
                                                                            METADATA_KEY: meta}})
 
 
-def _sentence_start(text: str, at: int) -> bool:
-    """True if the word at `at` begins a sentence (only whitespace back to ``.!?`` or the start)."""
-    i = at - 1
-    while i >= 0 and text[i].isspace():
-        i -= 1
-    return i < 0 or text[i] in ".!?\n\"'“"
-
-
-def keyword_scores(messages: Sequence[BaseMessage], context: BookmarkContext) -> list[tuple[str, float]]:
-    """Candidate keywords (surface form) with scores, best first, ties broken alphabetically.
-
-    Linear in the text: one pass over the words of each message.
-    """
-    tf: Counter[str] = Counter()
-    surface: dict[str, Counter[str]] = {}
-    salient: set[str] = set()
-    word_re = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
-    for message in messages:
-        text = message_text(message)
-        for match in word_re.finditer(text):
-            word = match.group(0)
-            if word.endswith(("'s", "’s")):
-                word = word[:-2]
-            term = word.lower().replace("’", "'")
-            if len(term) < 2 or term in STOPWORDS:
-                continue
-            tf[term] += 1
-            surface.setdefault(term, Counter())[_UNSAFE.sub("", word)] += 1
-            if any(ch.isdigit() for ch in term) or term in _MONTHS:
-                salient.add(term)
-            elif word[0].isupper() and not _sentence_start(text, match.start()):
-                salient.add(term)
-    n = context.n_docs
-    scored = []
-    for term, count in tf.items():
-        idf = math.log((n + 1) / (context.doc_freq.get(term, 0) + 1)) + 1
-        score = (1 + math.log(count)) * idf * (2.0 if term in salient else 1.0)
-        form = max(surface[term].items(), key=lambda kv: (kv[1], kv[0]))[0]
-        if form:
-            scored.append((form, score))
-    scored.sort(key=lambda fs: (-fs[1], fs[0].lower()))
-    return scored
-
-
 class KeywordBookmarker(Bookmarker):
-    """Distinctive keywords that fit in `min_tokens`..`max_tokens` tiktoken tokens.
+    """Distinctive keywords that fit in `min_tokens`..`max_tokens` tiktoken tokens (the default).
+
+    Terms are scored by `langmem_paging.keywords.score_terms`: frequent on the page, rare among
+    its neighbours, names/numbers/dates first, grouped by stem. The bookmark shows the best
+    that fit; the page keeps its `stored_keywords` best (shown when a cluster is listed).
 
     Args:
         min_tokens: Shortest bookmark; short pages are padded with speakers and size.
         max_tokens: Longest bookmark.
         max_keywords: Most keywords in one bookmark.
+        stored_keywords: Keywords kept with the page (cluster listings show them).
+        background: Also weigh terms by their rarity in English (`langmem_paging.background`).
+            Off by default: on LoCoMo it lowered page selection (see the README).
 
     Example:
         >>> from langchain_core.messages import HumanMessage, AIMessage
@@ -240,20 +206,28 @@ class KeywordBookmarker(Bookmarker):
         '[p3:Bailey,2023,May,adopted,Caroline,dog,lovely,named]'
     """
 
-    def __init__(self, *, min_tokens: int = 8, max_tokens: int = 24, max_keywords: int = 8) -> None:
+    name = "keywords"
+
+    def __init__(self, *, min_tokens: int = 8, max_tokens: int = 24, max_keywords: int = 8,
+                 stored_keywords: int = 16, background: bool = False) -> None:
         if not 1 <= min_tokens <= max_tokens:
             raise ValueError("`min_tokens` must be at least 1 and at most `max_tokens`.")
         self.min_tokens = min_tokens
         self.max_tokens = max_tokens
         self.max_keywords = max_keywords
+        self.stored_keywords = max(stored_keywords, max_keywords)
+        self.background = background
 
     def bookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
         return [self._one(page, context) for page in pages]
 
+    def _scored(self, terms: PageTerms, context: BookmarkContext) -> list[tuple[str, float]]:
+        return score_terms(terms, context.doc_freq, context.n_docs, background=self.background)
+
     def _one(self, page: PageDraft, context: BookmarkContext) -> Bookmark:
+        scored = self._scored(page_terms(page.messages), context)
         chosen: list[str] = []
         seen: set[str] = set()
-        scored = keyword_scores(page.messages, context)
 
         def fits(extra: str) -> bool:
             return context.count_text(format_bookmark(page.id, [*chosen, extra])) <= self.max_tokens
@@ -271,5 +245,35 @@ class KeywordBookmarker(Bookmarker):
             if filler and filler.lower() not in seen and fits(filler):
                 chosen.append(filler)
                 seen.add(filler.lower())
-        terms = dict(scored[:TERMS_KEPT])
-        return Bookmark(format_bookmark(page.id, chosen), chosen, terms)
+        stored = chosen + [f for f, _ in scored if f.lower() not in seen][: self.stored_keywords - len(chosen)]
+        return Bookmark(format_bookmark(page.id, chosen), stored, dict(scored[:TERMS_KEPT]))
+
+
+class DiscriminativeBookmarker(KeywordBookmarker):
+    """Keywords that separate a page from its neighbours (the pages formed with it, the
+    bookmarks and clusters in the context): terms no neighbour has come first, whatever
+    their frequency on the page; terms many neighbours share are dropped.
+
+    Same arguments as `KeywordBookmarker`.
+    """
+
+    name = "discriminative"
+
+    def _scored(self, terms: PageTerms, context: BookmarkContext) -> list[tuple[str, float]]:
+        scored = []
+        for form, score in score_terms(terms, context.doc_freq, context.n_docs, salience=1.5,
+                                       background=self.background):
+            key = form.lower() if form[:1].isdigit() else stem(form.lower())
+            shared = context.doc_freq.get(key, 0)
+            if context.n_docs > 1 and shared > max(1, context.n_docs // 2):
+                continue  # most neighbours have it: it cannot tell them apart
+            scored.append((form, score / (1 + shared)))
+        scored.sort(key=lambda fs: (-fs[1], fs[0].lower()))
+        return scored
+
+
+BOOKMARKERS: dict[str, Callable[[], Bookmarker]] = {
+    "keywords": KeywordBookmarker,
+    "discriminative": DiscriminativeBookmarker,
+}
+"""Bookmark strategies by name (an LLM-written one is `langmem_paging.llm_bookmarks.LLMBookmarker`)."""

@@ -86,13 +86,15 @@ def _unit(terms: Mapping[str, float]) -> dict[str, float]:
 
 
 def merge_terms(a: Mapping[str, float], b: Mapping[str, float], *, limit: int = MAX_TERMS) -> dict[str, float]:
-    """Sum of two term maps (each page counted once, normalized), strongest `limit` kept.
+    """Each term's strongest weight in either map (pages normalized), strongest `limit` kept.
 
-    Terms many members share add up, so a cluster's top terms are what its members share.
+    A cluster's top terms are then its members' most distinctive terms; a theme word many
+    members have strongly ranks with them. (Summing weights instead favours filler words
+    every member has, which tells a reader nothing: measured on LoCoMo and synthetic chats.)
     """
     merged = dict(a)
     for term, weight in b.items():
-        merged[term] = merged.get(term, 0.0) + weight
+        merged[term] = max(merged.get(term, 0.0), weight)
     top = sorted(merged.items(), key=lambda tw: (-tw[1], tw[0]))[:limit]
     return dict(top)
 

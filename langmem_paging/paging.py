@@ -46,7 +46,7 @@ from langmem_paging.policies import Candidate, EvictionPolicy, PolicyContext, ge
 from langmem_paging.recall_text import expand_recall_copy, shrink_recall_copy
 from langmem_paging.records import ClusterNode, Page, messages_digest, page_number
 from langmem_paging.state import PagingState, ResidentPage, ShownPage
-from langmem_paging.text import content_terms
+from langmem_paging.text import search_terms
 from langmem_paging.tokens import TokenCounter, message_text
 
 __all__ = [
@@ -415,14 +415,11 @@ def _form(drafts: list[_Draft], state, options, keys, counts, messages, result):
 
 
 def _bookmark_context(state: PagingState, drafts: list[list[BaseMessage]], options) -> BookmarkContext:
-    """Document frequencies over the neighbouring pages: the ones formed now and those shown."""
-    doc_freq: dict[str, int] = {}
-    docs = [set(content_terms("\n".join(message_text(m) for m in msgs))) for msgs in drafts]
-    docs += [{t.lower() for t in s.terms} for s in state.shown.values()]
-    for terms in docs:
-        for term in terms:
-            doc_freq[term] = doc_freq.get(term, 0) + 1
-    return BookmarkContext(count_text=options.count_text, doc_freq=doc_freq, n_docs=len(docs))
+    """Page frequencies over the thread (a bounded sketch of its frequent terms), counting the
+    pages formed now."""
+    for msgs in drafts:
+        state.count_terms(set(search_terms("\n".join(message_text(m) for m in msgs))))
+    return BookmarkContext(count_text=options.count_text, doc_freq=dict(state.doc_freq), n_docs=state.n_pages)
 
 
 def _evict(messages, keys, position, counts, units, protected, newest_user, state, options, result,

@@ -11,7 +11,7 @@ receive the page life events of `PagingHooks` (formed, evicted, recalled).
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property

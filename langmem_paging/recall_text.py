@@ -131,7 +131,9 @@ def render_passages(page: Page, spans: Sequence[Sequence[int]]) -> str:
 
 
 def _member_line(page: Page) -> str:
-    return f"{page.bookmark} {page.token_count} tokens"
+    """A cluster member: its id, all the keywords kept with it, its size."""
+    keywords = ",".join(page.keywords) if page.keywords else page.bookmark
+    return f"[{page.id}:{keywords}] {page.token_count} tokens"
 
 
 def render_recall(

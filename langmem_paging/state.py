@@ -44,6 +44,8 @@ STATE_KEY = "paging"
 STATE_VERSION = 2
 MAX_STATS = 256
 """Access statistics kept for pages that are neither resident nor shown (most recent first)."""
+MAX_TERMS = 512
+"""Terms whose page frequency the thread keeps (the most frequent; for bookmark IDF)."""
 
 Kind = Literal["p", "c"]
 
@@ -142,6 +144,11 @@ class PagingState:
     """History ordinal of each resident message no page holds yet (pages keep their own)."""
     next_order: int = 0
     """The next history ordinal."""
+    doc_freq: dict[str, int] = field(default_factory=dict)
+    """In how many of the thread's pages each of its most frequent terms (stems) occurs: a
+    bounded sketch (space-saving, `MAX_TERMS` terms) for bookmark IDF; a term not in it is rare."""
+    n_pages: int = 0
+    """Pages formed on this branch (the IDF's document count)."""
     skeleton: list[Any] | None = None
     """View mode only: the paged view as message ids (resident) and message dicts (ours)."""
     seen: str | None = None
@@ -178,6 +185,20 @@ class PagingState:
         return any(a <= number < b for a, b in self.spans[kind])
 
     # -- statistics -----------------------------------------------------------------
+    def count_terms(self, terms: Iterable[str]) -> None:
+        """Add one page's distinct terms to `doc_freq` (space-saving: when full, a new term takes
+        the place of the least frequent one, inheriting its count, so frequent terms stay)."""
+        self.n_pages += 1
+        table = self.doc_freq
+        for term in terms:
+            if term in table:
+                table[term] += 1
+            elif len(table) < MAX_TERMS:
+                table[term] = 1
+            else:
+                weakest = min(table, key=table.__getitem__)
+                table[term] = table.pop(weakest) + 1
+
     def access(self, page_id: str) -> tuple[int, int]:
         """``(access_count, last_access)`` of a page, wherever its statistics live."""
         if page_id in self.pages:
@@ -219,6 +240,8 @@ class PagingState:
             "stats": {k: list(v) for k, v in self.stats.items()},
             "order": dict(self.order),
             "next_order": self.next_order,
+            "doc_freq": dict(self.doc_freq),
+            "n_pages": self.n_pages,
             "skeleton": self.skeleton,
             "seen": self.seen,
             "warned": self.warned,
@@ -254,6 +277,8 @@ class PagingState:
             stats={k: list(v) for k, v in value["stats"].items()},
             order=dict(value["order"]),
             next_order=value["next_order"],
+            doc_freq=dict(value.get("doc_freq", {})),
+            n_pages=value.get("n_pages", 0),
             skeleton=list(value["skeleton"]) if value.get("skeleton") is not None else None,
             seen=value.get("seen"),
             warned=value["warned"],

@@ -28,7 +28,8 @@ def test_bookmark_is_8_to_24_tokens_and_names_its_page(texts, n):
     page = [HumanMessage(t, id=f"m{i}") for i, t in enumerate(texts)]
     text, keywords = _bookmark(f"p{n}", page, _ctx())
     assert 8 <= COUNTER.count_text(text) <= 24
-    assert parse_bookmark(text) == (f"p{n}", keywords)
+    page_id, shown = parse_bookmark(text)
+    assert page_id == f"p{n}" and shown == keywords[: len(shown)]  # the page keeps more than it shows
 
 
 def test_bookmark_is_deterministic_byte_for_byte():
@@ -40,7 +41,7 @@ def test_bookmark_is_deterministic_byte_for_byte():
 def test_keywords_prefer_names_numbers_and_terms_rare_in_the_thread():
     page = [HumanMessage("we went hiking again, and then Priya said the hiking trail near Tromsø was closed "
                          "until 12 March", id="m1"), AIMessage("hiking sounds fun", id="m2")]
-    text, keywords = _bookmark("p2", page, _ctx({"hiking": 9}, 10))
+    text, keywords = _bookmark("p2", page, _ctx({"hike": 9}, 10))  # page frequencies count stems
     assert set(keywords[:4]) == {"Priya", "Tromsø", "12", "March"}
     # "hiking" is frequent on the page but common in the thread: it tells pages apart poorly.
     assert keywords.index("closed") < keywords.index("hiking")

@@ -21,7 +21,7 @@ from langmem_paging import tokens as tokens_module
         ({"max_tokens": ("fraction", 2)}, "Invalid paging option `max_tokens`: use an int, or ('fraction', x)"),
         ({"max_tokens": 100, "mode": "both"}, "Invalid paging option `mode`"),
         ({"max_tokens": 100, "token_counter": 3}, "Invalid paging option `token_counter`: must be callable"),
-        ({"max_tokens": 100, "bookmarker": "kw"}, "`bookmarker` must be a Bookmarker or a function"),
+        ({"max_tokens": 100, "bookmarker": "kw"}, "Unknown bookmarker 'kw'. Available: 'keywords', 'discriminative'"),
         ({"max_tokens": 100, "encoding": "p50k_base"}, "cannot be loaded offline"),
         ({"max_tokens": 100, "bookmark_share": 0}, "Invalid paging option `bookmark_share`"),
     ],
