@@ -703,7 +703,7 @@ def page_messages(
         >>> result = page_messages(history, max_tokens=8, low_water_tokens=6,
         ...                        boundary="fixed_2", token_counter=len, bookmark_share=0.4)
         >>> [m.content for m in result.view]
-        ['[c8:city0,city1,city2,city3,Booked,Trip|p1-p4]', '[c7:city4,Booked,Trip|p5]', 'Trip 5 to city5?', 'Booked city5.']
+        ['[c8:city0,city1,city4,Booked,Trip|3 of p1-p5]', '[c6:city2,city3,Booked,Trip|p3-p4]', 'Trip 5 to city5?', 'Booked city5.']
     """
     options = _options(
         max_tokens=max_tokens, low_water_tokens=low_water_tokens, boundary=boundary, policy=policy,
