@@ -1,0 +1,55 @@
+"""What the operator tools show: a thread's pages, clusters and paging state, its lossless check,
+and its records as portable JSON lines. Plain functions over a `PageStore` and checkpoints, so they
+are tested without the command line (`langmem_paging.cli` only parses arguments and prints).
+
+- `load_snapshots(saver, thread_id)` (`snapshots`): the thread's checkpoints on its latest branch;
+- `inspect_thread(page_store, thread_id, snapshot)` (`inspection`): pages, clusters, and what the
+  snapshot's paging state makes of them (resident, shown as a bookmark, folded into a cluster);
+- `verify_thread(page_store, thread_id, snapshots)` (`verification`): rebuild the history from the
+  latest checkpoint and the store and check it against every message the checkpoints ever held;
+- `export_records` / `import_records` (`records`): a thread's store records, exactly;
+- `format_table`, `format_inspection`, `format_verification` (`text`): plain-text renderings.
+"""
+
+from langmem_paging.ops.inspection import (
+    ClusterRow,
+    Inspection,
+    PageRow,
+    RecallRow,
+    SnapshotInfo,
+    cluster_roots,
+    inspect_thread,
+)
+from langmem_paging.ops.records import (
+    export_records,
+    import_records,
+    list_items,
+    record_counts,
+    without_ttl_refresh,
+)
+from langmem_paging.ops.snapshots import Snapshot, load_snapshots
+from langmem_paging.ops.text import format_inspection, format_table, format_verification
+from langmem_paging.ops.verification import Issue, Verification, verify_thread
+
+__all__ = [
+    "ClusterRow",
+    "Inspection",
+    "Issue",
+    "PageRow",
+    "RecallRow",
+    "Snapshot",
+    "SnapshotInfo",
+    "Verification",
+    "cluster_roots",
+    "export_records",
+    "format_inspection",
+    "format_table",
+    "format_verification",
+    "import_records",
+    "inspect_thread",
+    "list_items",
+    "load_snapshots",
+    "record_counts",
+    "verify_thread",
+    "without_ttl_refresh",
+]

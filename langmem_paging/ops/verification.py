@@ -1,0 +1,274 @@
+"""`verify`: rebuild a thread's history from its latest checkpoint and the store, and check it
+against every message the branch's checkpoints ever held."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from langmem_paging.messages import is_user_turn, library_mark, recall_copy_pages
+from langmem_paging.ops.snapshots import Snapshot
+from langmem_paging.paging import reconstruct_history
+from langmem_paging.records import ClusterNode, Page
+from langmem_paging.state import PagingState
+from langmem_paging.store import PageStore
+from langmem_paging.tokens import TokenCounter, message_text
+
+__all__ = ["Issue", "Verification", "verify_thread"]
+
+
+@dataclass
+class Issue:
+    """One reason a thread is not lossless."""
+
+    code: str
+    """``no-checkpoint``, ``missing-page``, ``missing-cluster``, ``unresolved-bookmark``,
+    ``duplicate``, ``lost``, ``changed``, ``order``, ``user-turns``."""
+    detail: str
+    """What is wrong, naming the page, cluster or message."""
+
+
+@dataclass
+class Verification:
+    """The result of `verify_thread`."""
+
+    thread_id: str
+    """The thread."""
+    lossless: bool
+    """No issue found."""
+    issues: list[Issue] = field(default_factory=list)
+    """What is wrong (empty when lossless)."""
+    checkpoints: int = 0
+    """Checkpoints on the latest branch that were read."""
+    rebuilt: int = 0
+    """Messages in the rebuilt history."""
+    seen: int = 0
+    """Distinct message ids the checkpoints ever held."""
+    user_turns: int = 0
+    """User turns in the rebuilt history."""
+    pages_used: int = 0
+    """Stored pages the rebuild read."""
+    unverified: list[str] = field(default_factory=list)
+    """Ids of messages no checkpoint held in their original form (e.g. a run saved with
+    ``durability="exit"``): present, but their text could not be compared."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe."""
+        return asdict(self)
+
+
+def _same(a: BaseMessage, b: BaseMessage) -> bool:
+    """Same message as the model saw it: type, text, name, tool calls and tool call id."""
+    return (
+        a.type == b.type and a.content == b.content and a.name == b.name
+        and getattr(a, "tool_call_id", None) == getattr(b, "tool_call_id", None)
+        and [(c.get("id"), c.get("name"), c.get("args")) for c in getattr(a, "tool_calls", []) or []]
+        == [(c.get("id"), c.get("name"), c.get("args")) for c in getattr(b, "tool_calls", []) or []]
+    )
+
+
+def _is_original(message: BaseMessage) -> bool:
+    """Not a library stand-in (bookmark, cluster bookmark, paged-result stub, shrunk recall)."""
+    mark = library_mark(message)
+    return not any(mark.get(k) for k in ("bookmark", "cluster", "paged_result", "shrunk"))
+
+
+def _short(text: Any, limit: int = 60) -> str:
+    s = text if isinstance(text, str) else json.dumps(text, default=str)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+class _Fetcher:
+    """Pages and clusters read once each; what was asked but missing is remembered."""
+
+    def __init__(self, page_store: PageStore, thread_id: str) -> None:
+        self.page_store, self.thread_id = page_store, thread_id
+        self.pages: dict[str, Page | None] = {}
+        self.nodes: dict[str, ClusterNode | None] = {}
+
+    def page(self, page_id: str) -> Page | None:
+        if page_id not in self.pages:
+            self.pages[page_id] = self.page_store.get(self.thread_id, page_id)
+        return self.pages[page_id]
+
+    def node(self, cluster_id: str) -> ClusterNode | None:
+        if cluster_id not in self.nodes:
+            self.nodes[cluster_id] = self.page_store.get_cluster(self.thread_id, cluster_id)
+        return self.nodes[cluster_id]
+
+    def prefetch(self, page_ids: Iterable[str]) -> None:
+        wanted = [p for p in page_ids if p not in self.pages]
+        found = self.page_store.get_many(self.thread_id, wanted)
+        self.pages.update({p: found.get(p) for p in wanted})
+
+
+def _referenced(state: PagingState, messages: Sequence[BaseMessage], fetch: _Fetcher, issues: list[Issue]) -> None:
+    """Every page and cluster the checkpoint points at must be in the store."""
+    wanted: dict[str, str] = {}
+    for page_id in state.pages:
+        wanted.setdefault(page_id, "resident in the checkpoint")
+    for page_id in state.shown:
+        wanted.setdefault(page_id, "shown by a bookmark")
+    for message in messages:
+        mark = library_mark(message)
+        if isinstance(mark.get("bookmark"), str):
+            wanted.setdefault(mark["bookmark"], f"bookmark message {message.id}")
+        if isinstance(mark.get("paged_result"), str):
+            wanted.setdefault(mark["paged_result"], f"paged tool result {message.id}")
+        for page_id in recall_copy_pages(message):
+            wanted.setdefault(page_id, f"recall result {message.id}")
+    cluster_marks = {mark["cluster"]: m.id for m in messages
+                     if isinstance((mark := library_mark(m)).get("cluster"), str)}
+    for cluster_id in dict.fromkeys([*state.clusters, *cluster_marks]):
+        stack, seen = [cluster_id], set()
+        while stack:
+            cid = stack.pop()
+            if cid in seen:
+                continue
+            seen.add(cid)
+            node = fetch.node(cid)
+            if node is None:
+                where = f"under cluster {cluster_id}" if cid != cluster_id else "a shown cluster root"
+                issues.append(Issue("missing-cluster", f"cluster {cid} ({where}) is not in the store"))
+                continue
+            for child in node.children:
+                if child.startswith("p"):
+                    wanted.setdefault(child, f"member of cluster {cluster_id}")
+                else:
+                    stack.append(child)
+    fetch.prefetch(wanted)
+    for page_id, why in wanted.items():
+        if fetch.page(page_id) is None:
+            issues.append(Issue("missing-page", f"page {page_id} ({why}) is not in the store"))
+    for message in messages:
+        mark = library_mark(message)
+        target = mark.get("bookmark") or mark.get("cluster")
+        if not isinstance(target, str):
+            continue
+        resolved = fetch.page(target) if target.startswith("p") else (
+            fetch.node(target) is not None and _cluster_complete(fetch, target))
+        if not resolved:
+            issues.append(Issue("unresolved-bookmark",
+                                f"bookmark {_short(message_text(message))!r} (message {message.id}) does not resolve"))
+
+
+def _cluster_complete(fetch: _Fetcher, cluster_id: str) -> bool:
+    stack = [cluster_id]
+    while stack:
+        node = fetch.node(stack.pop())
+        if node is None:
+            return False
+        for child in node.children:
+            if child.startswith("p"):
+                if fetch.page(child) is None:
+                    return False
+            else:
+                stack.append(child)
+    return True
+
+
+def _ordinals(history: Sequence[BaseMessage], state: PagingState, fetch: _Fetcher) -> dict[str, int]:
+    """History ordinals of the rebuilt messages, from the pages and the paging state."""
+    out: dict[str, int] = {}
+    for page in fetch.pages.values():
+        if page is not None:
+            for i, m in enumerate(page.messages):
+                out.setdefault(m.id, page.order + i)
+    for resident in state.pages.values():
+        for i, key in enumerate(resident.ids):
+            out[key] = resident.order + i
+    out.update(state.order)
+    return {m.id: out[m.id] for m in history if m.id in out}
+
+
+def verify_thread(
+    page_store: PageStore, thread_id: str, snapshots: Sequence[Snapshot], *, counter: TokenCounter | None = None
+) -> Verification:
+    """Rebuild the thread's history from its latest checkpoint and the store, and check it is lossless.
+
+    Checks: every page and cluster the checkpoint references is stored and every bookmark
+    resolves; the rebuilt history holds no message twice and its history ordinals increase;
+    every message id any checkpoint of the branch ever held appears in it exactly once, in
+    the order it first appeared, with the content it first had; and (in replace mode) it has
+    as many user turns as the checkpoints saw.
+
+    Args:
+        page_store: The thread's page store.
+        thread_id: The thread.
+        snapshots: The branch's checkpoints, oldest first (`load_snapshots`).
+        counter: The tokenizer recall results were rendered with (default cl100k): a shrunk
+            recall result is re-rendered with it.
+
+    Returns:
+        A `Verification`; ``lossless`` is True when no issue was found.
+    """
+    result = Verification(thread_id=thread_id, lossless=False, checkpoints=len(snapshots))
+    issues = result.issues
+    if not snapshots:
+        issues.append(Issue("no-checkpoint", f"thread {thread_id!r} has no checkpoint to rebuild from"))
+        return result
+    latest = snapshots[-1]
+    state = PagingState.from_value(latest.paging)
+    fetch = _Fetcher(page_store, thread_id)
+    _referenced(state, latest.messages, fetch, issues)
+    history = reconstruct_history(latest.messages, fetch.page, counter or TokenCounter(),
+                                  clusters=fetch.node, state=latest.paging)
+    result.rebuilt = len(history)
+    result.pages_used = sum(p is not None for p in fetch.pages.values())
+
+    positions: dict[str, list[int]] = {}
+    for i, message in enumerate(history):
+        positions.setdefault(message.id, []).append(i)
+    for key, where in positions.items():
+        if len(where) > 1:
+            issues.append(Issue("duplicate", f"message {key} appears {len(where)} times (positions {where})"))
+
+    ordinals = _ordinals(history, state, fetch)
+    previous: tuple[str, int] | None = None
+    for message in history:
+        if message.id not in ordinals:
+            continue
+        if previous is not None and ordinals[message.id] <= previous[1]:
+            issues.append(Issue("order", f"message {message.id} (ordinal {ordinals[message.id]}) follows "
+                                         f"{previous[0]} (ordinal {previous[1]})"))
+        previous = (message.id, ordinals[message.id])
+
+    first: dict[str, BaseMessage] = {}
+    for snapshot in snapshots:
+        for message in snapshot.messages:
+            first.setdefault(message.id, message)
+    result.seen = len(first)
+    rebuilt = {m.id: m for m in history}
+    lost = [key for key in first if key not in rebuilt]
+    if lost:
+        shown = "; ".join(f"{key} ({first[key].type}) {_short(first[key].content, 40)!r}" for key in lost[:5])
+        issues.append(Issue("lost", f"{len(lost)} message(s) the checkpoints held are not in the rebuilt "
+                                    f"history, e.g. {shown}{' ...' if len(lost) > 5 else ''}"))
+    for key, original in first.items():
+        if key not in rebuilt:
+            continue
+        if not _is_original(original):
+            result.unverified.append(key)
+        elif not _same(original, rebuilt[key]):
+            issues.append(Issue("changed", f"message {key} ({original.type}) differs: checkpoint had "
+                                           f"{_short(original.content)!r}, rebuilt {_short(rebuilt[key].content)!r}"))
+    expected = [k for k in first if k in rebuilt]
+    actual = [m.id for m in history if m.id in first]
+    actual = list(dict.fromkeys(actual))
+    if expected != actual:
+        at = next(i for i, (a, b) in enumerate(zip(expected, actual)) if a != b) if any(
+            a != b for a, b in zip(expected, actual)) else min(len(expected), len(actual))
+        issues.append(Issue("order", f"rebuilt history departs from the order messages arrived in at position "
+                                     f"{at}: expected {expected[at] if at < len(expected) else 'end'}, "
+                                     f"got {actual[at] if at < len(actual) else 'end'}"))
+    result.user_turns = sum(1 for m in history if is_user_turn(m))
+    seen_turns = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
+    if state.skeleton is None and result.user_turns != seen_turns:
+        issues.append(Issue("user-turns", f"the rebuilt history has {result.user_turns} user turns, "
+                                          f"the checkpoints saw {seen_turns}"))
+    result.lossless = not issues
+    return result

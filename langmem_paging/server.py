@@ -1,0 +1,155 @@
+"""Delete a thread's pages when the LangGraph server (Agent Server) deletes the thread.
+
+The server deletes a thread's checkpoints on ``DELETE /threads/{thread_id}`` (the SDK's
+``client.threads.delete``) and on ``POST /threads/prune`` with ``strategy="delete"``, but
+pages live in its store under ``("langmem_paging", <thread>, ...)``, which it leaves alone.
+`DeletePagesWithThreads` is ASGI middleware for the server's custom app (``"http": {"app": ...}``
+in ``langgraph.json``): after the server answers such a request with success, it deletes the
+threads' page records through the server's own store API (the SDK client, in process), before
+the response goes out, so a client that sees the deletion succeed finds the pages gone.
+
+Use the ready-made app, or add the middleware to your own::
+
+    {"http": {"app": "langmem_paging.server:app"}}            # in langgraph.json
+
+    from starlette.applications import Starlette              # or in your own app
+    from starlette.middleware import Middleware
+    from langmem_paging.server import DeletePagesWithThreads
+    app = Starlette(middleware=[Middleware(DeletePagesWithThreads)])
+
+Threads the server deletes on its own (``checkpointer.ttl`` in ``langgraph.json``) go through no
+HTTP request: give the pages a TTL too (``PagingMiddleware(ttl=...)`` on a store with TTL support).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from langmem_paging.store import NAMESPACE_ROOT, thread_namespace
+
+__all__ = ["DeletePagesWithThreads", "adelete_thread_pages"]
+
+logger = logging.getLogger("langmem_paging")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_THREAD_PATH = re.compile(r"/threads/([^/]+)/?$")
+_PRUNE_PATH = re.compile(r"/threads/prune/?$")
+_PAGE = 100
+
+
+async def adelete_thread_pages(client: Any, thread_id: str) -> int:
+    """Delete every page record of a thread through a LangGraph server's store API.
+
+    Args:
+        client: A `langgraph_sdk` async client (``get_client()``; in the server, in process).
+        thread_id: The thread.
+
+    Returns:
+        How many records were deleted.
+
+    Raises:
+        RuntimeError: The store kept returning records it was asked to delete.
+    """
+    prefix = list(thread_namespace(thread_id, "pages")[:2])
+    deleted, previous = 0, None
+    while True:
+        items = (await client.store.search_items(prefix, limit=_PAGE))["items"]
+        if not items:
+            return deleted
+        keys = [(tuple(i["namespace"]), i["key"]) for i in items]
+        if keys == previous:
+            raise RuntimeError(f"the store does not delete the page records of thread {thread_id!r}")
+        previous = keys
+        for namespace, key in keys:
+            await client.store.delete_item(list(namespace), key=key)
+            deleted += 1
+
+
+class DeletePagesWithThreads:
+    """ASGI middleware: when the server deletes threads, delete their pages too.
+
+    Args:
+        app: The ASGI app to wrap (the server passes it).
+        client: A `langgraph_sdk` async client; default ``get_client()`` at first use (in process).
+    """
+
+    def __init__(self, app: Callable[..., Awaitable[None]], client: Any = None) -> None:
+        self.app = app
+        self._client = client
+
+    def client(self) -> Any:
+        if self._client is None:
+            from langgraph_sdk import get_client
+
+            self._client = get_client()
+        return self._client
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope.get("type") == "http" else ""
+        method = scope.get("method", "")
+        single = _THREAD_PATH.search(path) if method == "DELETE" else None
+        prune = _PRUNE_PATH.search(path) if method == "POST" else None
+        if not (single or prune) or (single and single.group(1) == "prune"):
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+
+        async def receive_and_keep() -> Message:
+            message = await receive()
+            if message.get("type") == "http.request":
+                body.extend(message.get("body", b""))
+            return message
+
+        held: list[Message] = []
+        status: list[int] = []
+
+        async def hold(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            if status and 200 <= status[0] < 300:
+                held.append(message)  # answered only once the pages are gone too
+            else:
+                await send(message)
+
+        await self.app(scope, receive_and_keep, hold)
+        if held:
+            threads = [single.group(1)] if single else _pruned(bytes(body))
+            for thread_id in threads:
+                try:
+                    n = await adelete_thread_pages(self.client(), thread_id)
+                    logger.info("deleted %d page records of deleted thread %s", n, thread_id)
+                except Exception:  # the thread is gone either way: say so loudly
+                    logger.exception("could not delete the pages of deleted thread %s (namespace %r)",
+                                     thread_id, (NAMESPACE_ROOT, thread_id))
+            for message in held:
+                await send(message)
+
+
+def _pruned(body: bytes) -> list[str]:
+    """Thread ids a prune request deletes (``strategy="delete"``, the default); [] for ``keep_latest``."""
+    try:
+        payload = json.loads(body or b"{}")
+    except ValueError:
+        return []
+    if not isinstance(payload, dict) or payload.get("strategy", "delete") != "delete":
+        return []
+    return [str(t) for t in payload.get("thread_ids", []) if t]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # built on first use: Starlette is there in the server, not a dependency
+        from starlette.applications import Starlette
+        from starlette.middleware import Middleware
+
+        value = Starlette(middleware=[Middleware(DeletePagesWithThreads)])
+        globals()["app"] = value
+        return value
+    raise AttributeError(f"module 'langmem_paging.server' has no attribute {name!r}")
