@@ -10,7 +10,7 @@ Example:
     >>> PagingConfig(max_tokens=4000, policy="lfuu")
     Traceback (most recent call last):
     ...
-    ValueError: Invalid paging option `policy`: Unknown policy 'lfuu'. Available: 'fifo', 'lru', 'lfu', 'semantic' (or an EvictionPolicy instance).
+    ValueError: Invalid paging option `policy`: Unknown policy 'lfuu'. Available: 'fifo', 'lru', 'lfu', 'semantic', 'stae' (or an EvictionPolicy instance).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class _Options(BaseModel):
     """How pages are cut: `fixed_N`, `tokens_N`, `exchange`, `session`, `topic_shift`, or a
     `BoundaryStrategy`."""
     policy: Any = "fifo"
-    """Which page goes next: `fifo`, `lru`, `lfu`, `semantic`, or an `EvictionPolicy`."""
+    """Which page goes next: `fifo`, `lru`, `lfu`, `semantic`, `stae` (or a spec such as
+    ``"stae:beta=0.7,grouping=kmeans"``), or an `EvictionPolicy`."""
     mode: Literal["replace", "view"] = "replace"
     """`replace`: bookmarks replace pages in state. `view`: state keeps the full history and
     the model is shown the paged view."""

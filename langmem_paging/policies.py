@@ -20,7 +20,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.hooks import PagingHooks
-from langmem_paging.text import content_terms, cosine, tfidf
+from langmem_paging.text import content_terms
 from langmem_paging.tokens import message_text
 
 __all__ = [
@@ -134,41 +134,100 @@ class LFUPolicy(EvictionPolicy):
 
 
 class SemanticPolicy(EvictionPolicy):
-    """Evict what is least similar (TF-IDF cosine) to the recent context; no model needed.
+    """Evict what is least similar (cosine of embedder vectors) to the recent context.
 
-    IDF comes from the candidates themselves, so terms common to everything resident
-    weigh little.
+    Each page is embedded once, when it forms (`features`); the recent context
+    (`PolicyContext.recent_text`) is embedded once per step. Recall copies, which have
+    no stored vector, are embedded from their text when first compared (see
+    `langmem_paging.vectors`). Ties go to the oldest position.
+
+    Args:
+        embedder: An `Embedder`, or a spec for `get_embedder`; None: the model-free
+            `HashingEmbedder` (shared words and word pieces, no meaning).
     """
 
     name = "semantic"
 
+    def __init__(self, *, embedder: Any = None) -> None:
+        from langmem_paging.vectors import PageVectors  # numpy and embedders load only when used
+
+        self.vectors = PageVectors(embedder=embedder)
+
+    def features(self, pages):
+        return self.vectors.features(pages)
+
+    async def afeatures(self, pages):
+        return await self.vectors.afeatures(pages)
+
     def victim(self, candidates, context):
-        docs = {c.key: content_terms(c.text) for c in candidates}
-        doc_freq: dict[str, int] = {}
-        for terms in docs.values():
-            for term in set(terms):
-                doc_freq[term] = doc_freq.get(term, 0) + 1
-        n = len(candidates)
-        recent = tfidf(context.recent_terms, doc_freq, n)
-        return min(
-            candidates,
-            key=lambda c: (round(cosine(tfidf(docs[c.key], doc_freq, n), recent), 12), c.position),
-        )
+        matrix = self.vectors.matrix([c.messages for c in candidates], [c.features for c in candidates])
+        similarity = matrix @ self.vectors.embed_text(context.recent_text)
+        return min(zip(candidates, similarity.tolist()), key=lambda cs: (round(cs[1], 9), cs[0].position))[0]
 
 
-POLICIES: dict[str, Callable[[], EvictionPolicy]] = {
+def _stae(**options: Any) -> EvictionPolicy:
+    from langmem_paging.stae import STAEPolicy  # stae imports this module
+
+    return STAEPolicy(**options)
+
+
+POLICIES: dict[str, Callable[..., EvictionPolicy]] = {
     "fifo": FIFOPolicy,
     "lru": LRUPolicy,
     "lfu": LFUPolicy,
     "semantic": SemanticPolicy,
+    "stae": _stae,
 }
 
 
 def get_policy(policy: str | EvictionPolicy) -> EvictionPolicy:
-    """A policy from its name or as given."""
+    """A policy from its name, a ``"name:option=value,..."`` spec, or as given.
+
+    Option values are read as None, true/false, integers, floats, or else strings.
+
+    Example:
+        >>> get_policy("stae:beta=0.8,grouping=temporal,n_groups=3").n_groups
+        3
+        >>> get_policy("fifo:beta=1")
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid options for policy 'fifo': FIFOPolicy() takes no arguments
+    """
     if isinstance(policy, EvictionPolicy):
         return policy
-    if isinstance(policy, str) and policy in POLICIES:
-        return POLICIES[policy]()
+    if isinstance(policy, str):
+        name, _, spec = policy.partition(":")
+        if name in POLICIES:
+            if not spec:
+                return POLICIES[name]()
+            options = _parse_options(name, spec)
+            try:
+                return POLICIES[name](**options)
+            except TypeError as exc:
+                raise ValueError(f"Invalid options for policy {name!r}: {exc}") from None
     available = ", ".join(repr(name) for name in POLICIES)
     raise ValueError(f"Unknown policy {policy!r}. Available: {available} (or an EvictionPolicy instance).")
+
+
+def _parse_options(name: str, spec: str) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in spec.split(","):
+        key, eq, raw = (part.strip() for part in item.partition("="))
+        if not eq or not key.isidentifier():
+            raise ValueError(f"Invalid options for policy {name!r}: expected `option=value`, got {item!r}.")
+        options[key] = _parse_value(raw)
+    return options
+
+
+def _parse_value(raw: str) -> Any:
+    lowered = raw.lower()
+    if lowered in ("none", "null"):
+        return None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
