@@ -42,6 +42,12 @@ _EXPORTS = {
     "EvictionPolicy": "policies",
     "PolicyContext": "policies",
     "get_policy": "policies",
+    "SemanticPolicy": "policies",
+    "STAEPolicy": "stae",
+    "Embedder": "embeddings",
+    "HashingEmbedder": "embeddings",
+    "get_embedder": "embeddings",
+    "DiscriminativeBookmarker": "bookmarks",
     "make_recall_tool": "recall",
     "ClusterNode": "records",
     "Page": "records",
@@ -63,7 +69,10 @@ __all__ = [
     "BoundaryStrategy",
     "Candidate",
     "ClusterNode",
+    "DiscriminativeBookmarker",
+    "Embedder",
     "EvictionPolicy",
+    "HashingEmbedder",
     "InMemoryBM25Index",
     "KeywordBookmarker",
     "POLICIES",
@@ -82,11 +91,14 @@ __all__ = [
     "PagingResult",
     "PagingState",
     "PolicyContext",
+    "STAEPolicy",
     "SearchIndex",
+    "SemanticPolicy",
     "TokenCounter",
     "apage_messages",
     "format_bookmark",
     "get_boundary",
+    "get_embedder",
     "get_policy",
     "is_bookmark",
     "make_recall_tool",
@@ -116,6 +128,7 @@ if TYPE_CHECKING:
         Bookmark,
         BookmarkContext,
         Bookmarker,
+        DiscriminativeBookmarker,
         KeywordBookmarker,
         PageDraft,
         format_bookmark,
@@ -123,16 +136,25 @@ if TYPE_CHECKING:
     )
     from langmem_paging.boundaries import BOUNDARIES, BoundaryStrategy, get_boundary
     from langmem_paging.config import PagingConfig
+    from langmem_paging.embeddings import Embedder, HashingEmbedder, get_embedder
     from langmem_paging.hooks import PageEvent, PagingHooks
     from langmem_paging.messages import is_bookmark
     from langmem_paging.middleware import PagingAgentState, PagingMiddleware
     from langmem_paging.node import PagingMessagesState, PagingNode
     from langmem_paging.pager import Pager
     from langmem_paging.paging import PagingResult, apage_messages, page_messages, reconstruct_history
-    from langmem_paging.policies import POLICIES, Candidate, EvictionPolicy, PolicyContext, get_policy
+    from langmem_paging.policies import (
+        POLICIES,
+        Candidate,
+        EvictionPolicy,
+        PolicyContext,
+        SemanticPolicy,
+        get_policy,
+    )
     from langmem_paging.recall import make_recall_tool
     from langmem_paging.records import ClusterNode, Page
     from langmem_paging.search import InMemoryBM25Index, SearchIndex
+    from langmem_paging.stae import STAEPolicy
     from langmem_paging.state import PagingChannel, PagingState, paging_reducer
     from langmem_paging.store import PageStore, thread_namespace
     from langmem_paging.tokens import TokenCounter

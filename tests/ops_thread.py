@@ -63,7 +63,7 @@ class BuiltThread:
 def run_thread(store, checkpointer, thread_id: str, *, turns: int = TURNS) -> list[str]:
     """`turns` user turns, then a question the scripted model answers by recalling p1; returns
     the user messages."""
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store)
+    paging = PagingMiddleware(max_tokens=800, boundary="fixed_4", store=store)
     model = ScriptedChatModel(responses=[_respond] * (turns + 4))
     agent = create_agent(model, middleware=[paging], checkpointer=checkpointer, store=store)
     config = {"configurable": {"thread_id": thread_id}}
