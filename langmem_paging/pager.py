@@ -462,7 +462,8 @@ class Pager:
         if notes and not items:
             shown = [*branch.clusters, *branch.shown]
             notes.append(f"Bookmarks in your context: {', '.join(shown) or 'none yet (nothing paged out)'}.")
-        spec = {"items": items, "max_tokens": cap, "part_tokens": part_tokens, "note": " ".join(notes)}
+        spec = {"items": items, "max_tokens": cap, "part_tokens": part_tokens, "note": " ".join(notes),
+                "encoding": counter.encoding.name}
         content, shown_labels = render_recall_shown(spec, pages.get, nodes.get, counter)
         accessed = [label for label in shown_labels if label.startswith("p")]
         for item in items:

@@ -228,8 +228,11 @@ def shrink_recall_copy(message: ToolMessage) -> ToolMessage:
 def expand_recall_copy(
     message: ToolMessage, get_page: GetPage, counter: TokenCounter, get_node: GetNode | None = None
 ) -> ToolMessage:
-    """Rebuild a shrunk recall result exactly, from the stored pages it referenced."""
+    """Rebuild a shrunk recall result exactly, from the stored pages it referenced (with the
+    tokenizer the spec names, else `counter`)."""
     spec = message.artifact[METADATA_KEY]["spec"]
+    if spec.get("encoding") and spec["encoding"] != counter.encoding.name:
+        counter = TokenCounter(encoding=spec["encoding"])
     content = render_recall(spec, get_page, get_node, counter)
     meta = {k: v for k, v in message.additional_kwargs.get(METADATA_KEY, {}).items() if k != "shrunk"}
     kwargs = {k: v for k, v in message.additional_kwargs.items() if k != METADATA_KEY}

@@ -171,7 +171,14 @@ class PageStore:
 
     def _put(self, thread_id: str, kind: Kind, key: str, value: dict[str, Any] | None) -> PutOp:
         return PutOp(thread_namespace(thread_id, kind), key, value, index=False,
-                     ttl=self.ttl if value is not None else None)
+                     ttl=self._ttl() if value is not None else None)
+
+    def _ttl(self) -> float | None:
+        """`ttl`, else the store's own default (``ttl={"default_ttl": ...}``), else None: never expire."""
+        if self.ttl is not None:
+            return self.ttl
+        config = getattr(self.store, "ttl_config", None) or {}
+        return config.get("default_ttl")
 
     # -- decoding ------------------------------------------------------------------------
     @staticmethod

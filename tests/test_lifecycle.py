@@ -31,20 +31,23 @@ def expiry(conn, key: str):
     return conn.execute("SELECT expires_at FROM store WHERE key = ? AND prefix LIKE '%.pages'", (key,)).fetchone()
 
 
-def test_pages_with_a_ttl_expire_when_the_store_sweeps_and_the_store_default_does_not_reach_pages(conn):
-    store = SqliteStore(conn, ttl={"default_ttl": 0.001})  # 60 ms, for everything put through `store.put`
+def test_pages_expire_with_their_ttl_or_the_store_default_when_the_store_sweeps(conn):
+    store = SqliteStore(conn, ttl={"default_ttl": 0.001})  # 60 ms, for everything put without a ttl
     store.setup()
     PageStore(store, ttl=0.001).put("t", page(1))
-    PageStore(store).put("t", page(2))  # no `ttl`: PageStore writes "no expiry", whatever the default
+    PageStore(store).put("t", page(2))  # no `ttl`: the store's default applies (0.1 wrote "no expiry")
+    PageStore(SqliteStore(conn)).put("u", page(3))  # a store without a default: kept until deleted
     store.put(("other",), "k", {"v": 1})
+    assert expiry(conn, "p2")[0] is not None and expiry(conn, "p3")[0] is None  # (row deleted: None)
 
     deadline = time.monotonic() + 10  # SQLite compares expiry at whole seconds
-    while expiry(conn, "p1") is not None and time.monotonic() < deadline:
+    while (expiry(conn, "p1") is not None or expiry(conn, "p2") is not None) and time.monotonic() < deadline:
         store.sweep_ttl()
         time.sleep(0.1)
 
     assert PageStore(store).get("t", "p1") is None
-    assert PageStore(store).get("t", "p2") is not None
+    assert PageStore(store).get("t", "p2") is None
+    assert PageStore(store).get("u", "p3") is not None
     assert store.get(("other",), "k") is None
 
 
