@@ -81,6 +81,10 @@ class _Options(BaseModel):
     """Cluster roots at most (default: what half the bookmark share holds, at least 2)."""
     hooks: Sequence[Any] = ()
     """`PagingHooks` told when pages form, are evicted, are recalled."""
+    tiers: Any = None
+    """Hot/warm/cold tiers: ``TierScoring(...)``, ``UtilityScoring(...)``, or ``"importance"`` /
+    ``"utility"``; a tier score then decides what leaves the context (instead of `policy`) and
+    which evicted pages stay shown as digests. None: no warm tier."""
 
     @field_validator("max_tokens")
     @classmethod
@@ -126,6 +130,14 @@ class _Options(BaseModel):
             from langmem_paging.tokens import get_encoding
 
             get_encoding(value)
+        return value
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, value):
+        from langmem_paging.tiers import get_tiers
+
+        get_tiers(value)
         return value
 
     @field_validator("hooks")

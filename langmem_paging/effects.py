@@ -7,7 +7,7 @@ async driver awaits coroutines; nothing else differs between `step` and `astep`.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -20,6 +20,7 @@ from langmem_paging.state import PagingState
 __all__ = [
     "ComputeFeatures",
     "Handlers",
+    "LoadPages",
     "MakeBookmarks",
     "Reserve",
     "arun",
@@ -60,12 +61,23 @@ class ComputeFeatures:
     pages: list[Sequence[BaseMessage]]
 
 
+@dataclass
+class LoadPages:
+    """Stored pages by id (those that exist). Answer: ``{page_id: Page}``."""
+
+    page_ids: list[str]
+
+
 class Handlers(Protocol):
     """Answers to the step's store requests."""
 
     def reserve(self, request: Reserve) -> list[int]: ...
 
     async def areserve(self, request: Reserve) -> list[int]: ...
+
+    def load_pages(self, request: LoadPages) -> dict: ...
+
+    async def aload_pages(self, request: LoadPages) -> dict: ...
 
 
 def run(gen: Generator[Any, Any, T], handlers: Handlers) -> T:
@@ -80,6 +92,8 @@ def run(gen: Generator[Any, Any, T], handlers: Handlers) -> T:
                 answer = request.bookmarker.bookmark(request.drafts, request.context)
             elif isinstance(request, ComputeFeatures):
                 answer = request.policy.features(request.pages)
+            elif isinstance(request, LoadPages):
+                answer = handlers.load_pages(request)
             else:
                 raise TypeError(f"unknown request {request!r}")
     except StopIteration as stop:
@@ -98,6 +112,8 @@ async def arun(gen: Generator[Any, Any, T], handlers: Handlers) -> T:
                 answer = await request.bookmarker.abookmark(request.drafts, request.context)
             elif isinstance(request, ComputeFeatures):
                 answer = await request.policy.afeatures(request.pages)
+            elif isinstance(request, LoadPages):
+                answer = await handlers.aload_pages(request)
             else:
                 raise TypeError(f"unknown request {request!r}")
     except StopIteration as stop:
@@ -105,11 +121,21 @@ async def arun(gen: Generator[Any, Any, T], handlers: Handlers) -> T:
 
 
 class LocalHandlers:
-    """Handlers with no store: numbers come from the state alone (the pure `page_messages`)."""
+    """Handlers with no store (the pure `page_messages`): numbers come from the state alone,
+    and pages from `pages` (those the caller kept)."""
+
+    def __init__(self, pages: Mapping[str, Any] | None = None) -> None:
+        self.pages = pages or {}
 
     def reserve(self, request: Reserve) -> list[int]:
         return request.state.allocate(request.kind, len(request.digests))
 
     async def areserve(self, request: Reserve) -> list[int]:
         return self.reserve(request)
+
+    def load_pages(self, request: LoadPages) -> dict:
+        return {pid: self.pages[pid] for pid in request.page_ids if pid in self.pages}
+
+    async def aload_pages(self, request: LoadPages) -> dict:
+        return self.load_pages(request)
 

@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage
 from langmem_paging.bookmarks import BOOKMARK_PATTERN
 from langmem_paging.clusters import ClusterOptions
 from langmem_paging.config import PagingConfig, resolve_max_tokens
-from langmem_paging.effects import Reserve, arun, run
+from langmem_paging.effects import LoadPages, Reserve, arun, run
 from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.paging import PagingResult, StepOptions, paging_step
 from langmem_paging.passages import build_passages, pack_passages
@@ -39,6 +39,7 @@ from langmem_paging.records import Page, cluster_number, page_number
 from langmem_paging.search import Hit, InMemoryBM25Index, SearchIndex
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
+from langmem_paging.tiers import get_tiers
 from langmem_paging.tokens import TokenCounter, encoding_for_model
 
 __all__ = ["Pager", "RecallAnswer", "RecallPlan", "plan_recall"]
@@ -149,6 +150,12 @@ class _StoreHandlers:
     async def areserve(self, request: Reserve) -> list[int]:
         return await self.page_store.areserve(self.thread_id, request.kind, request.digests, request.state)
 
+    def load_pages(self, request: LoadPages) -> dict:
+        return self.page_store.get_many(self.thread_id, request.page_ids)
+
+    async def aload_pages(self, request: LoadPages) -> dict:
+        return await self.page_store.aget_many(self.thread_id, request.page_ids)
+
 
 class Pager:
     """Runs paging steps and recalls for one configuration over one `PageStore`.
@@ -228,6 +235,7 @@ class Pager:
             count_text=counter.count_text,
             large_result_tokens=None if large is None else max(1, int(max_tokens * large)),
             recent_messages=self.config.recent_messages,
+            tiers=get_tiers(self.config.tiers),
         )
 
     # -- paging ----------------------------------------------------------------------------

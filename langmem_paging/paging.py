@@ -33,7 +33,15 @@ from langmem_paging.bookmarks import (
 )
 from langmem_paging.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.clusters import ClusterOptions, materialize, plan_folds
-from langmem_paging.effects import ComputeFeatures, LocalHandlers, MakeBookmarks, Reserve, arun, run
+from langmem_paging.effects import (
+    ComputeFeatures,
+    LoadPages,
+    LocalHandlers,
+    MakeBookmarks,
+    Reserve,
+    arun,
+    run,
+)
 from langmem_paging.messages import (
     Unit,
     is_pinned,
@@ -47,6 +55,7 @@ from langmem_paging.recall_text import expand_recall_copy, shrink_recall_copy
 from langmem_paging.records import ClusterNode, Page, messages_digest, page_number
 from langmem_paging.state import PagingState, ResidentPage, ShownPage
 from langmem_paging.text import search_terms
+from langmem_paging.tiers import TierItem, TierMode, digest_message, extractive_digest, get_tiers
 from langmem_paging.tokens import TokenCounter, message_text
 
 __all__ = [
@@ -87,6 +96,8 @@ class StepOptions:
     """Messages before the newest user message that count as recent context for policies."""
     keep_ids_without_id: bool = True
     """Messages with no id cannot be removed from state: keep them resident (replace mode)."""
+    tiers: TierMode | None = None
+    """Hot/warm/cold tier scoring (instead of `policy`), or None."""
 
 
 @dataclass
@@ -122,6 +133,8 @@ class PagingResult:
     """True when even after paging the view exceeds the budget (too much is protected)."""
     first_over_budget: bool = False
     """True the first time on this branch that `over_budget` happened (warn once)."""
+    evicted_ids: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    """Message ids of each page evicted by this step."""
 
     @property
     def changed(self) -> bool:
@@ -257,10 +270,15 @@ def paging_step(
             replace, total, target,
         )
 
-    # 5. The cold tier: old bookmarks fold into clusters when they pass their share.
+    # 5. Tiers: the best-scoring evicted pages stay warm (a digest), within the room left.
+    if options.tiers is not None and state.shown:
+        total = yield from _assign_tiers(state, messages, keys, position, options, replace, total, newest_user,
+                                         result.evicted_ids)
+
+    # 6. The cold tier: old bookmarks fold into clusters when they pass their share.
     total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters)
 
-    # 6. The new view, and the updates that turn the input into it.
+    # 7. The new view, and the updates that turn the input into it.
     if replace:
         view_out, updates = [], []
         for key, message in zip(keys, messages):
@@ -506,11 +524,35 @@ def _candidates(messages, keys, position, counts, units, protected, state, repla
     return out
 
 
+def _importance(messages) -> float:
+    """The strongest explicit importance marker among messages (1.0 when none sets one)."""
+    weights = [library_mark(m).get("importance") for m in messages]
+    return max([float(w) for w in weights if isinstance(w, (int, float))], default=1.0)
+
+
+def _tier_victim(tiers: TierMode, candidates, context: PolicyContext, state: PagingState):
+    """The candidate the tier scoring ranks lowest."""
+    items = [TierItem(c.key, c.tokens, c.created_turn, c.last_access, c.access_count,
+                      state.pages[c.key].terms if c.key in state.pages else {}, _importance(c.messages))
+             for c in candidates]
+    scores = tiers.scores(items, turn=context.turn, recent_terms=search_terms(context.recent_text))
+    return min(zip(candidates, items), key=lambda ci: (tiers.rank_key(ci[1], scores[ci[0].key]),
+                                                       ci[0].position))[0]
+
+
 def _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace, result,
                 total, target) -> int:
     count = options.count_message
-    while total > target and candidates:
-        victim = options.policy.victim(candidates, context)
+    hot_budget = options.tiers.hot_budget(options.budget) if options.tiers else None
+
+    def hot() -> int:
+        return sum(c.tokens for c in candidates if c.kind == "page")
+
+    while candidates and (total > target or (hot_budget is not None and hot() > hot_budget)):
+        if options.tiers is not None:
+            victim = _tier_victim(options.tiers, candidates, context, state)
+        else:
+            victim = options.policy.victim(candidates, context)
         candidates = [c for c in candidates if c.key != victim.key]
         if victim.kind == "copy":
             shrunk = shrink_recall_copy(messages[victim.position])
@@ -534,11 +576,13 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
             state.pages.pop(victim.key)
             state.shown[victim.key] = ShownPage(
                 anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
-                count=page.count, terms=dict(page.terms),
+                count=page.count, terms=dict(page.terms), bookmark=page.bookmark,
+                weight=_importance(m for m in current if m is not None),
             )
             replace[page.ids[0]] = None if direct else bookmark
             for k in page.ids[1:]:
                 replace[k] = None
+            result.evicted_ids[victim.key] = list(page.ids)
             # copies inside the page leave with it
             candidates = [c for c in candidates if c.kind != "copy" or c.key not in page.ids]
             total += (0 if direct else cost) - page_tokens
@@ -555,6 +599,53 @@ def _restored_page(page_id, page: ResidentPage, current, options, state) -> Page
         boundary=options.boundary.name, created_turn=page.turn, order=page.order, digest=messages_digest(msgs),
         features={**page.features, "terms": dict(page.terms)},
     )
+
+
+def _assign_tiers(state, messages, keys, position, options, replace, total, newest_user, evicted_ids):
+    """Choose the warm pages among those shown (a generator): best rank first while their
+    digests fit the warm budget and the room the budget leaves; the others are cold."""
+    tiers = options.tiers
+    count = options.count_message
+    shown = {pid: s for pid, s in state.shown.items() if s.anchor in position}
+    costs = {pid: max(8, int(s.page_tokens * tiers.digest_ratio)) for pid, s in shown.items()}
+    items = [TierItem(pid, costs[pid], s.turn, s.last, s.count, s.terms, s.weight) for pid, s in shown.items()]
+    context = _recent_text(messages, newest_user, options.recent_messages)
+    scores = tiers.scores(items, turn=state.turn, recent_terms=search_terms(context))
+    ranked = sorted(items, key=lambda i: (-tiers.rank_key(i, scores[i.id]), page_number(i.id)))
+    room = min(tiers.warm_budget(options.budget), options.budget - total + sum(
+        s.tokens for s in shown.values() if s.tier == "warm"))
+    warm, used = [], 0
+    for item in ranked:
+        if used + costs[item.id] <= room:
+            warm.append(item.id)
+            used += costs[item.id]
+    promote = [pid for pid in warm if shown[pid].tier == "cold"]
+    demote = [pid for pid in shown if shown[pid].tier == "warm" and pid not in warm]
+    # a page evicted this step still has its messages in the context; older ones are loaded
+    in_view = {pid: [messages[position[k]] for k in evicted_ids.get(pid, []) if k in position]
+               for pid in promote}
+    missing = [pid for pid in promote if not in_view[pid]]
+    loaded = (yield LoadPages(missing)) if missing else {}
+    for pid in promote:
+        page_messages_ = in_view[pid] or (loaded[pid].messages if pid in loaded else [])
+        if not page_messages_:
+            continue
+        digest = extractive_digest(page_messages_, shown[pid].terms, max_tokens=costs[pid],
+                                   count_text=options.count_text)
+        if not digest:
+            continue
+        message = digest_message(pid, digest, len(page_messages_), shown[pid].anchor)
+        before = shown[pid].tokens
+        shown[pid].tier, shown[pid].tokens = "warm", count(message)
+        replace[shown[pid].anchor] = message
+        total += shown[pid].tokens - before
+    for pid in demote:
+        message = bookmark_message(pid, shown[pid].bookmark, shown[pid].anchor)
+        before = shown[pid].tokens
+        shown[pid].tier, shown[pid].tokens = "cold", count(message)
+        replace[shown[pid].anchor] = message
+        total += shown[pid].tokens - before
+    return total
 
 
 def _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters):
@@ -620,7 +711,7 @@ def _protected_tokens(view, state, options, newest_user, recalled_now) -> int:
 
 def _options(
     *, max_tokens, low_water_tokens, boundary, policy, bookmarker, token_counter, text_counter,
-    recent_messages, bookmark_share, large_result_share,
+    recent_messages, bookmark_share, large_result_share, tiers=None,
 ) -> StepOptions:
     if max_tokens <= 0:
         raise ValueError("`max_tokens` must be a positive number of tokens.")
@@ -635,7 +726,7 @@ def _options(
         clusters=ClusterOptions.for_share(max(1, int(max_tokens * bookmark_share))),
         count_message=count_message, count_text=text_counter.count_text,
         large_result_tokens=None if large_result_share is None else max(1, int(max_tokens * large_result_share)),
-        recent_messages=recent_messages,
+        recent_messages=recent_messages, tiers=get_tiers(tiers),
     )
 
 
@@ -653,6 +744,8 @@ def page_messages(
     recent_messages: int = 6,
     bookmark_share: float = 0.2,
     large_result_share: float | None = 0.5,
+    tiers: TierMode | str | None = None,
+    pages: Mapping[str, Page] | None = None,
 ) -> PagingResult:
     """Page out old messages until the context fits, leaving bookmarks in their place.
 
@@ -678,6 +771,8 @@ def page_messages(
         bookmark_share: Share of `max_tokens` bookmarks may take before old ones fold into clusters.
         large_result_share: A tool result above this share of `max_tokens` is paged as it arrives
             (None: never).
+        tiers: Hot/warm/cold tier scoring (`langmem_paging.tiers`), or None.
+        pages: Pages stored by earlier calls, by id (tiers may show an older page's digest).
 
     Returns:
         A `PagingResult`.
@@ -709,8 +804,9 @@ def page_messages(
         max_tokens=max_tokens, low_water_tokens=low_water_tokens, boundary=boundary, policy=policy,
         bookmarker=bookmarker, token_counter=token_counter, text_counter=text_counter,
         recent_messages=recent_messages, bookmark_share=bookmark_share, large_result_share=large_result_share,
+        tiers=tiers,
     )
-    return run(paging_step(messages, state, options), LocalHandlers())
+    return run(paging_step(messages, state, options), LocalHandlers(pages))
 
 
 async def apage_messages(messages: Sequence[BaseMessage], **kwargs: Any) -> PagingResult:
@@ -721,11 +817,12 @@ async def apage_messages(messages: Sequence[BaseMessage], **kwargs: Any) -> Pagi
         bookmarker=kwargs.pop("bookmarker", None), token_counter=kwargs.pop("token_counter", None),
         text_counter=kwargs.pop("text_counter", None), recent_messages=kwargs.pop("recent_messages", 6),
         bookmark_share=kwargs.pop("bookmark_share", 0.2), large_result_share=kwargs.pop("large_result_share", 0.5),
+        tiers=kwargs.pop("tiers", None),
     )
-    state = kwargs.pop("state", None)
+    state, pages = kwargs.pop("state", None), kwargs.pop("pages", None)
     if kwargs:
         raise TypeError(f"Unexpected arguments: {', '.join(sorted(kwargs))}.")
-    return await arun(paging_step(messages, state, options), LocalHandlers())
+    return await arun(paging_step(messages, state, options), LocalHandlers(pages))
 
 
 # -- losslessness ------------------------------------------------------------------------

@@ -97,6 +97,10 @@ class ShownPage:
     """Its strongest terms with weights, for clustering."""
     tier: Literal["cold", "warm"] = "cold"
     """``cold``: a keyword bookmark; ``warm``: a digest of its key lines."""
+    bookmark: str = ""
+    """Its keyword bookmark (shown when cold)."""
+    weight: float = 1.0
+    """Explicit importance marker of its messages (tier scoring)."""
 
 
 @dataclass

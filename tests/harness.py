@@ -44,7 +44,7 @@ def replay(messages, *, max_tokens, points=None, **options) -> Replay:
         out.state = add_messages(out.state, messages[previous:point])
         previous = point
         before, paging_before = copy.deepcopy(out.state), copy.deepcopy(out.paging)
-        result = page_messages(out.state, max_tokens=max_tokens, state=out.paging, **options)
+        result = page_messages(out.state, max_tokens=max_tokens, state=out.paging, pages=out.pages, **options)
         assert out.state == before, "page_messages mutated its messages"
         assert out.paging == paging_before, "page_messages mutated its state"
         for page in result.pages:

@@ -1,0 +1,245 @@
+"""Tiers: hot (resident), warm (a digest of the page), cold (its bookmark), then clusters.
+
+With ``tiers=`` set, a score per page decides what leaves the hot tier (the lowest first,
+instead of the eviction policy) and which evicted pages stay warm: shown as a short
+digest of their key lines rather than a keyword bookmark, within `warm_tokens`. The page
+stays whole in the store behind its digest, and `recall` returns it. Scores move as the
+conversation does (recalls, recency, the topic), so pages are promoted to warm and
+demoted to cold from step to step; cold bookmarks fold into clusters as usual.
+
+Two scorings from the research this follows:
+
+- `TierScoring`: importance = w_rec*recency + w_acc*access + w_sem*similarity to the recent
+  context + w_ent*entity importance + w_uniq*uniqueness, times an explicit importance marker
+  (``additional_kwargs={"langmem_paging": {"importance": 3.0}}`` on a message of the page).
+- `UtilityScoring`: u = alpha*log(f + 1) + beta*exp(-dt/tau) (f = recalls, dt = turns since the
+  last use), pruned greedily by the lowest u/c (c = token cost).
+
+Example:
+    >>> from langmem_paging.tiers import UtilityScoring, TierItem
+    >>> items = [TierItem("p1", tokens=100, created_turn=1, last_access=1, access_count=0),
+    ...          TierItem("p2", tokens=100, created_turn=2, last_access=9, access_count=3)]
+    >>> scores = UtilityScoring(tau=5).scores(items, turn=10, recent_terms=[])
+    >>> scores["p2"] > scores["p1"]
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from langmem_paging.background import stem
+from langmem_paging.messages import METADATA_KEY, speaker
+from langmem_paging.text import search_terms
+from langmem_paging.tokens import message_text
+
+__all__ = [
+    "TIER_MODES",
+    "TierItem",
+    "TierMode",
+    "TierScoring",
+    "UtilityScoring",
+    "digest_message",
+    "extractive_digest",
+    "get_tiers",
+]
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass
+class TierItem:
+    """A page as the tier scoring sees it."""
+
+    id: str
+    """Page id."""
+    tokens: int
+    """Its cost: the page's tokens when hot, its digest's when warm."""
+    created_turn: int
+    """User turn in which it formed."""
+    last_access: int
+    """User turn of its latest use (formation or recall)."""
+    access_count: int
+    """Recalls."""
+    terms: Mapping[str, float] = field(default_factory=dict)
+    """Its strongest terms (surface forms) with weights."""
+    weight: float = 1.0
+    """Explicit importance marker (1.0 unless a message sets one)."""
+
+
+def _unit_stems(terms: Mapping[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for term, w in terms.items():
+        key = term.lower() if term[:1].isdigit() else stem(term.lower())
+        out[key] = out.get(key, 0.0) + w
+    norm = math.sqrt(sum(w * w for w in out.values())) or 1.0
+    return {k: w / norm for k, w in out.items()}
+
+
+def _cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    if len(a) > len(b):
+        a, b = b, a
+    return sum(w * b.get(t, 0.0) for t, w in a.items())
+
+
+class TierMode(ABC):
+    """A tier scoring: scores pages and sizes the hot and warm tiers."""
+
+    name = "tiers"
+    hot_tokens: int | float | None
+    warm_tokens: int | float
+    digest_ratio: float
+
+    @abstractmethod
+    def scores(self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]) -> dict[str, float]:
+        """A score per page: higher stays hotter."""
+
+    def rank_key(self, item: TierItem, score: float) -> float:
+        """What eviction minimizes and the warm tier maximizes (the score itself by default)."""
+        return score
+
+    def warm_budget(self, max_tokens: int) -> int:
+        """Tokens warm digests may take."""
+        return int(self.warm_tokens * max_tokens) if isinstance(self.warm_tokens, float) else int(self.warm_tokens)
+
+    def hot_budget(self, max_tokens: int) -> int | None:
+        """Tokens resident pages may take (None: only the overall budget bounds them)."""
+        if self.hot_tokens is None:
+            return None
+        return int(self.hot_tokens * max_tokens) if isinstance(self.hot_tokens, float) else int(self.hot_tokens)
+
+
+@dataclass
+class TierScoring(TierMode):
+    """Importance scoring (weights of recency, recalls, similarity to the recent context, named
+    entities, uniqueness; times an explicit marker). Tier sizes: `hot_tokens` and `warm_tokens`
+    as tokens (int) or shares of `max_tokens` (float); `digest_ratio` is a digest's length
+    against its page's (0.25: 4:1)."""
+
+    w_rec: float = 1.0
+    """Weight of recency (the newest use scores 1, the oldest 0)."""
+    w_acc: float = 1.0
+    """Weight of recalls (log-scaled against the most recalled page)."""
+    w_sem: float = 1.0
+    """Weight of similarity to the recent context (cosine of stemmed terms)."""
+    w_ent: float = 0.5
+    """Weight of entity importance (the share of names, numbers and dates among its terms)."""
+    w_uniq: float = 0.5
+    """Weight of uniqueness (1 - its greatest similarity to another page)."""
+    hot_tokens: int | float | None = None
+    """Resident pages' budget (None: what the overall budget leaves)."""
+    warm_tokens: int | float = 0.15
+    """Warm digests' budget."""
+    digest_ratio: float = 0.25
+    """A digest's length as a share of its page's."""
+
+    name = "importance"
+
+    def scores(self, items, *, turn, recent_terms):
+        if not items:
+            return {}
+        vectors = {i.id: _unit_stems(i.terms) for i in items}
+        recent = Counter(recent_terms)
+        norm = math.sqrt(sum(c * c for c in recent.values())) or 1.0
+        recent_vec = {t: c / norm for t, c in recent.items()}
+        oldest = min(i.last_access for i in items)
+        span = max(1, turn - oldest)
+        most = max(i.access_count for i in items)
+        out = {}
+        for item in items:
+            recency = 1 - (turn - item.last_access) / span
+            access = math.log1p(item.access_count) / math.log1p(most) if most else 0.0
+            sem = _cosine(vectors[item.id], recent_vec) if recent_vec else 0.0
+            named = [t for t in item.terms if t[:1].isupper() or t[:1].isdigit()]
+            entity = len(named) / len(item.terms) if item.terms else 0.0
+            others = [_cosine(vectors[item.id], vectors[o.id]) for o in items if o.id != item.id]
+            unique = 1 - max(others, default=0.0)
+            base = (self.w_rec * recency + self.w_acc * access + self.w_sem * sem + self.w_ent * entity
+                    + self.w_uniq * unique)
+            out[item.id] = base * item.weight
+        return out
+
+
+@dataclass
+class UtilityScoring(TierMode):
+    """Streaming-memory utility u = alpha*log(f + 1) + beta*exp(-dt/tau); pages are pruned
+    greedily by the lowest u/c (c = token cost). Tier sizes as in `TierScoring`."""
+
+    alpha: float = 0.6
+    """Weight of recalls."""
+    beta: float = 0.4
+    """Weight of recency."""
+    tau: float = 10.0
+    """Recency time constant, in user turns."""
+    hot_tokens: int | float | None = None
+    """Resident pages' budget (None: what the overall budget leaves)."""
+    warm_tokens: int | float = 0.15
+    """Warm digests' budget."""
+    digest_ratio: float = 0.25
+    """A digest's length as a share of its page's."""
+
+    name = "utility"
+
+    def scores(self, items, *, turn, recent_terms):
+        return {i.id: (self.alpha * math.log(i.access_count + 1)
+                       + self.beta * math.exp(-max(0, turn - i.last_access) / self.tau)) * i.weight
+                for i in items}
+
+    def rank_key(self, item, score):
+        return score / max(1, item.tokens)
+
+
+TIER_MODES = {"importance": TierScoring, "utility": UtilityScoring}
+
+
+def get_tiers(value: TierMode | str | None) -> TierMode | None:
+    """A tier mode from one, or from its name (``"importance"``, ``"utility"``)."""
+    if value is None or isinstance(value, TierMode):
+        return value
+    if isinstance(value, str) and value in TIER_MODES:
+        return TIER_MODES[value]()
+    available = ", ".join(repr(n) for n in TIER_MODES)
+    raise ValueError(f"Unknown tiers {value!r}. Available: {available}, or TierScoring(...)/UtilityScoring(...).")
+
+
+def extractive_digest(messages: Sequence[BaseMessage], terms: Mapping[str, float], *, max_tokens: int,
+                      count_text) -> str:
+    """The page's key sentences, in order, within `max_tokens`: sentences are scored by the
+    weights of the page's strongest terms they contain (per word, so long ones do not win by
+    length), and each keeps its speaker."""
+    weights = {}
+    for term, w in terms.items():
+        key = term.lower() if term[:1].isdigit() else stem(term.lower())
+        weights[key] = max(weights.get(key, 0.0), w)
+    sentences = []
+    for index, message in enumerate(messages):
+        for part in _SENTENCE.split(message_text(message).strip()):
+            part = " ".join(part.split())
+            if not part:
+                continue
+            found = search_terms(part)
+            score = sum(weights.get(t, 0.0) for t in set(found)) / math.sqrt(len(found) + 1)
+            sentences.append((score, index, part, speaker(message)))
+    chosen, used = [], 0
+    for score, index, text, who in sorted(sentences, key=lambda s: (-s[0], s[1])):
+        line = f"{who}: {text}"
+        cost = count_text(line) + 1
+        if score <= 0 or used + cost > max_tokens:
+            continue
+        chosen.append((index, len(chosen), line))
+        used += cost
+    return "\n".join(line for _, _, line in sorted(chosen))
+
+
+def digest_message(page_id: str, digest: str, n_messages: int, message_id: str) -> HumanMessage:
+    """The message that shows a warm page: its digest, marked as the page's stand-in."""
+    text = f"[{page_id} digest of {n_messages} messages; recall(page_ids=['{page_id}']) for all of it]\n{digest}"
+    return HumanMessage(content=text, id=message_id,
+                        additional_kwargs={METADATA_KEY: {"bookmark": page_id, "tier": "warm"}})
