@@ -438,21 +438,20 @@ class Pager:
         if not (plan.page_ids or plan.cluster_ids or plan.query or plan.malformed):
             notes.append("Pass `page_ids` (the pN or cN of a bookmark such as [p3:...]) or a `query`.")
         items: list[dict[str, Any]] = []
-        # a part leaves room for the notes, including its own ("p3 is long: part 1 of 4; ...")
-        part_tokens = max(48, cap - counter.count_text(" ".join(notes)) - 48)
-        for page_id in [p for p in wanted if p in pages]:
+        found = [p for p in wanted if p in pages]
+        long = [p for p in found if plan.part is not None or counter.count_text(render_page(pages[p])) > cap - 16]
+        # a part leaves room for the notes, its own included ("p3 is long: part 1 of 12; ...")
+        part_tokens = max(24, cap - counter.count_text(" ".join(notes)) - 28 * len(long) - 8)
+        for page_id in found:
             page = pages[page_id]
-            whole = counter.count_text(render_page(page))
-            if plan.part is not None:
-                n = len(page_parts(page, part_tokens, counter))
-                items.append({"page": page_id, "part": min(plan.part, n)})
-                notes.append(f"{page_id} part {min(plan.part, n)} of {n}.")
-            elif whole > part_tokens:
-                n = len(page_parts(page, part_tokens, counter))
-                items.append({"page": page_id, "part": 1})
-                notes.append(f"{page_id} is long: part 1 of {n}; recall(page_ids=['{page_id}'], part=2) for more.")
-            else:
+            if page_id not in long:
                 items.append({"page": page_id})
+                continue
+            n = len(page_parts(page, part_tokens, counter))
+            part = min(plan.part or 1, n)
+            items.append({"page": page_id, "part": part})
+            follow = f"; recall(page_ids=['{page_id}'], part={part + 1}) for more" if part < n else ""
+            notes.append(f"{page_id} is long: part {part} of {n}{follow}.")
         for cid, node in nodes.items():
             listed = [p for p in members[cid] if p in pages and self._visible(branch, p)]
             fits = sum(pages[p].token_count for p in listed) <= cap // 2 and len(listed) == node.size
@@ -460,20 +459,21 @@ class Pager:
         if hits:
             used = sum(counter.count_text(render_page(pages[i["page"]])) for i in items if "page" in i
                        and "part" not in i)
-            found = self._passage_items(hits, pages, counter, max(0, cap - used - counter.count_text(
+            passage_items = self._passage_items(hits, pages, counter, max(0, cap - used - counter.count_text(
                 " ".join(notes)) - 8))
-            if not found:
+            if not passage_items:
                 best = ", ".join(_hit_pages(hits, 3))
                 notes.append(f"Matches in {best}, but no passage fits the {cap} tokens left for this result: "
                              f"recall(page_ids=['{_hit_pages(hits, 1)[0]}'], part=1) reads the best page in parts.")
-            items += found
+            items += passage_items
         if notes and not items:
             shown = [*branch.clusters, *branch.shown]
             notes.append(f"Bookmarks in your context: {', '.join(shown) or 'none yet (nothing paged out)'}.")
         spec = {"items": items, "max_tokens": cap, "part_tokens": part_tokens, "note": " ".join(notes),
                 "encoding": counter.encoding.name}
         content, shown_labels = render_recall_shown(spec, pages.get, nodes.get, counter)
-        accessed = [label for label in shown_labels if label.startswith("p")]
+        # a recall is an access, whether or not all of the text fit
+        accessed = [*found, *(label for label in shown_labels if label.startswith("p") and label not in found)]
         for item in items:
             if "cluster" in item and item["cluster"] in shown_labels and item["text"]:
                 accessed += item["members"]

@@ -99,20 +99,23 @@ def test_agent_recalls_exact_text_of_an_evicted_page(base_store, mode, paging_mo
 
 
 def test_recall_result_ages_out_as_a_reference_not_a_new_copy(base_store):
-    paging = PagingMiddleware(max_tokens=440, boundary="fixed_4", policy="fifo", store=base_store)
-    script = ["Noted."] * 10 + [recall_call(["p1"]), "Found it."] + ["Noted."] * 20
+    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", policy="fifo", store=base_store)
+    more = [f"Later note {i}: the ferry to Bled{i} leaves at {i} o'clock on weekdays." for i in range(30)]
+    script = ["Noted."] * 14 + [recall_call(["p1"]), "Found it."] + ["Noted."] * 30
     model = ScriptedChatModel(responses=script)
     agent = create_agent(model, tools=[], middleware=[paging], store=base_store, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}}
-    for fact in FACTS[:10] + ["What about Zarko0?"] + FACTS[10:] + FACTS[:12]:
+    for fact in FACTS + ["What about Zarko0?"] + more:
         state = agent.invoke({"messages": [HumanMessage(fact)]}, config)
-        assert prompt_tokens(model, paging) <= 440
+        assert prompt_tokens(model, paging) <= 600
+    recall_message = model.prompts[15][-1]
+    assert isinstance(recall_message, ToolMessage) and FACTS[0] in recall_message.content
     pages = paging.page_store.list("t")
     stored_copies = [m for p in pages for m in p.messages if isinstance(m, ToolMessage)]
     assert stored_copies and all(m.content.startswith("[recalled p1;") for m in stored_copies)
     rebuilt = history_of(paging, "t", state)
     tool_message = next(m for m in rebuilt if isinstance(m, ToolMessage))
-    assert FACTS[0] in tool_message.content  # re-expanded exactly from the referenced page
+    assert tool_message.content == recall_message.content  # re-expanded exactly from the referenced page
 
 
 def test_threads_are_isolated_through_the_agent(base_store):
