@@ -35,6 +35,7 @@ __all__ = [
     "is_pinned",
     "is_user_turn",
     "load_messages",
+    "message_keys",
     "message_session",
     "message_timestamp",
     "recall_copy_pages",
@@ -118,6 +119,20 @@ def message_session(message: BaseMessage) -> str | None:
     """``additional_kwargs["session_id"]``: an explicit session marker, if the app sets one."""
     raw = message.additional_kwargs.get("session_id")
     return None if raw is None else str(raw)
+
+
+def message_keys(messages: Sequence[BaseMessage]) -> list[str]:
+    """Each message's id; a message without one gets a key from its predecessor's
+    (``"<id>+1"``), stable while the history is."""
+    keys, previous, run_length = [], "^", 0
+    for message in messages:
+        if message.id:
+            previous, run_length = message.id, 0
+            keys.append(message.id)
+        else:
+            run_length += 1
+            keys.append(f"{previous}+{run_length}")
+    return keys
 
 
 def require_ids(messages: Sequence[BaseMessage]) -> None:

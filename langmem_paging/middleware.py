@@ -21,7 +21,7 @@ from langmem_paging.recall import make_recall_tool
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import STATE_KEY, PagingState, paging_reducer
 from langmem_paging.store import PageStore
-from langmem_paging.view import render_view, skeleton_of
+from langmem_paging.view import last_key, render_view, skeleton_of
 
 __all__ = ["PagingAgentState", "PagingMiddleware", "thread_id_of"]
 
@@ -59,8 +59,8 @@ def state_update(result: PagingResult, messages: list[BaseMessage], state: Any, 
     """The graph update after a step: the new paging state (if it changed) and, in replace mode,
     the message updates."""
     if mode == "view":
-        result.state.skeleton = skeleton_of(result.view)
-        result.state.seen = messages[-1].id if messages else None
+        result.state.skeleton = skeleton_of(result.view, messages)
+        result.state.seen = last_key(messages)
     update: dict[str, Any] = {}
     value = result.state.to_value()
     if value != state:

@@ -44,6 +44,7 @@ from langmem_paging.effects import (
 )
 from langmem_paging.messages import (
     Unit,
+    message_keys,
     is_pinned,
     is_user_turn,
     library_mark,
@@ -145,20 +146,6 @@ class PagingResult:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def _keys(messages: Sequence[BaseMessage]) -> list[str]:
-    """Each message's id; a message without one gets a key from its predecessor's, stable while
-    the history is."""
-    keys, previous, run_length = [], "^", 0
-    for message in messages:
-        if message.id:
-            previous, run_length = message.id, 0
-            keys.append(message.id)
-        else:
-            run_length += 1
-            keys.append(f"{previous}+{run_length}")
-    return keys
-
-
 def _newest_user_index(messages: Sequence[BaseMessage]) -> int | None:
     for i in range(len(messages) - 1, -1, -1):
         if is_user_turn(messages[i]):
@@ -227,7 +214,7 @@ def paging_step(
     """
     messages = list(view)
     state = PagingState.from_value(state_value)
-    keys = _keys(messages)
+    keys = message_keys(messages)
     position = {k: i for i, k in enumerate(keys)}
     count = options.count_message
     counts = [count(m) for m in messages]
@@ -696,7 +683,7 @@ def _protected_tokens(view, state, options, newest_user, recalled_now) -> int:
     """Tokens that no eviction can free in `view` (an estimate good enough to warn)."""
     library = _library_keys(state)
     units = split_units(view)
-    keys = _keys(view)
+    keys = message_keys(view)
     newest = _newest_user_index(view)
     prot = _protected_units(units, view, keys, newest, state, recalled_now, options)
     total = 0
