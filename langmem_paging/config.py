@@ -81,6 +81,9 @@ class _Options(BaseModel):
     """Cluster roots at most (default: what half the bookmark share holds, at least 2)."""
     hooks: Sequence[Any] = ()
     """`PagingHooks` told when pages form, are evicted, are recalled."""
+    search_embedder: Any = None
+    """An `Embedder` (or its name: ``"hashing"``, ``"minilm"``, ``"openai:<model>"``) to rank
+    search passages by meaning too, fused with BM25 (reciprocal rank). None: BM25 only."""
     tiers: Any = None
     """Hot/warm/cold tiers: ``TierScoring(...)``, ``UtilityScoring(...)``, or ``"importance"`` /
     ``"utility"``; a tier score then decides what leaves the context (instead of `policy`) and

@@ -21,6 +21,7 @@ __all__ = [
     "ComputeFeatures",
     "Handlers",
     "LoadPages",
+    "MakeDigests",
     "MakeBookmarks",
     "Reserve",
     "arun",
@@ -62,6 +63,16 @@ class ComputeFeatures:
 
 
 @dataclass
+class MakeDigests:
+    """Digests of pages by a digester (`langmem_paging.llm.LLMDigester`). Answer: one text or
+    None per page."""
+
+    digester: Any
+    pages: list[Sequence[BaseMessage]]
+    max_tokens: list[int]
+
+
+@dataclass
 class LoadPages:
     """Stored pages by id (those that exist). Answer: ``{page_id: Page}``."""
 
@@ -94,6 +105,8 @@ def run(gen: Generator[Any, Any, T], handlers: Handlers) -> T:
                 answer = request.policy.features(request.pages)
             elif isinstance(request, LoadPages):
                 answer = handlers.load_pages(request)
+            elif isinstance(request, MakeDigests):
+                answer = request.digester.digest(request.pages, request.max_tokens)
             else:
                 raise TypeError(f"unknown request {request!r}")
     except StopIteration as stop:
@@ -114,6 +127,8 @@ async def arun(gen: Generator[Any, Any, T], handlers: Handlers) -> T:
                 answer = await request.policy.afeatures(request.pages)
             elif isinstance(request, LoadPages):
                 answer = await handlers.aload_pages(request)
+            elif isinstance(request, MakeDigests):
+                answer = await request.digester.adigest(request.pages, request.max_tokens)
             else:
                 raise TypeError(f"unknown request {request!r}")
     except StopIteration as stop:

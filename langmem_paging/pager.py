@@ -180,12 +180,21 @@ class Pager:
             raise ValueError("`on_store_error` must be 'raise' or 'continue'.")
         self.config = config
         self.page_store = page_store
+        if index is None and config.search_embedder is not None:
+            from langmem_paging.embeddings import get_embedder
+
+            index = InMemoryBM25Index(embedder=get_embedder(config.search_embedder))
         self.index = index or _DEFAULT_INDEX
         self.on_store_error = on_store_error
         self.policy = config.resolved_policy()
         self.boundary = config.resolved_boundary()
         self.bookmarker = config.resolved_bookmarker()
-        self.hooks: list[PagingHooks] = [self.policy, *config.hooks]
+        tiers = get_tiers(config.tiers)
+        digester = getattr(tiers, "digester", None)
+        self.hooks: list[PagingHooks] = [self.policy, *config.hooks,
+                                         *([digester] if isinstance(digester, PagingHooks) else [])]
+        self._page_sizes: list[int] = []
+        self._warned_page_size = False
         self._counters: dict[str, TokenCounter] = {}
         self._locks = _Locks()
         self.default_encoding = config.encoding or encoding_for_model(config.model) if (
@@ -253,6 +262,7 @@ class Pager:
         except Exception as error:
             return self._store_failed(error, view, state)
         self._after(thread_id, result)
+        self._trace(thread_id, result)
         for hook in self.hooks:
             self._call_hooks(hook, thread_id, result)
         return result
@@ -271,6 +281,7 @@ class Pager:
         except Exception as error:
             return self._store_failed(error, view, state)
         self._after(thread_id, result)
+        await self._atrace(thread_id, result)
         for hook in self.hooks:
             await self._acall_hooks(hook, thread_id, result)
         return result
@@ -290,6 +301,7 @@ class Pager:
     def _after(self, thread_id: str, result: PagingResult) -> None:
         if result.pages:
             self.index.add(thread_id, result.pages)
+            self._watch_page_sizes(result)
         if result.changed:
             logger.info(
                 "thread %s: %d -> %d tokens (budget %d); formed %s, evicted %s, folded %s",
@@ -305,6 +317,46 @@ class Pager:
             )
             logger.warning(message)
             warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def _watch_page_sizes(self, result: PagingResult) -> None:
+        """Warn once when pages are usually larger than what one recall returns."""
+        self._page_sizes = ([*self._page_sizes, *(p.token_count for p in result.pages if p.kind == "page")])[-50:]
+        if self._warned_page_size or len(self._page_sizes) < 3:
+            return
+        cap = self.config.recall_cap_for(result.state.budget)
+        median = sorted(self._page_sizes)[len(self._page_sizes) // 2]
+        if median > cap:
+            self._warned_page_size = True
+            message = (
+                f"langmem-paging: pages ({self.boundary.name}) are usually larger than one recall returns "
+                f"(median {median} tokens, recall cap {cap}): a recalled page comes back in parts. Use smaller "
+                "pages (e.g. fixed_10 or tokens_N) or raise `recall_max_tokens`."
+            )
+            logger.warning(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=5)
+
+    @staticmethod
+    def _trace_data(thread_id: str, result: PagingResult) -> dict[str, Any]:
+        return {"thread_id": thread_id, "tokens_before": result.tokens_before, "tokens": result.tokens,
+                "budget": result.state.budget, "formed": result.formed, "evicted": result.evicted,
+                "folded": result.folded, "over_budget": result.over_budget}
+
+    def _trace(self, thread_id: str, result: PagingResult) -> None:
+        """Paging metadata on the run, for tracing (a custom event ``langmem_paging``)."""
+        from langchain_core.callbacks import dispatch_custom_event
+
+        try:
+            dispatch_custom_event("langmem_paging", self._trace_data(thread_id, result))
+        except RuntimeError:  # not inside a run: nothing to attach it to
+            pass
+
+    async def _atrace(self, thread_id: str, result: PagingResult) -> None:
+        from langchain_core.callbacks import adispatch_custom_event
+
+        try:
+            await adispatch_custom_event("langmem_paging", self._trace_data(thread_id, result))
+        except RuntimeError:
+            pass
 
     def _events(self, thread_id: str, result: PagingResult):
         turn = result.state.turn

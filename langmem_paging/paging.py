@@ -38,16 +38,17 @@ from langmem_paging.effects import (
     LoadPages,
     LocalHandlers,
     MakeBookmarks,
+    MakeDigests,
     Reserve,
     arun,
     run,
 )
 from langmem_paging.messages import (
     Unit,
-    message_keys,
     is_pinned,
     is_user_turn,
     library_mark,
+    message_keys,
     recall_copy_pages,
     split_units,
 )
@@ -613,12 +614,22 @@ def _assign_tiers(state, messages, keys, position, options, replace, total, newe
                for pid in promote}
     missing = [pid for pid in promote if not in_view[pid]]
     loaded = (yield LoadPages(missing)) if missing else {}
+    sources = {pid: [_stored_form(m) for m in in_view[pid]] or (loaded[pid].messages if pid in loaded else [])
+               for pid in promote}
+    written: dict[str, str | None] = {}
+    digester = tiers.digester
+    if digester is not None:
+        written = {pid: digester.ready(sources[pid]) for pid in promote if sources[pid]}
+        todo = [pid for pid, text in written.items() if text is None]
+        if todo and not getattr(digester, "background", True):
+            texts = yield MakeDigests(digester, [sources[p] for p in todo], [costs[p] for p in todo])
+            written.update(zip(todo, texts))
     for pid in promote:
-        page_messages_ = in_view[pid] or (loaded[pid].messages if pid in loaded else [])
+        page_messages_ = sources[pid]
         if not page_messages_:
             continue
-        digest = extractive_digest(page_messages_, shown[pid].terms, max_tokens=costs[pid],
-                                   count_text=options.count_text)
+        digest = written.get(pid) or extractive_digest(page_messages_, shown[pid].terms, max_tokens=costs[pid],
+                                                       count_text=options.count_text)
         if not digest:
             continue
         message = digest_message(pid, digest, len(page_messages_), shown[pid].anchor)

@@ -32,6 +32,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -96,6 +97,7 @@ class TierMode(ABC):
     hot_tokens: int | float | None
     warm_tokens: int | float
     digest_ratio: float
+    digester: Any
 
     @abstractmethod
     def scores(self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]) -> dict[str, float]:
@@ -139,6 +141,8 @@ class TierScoring(TierMode):
     """Warm digests' budget."""
     digest_ratio: float = 0.25
     """A digest's length as a share of its page's."""
+    digester: Any = None
+    """Writes digests instead of the extractive default, e.g. `langmem_paging.llm.LLMDigester`."""
 
     name = "importance"
 
@@ -184,6 +188,8 @@ class UtilityScoring(TierMode):
     """Warm digests' budget."""
     digest_ratio: float = 0.25
     """A digest's length as a share of its page's."""
+    digester: Any = None
+    """Writes digests instead of the extractive default, e.g. `langmem_paging.llm.LLMDigester`."""
 
     name = "utility"
 
