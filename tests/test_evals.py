@@ -103,9 +103,10 @@ def test_cli_runs_writes_results_and_resumes(tmp_path, capsys):
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
     assert head["type"] == "header" and "git_commit" in head and head["config"]["budgets"] == [600]
-    assert len(lines) == 1 + 2 * 4 * len(METHODS)
+    names = [m for m in METHODS if m != "paging"] + ["paging[bookmarks]"]
+    assert len(lines) == 1 + 2 * 4 * len(names)
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert {r["method"] for r in summary["rows"]} == set(METHODS)
+    assert {r["method"] for r in summary["rows"]} == set(names)
     for row in summary["rows"]:
         assert {"method", "budget", "evidence_coverage", "mean_context_tokens", "n_questions"} <= set(row)
         if row["method"] not in ("full_context",):
