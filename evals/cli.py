@@ -25,6 +25,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-model", default=None, help="llm reader: judge model (default: --model)")
     p.add_argument("--max-model-calls", type=int, default=4, help="llm reader: model calls per question at most")
     p.add_argument("--workers", type=int, default=4, help="llm reader: questions asked at once (end protocol)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="lexical reader: units (conversation x method x budget) run in this many processes")
     p.add_argument("--max-questions", type=int, default=None,
                    help="ask only each conversation's first N questions (to bound llm cost)")
     p.add_argument("--protocol", choices=["end", "streaming"], default="end")
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             "conversations": args.synthetic_conversations}),
     )
     summary = run(conversations, config, args.out, ablation=args.command == "ablate", progress=not args.no_progress,
-                  reader=reader, workers=args.workers)
+                  reader=reader, workers=args.workers, processes=args.processes)
     from evals.report import markdown_table
 
     cols = (["budget", "boundary", "policy", "evidence_coverage", "page_selection_top1", "mean_bookmark_tokens",

@@ -206,9 +206,12 @@ def _unit_key(sample_id: str, unit: dict) -> str:
 
 
 def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Path, *, ablation: bool = False,
-        progress: bool = True, reader=None, workers: int = 1) -> dict:
+        progress: bool = True, reader=None, workers: int = 1, processes: int = 1) -> dict:
     """Run everything not yet in ``out/results.jsonl``, then write the summaries and plots.
-    `reader`: an `LLMReader` for ``config.reader == "llm"``; `workers`: its questions asked at once."""
+    `reader`: an `LLMReader` for ``config.reader == "llm"``; `workers`: its questions asked at once;
+    `processes`: lexical reader, units (conversation x method x budget) run in that many processes
+    (each unit is deterministic and self-contained, so rows do not depend on it; units land in the
+    order they finish)."""
     if (config.reader == "llm") != (reader is not None):
         raise ValueError("Pass an LLMReader as `reader` exactly when config.reader is 'llm'.")
     out = Path(out)
@@ -223,11 +226,23 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
     else:
         results.write_text(json.dumps(header(config, reader)) + "\n")
     todo = [(c, u) for c in conversations for u in _units(config, ablation) if _unit_key(c.sample_id, u) not in done]
+    max_questions = config.extra.get("max_questions")
     with results.open("a") as f:
-        for conversation, unit in tqdm(todo, desc="eval", disable=not progress):
-            rows = run_unit(conversation, unit, config.protocol, reader, config.extra.get("max_questions"), workers)
-            f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
-            f.flush()
+        if processes > 1 and reader is None and len(todo) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            # spawn: the parent may have imported torch (semantic reader), which does not survive fork well
+            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(run_unit, c, u, config.protocol, None, max_questions) for c, u in todo]
+                for future in tqdm(as_completed(futures), total=len(futures), desc="eval", disable=not progress):
+                    f.write("".join(json.dumps(r) + "\n" for r in future.result()))
+                    f.flush()
+        else:
+            for conversation, unit in tqdm(todo, desc="eval", disable=not progress):
+                rows = run_unit(conversation, unit, config.protocol, reader, max_questions, workers)
+                f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
+                f.flush()
     from evals.report import write_reports
 
     return write_reports(out, ablation=ablation)

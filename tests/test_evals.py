@@ -297,3 +297,16 @@ def test_semantic_reader_ranks_bookmarks_by_meaning():
 
     marks = [("p1", ["kitchen", "repaint", "colours"]), ("p2", ["dog", "puppy", "vet"]), ("c1", ["train", "late"])]
     assert shared_ranker().rank("Which animal did they adopt?", marks)[0] == "p2"
+
+
+def test_units_in_processes_give_the_same_rows(tmp_path):
+    base = ["synthetic", "--budgets", "600", "--synthetic-turns", "160", "--synthetic-facts", "4",
+            "--synthetic-conversations", "2", "--no-progress", "--methods", "bm25_stem_nb1,truncation"]
+    assert evals_main([*base, "--out", str(tmp_path / "one")]) == 0
+    assert evals_main([*base, "--out", str(tmp_path / "two"), "--processes", "2"]) == 0
+
+    def rows(name):
+        lines = (tmp_path / name / "results.jsonl").read_text().splitlines()[1:]
+        return sorted(lines)
+
+    assert rows("one") == rows("two") and len(rows("one")) == 2 * 2 * 4
