@@ -17,8 +17,10 @@ from functools import lru_cache
 import numpy as np
 
 MIN_SIMILARITY = 0.2
-"""Cosine below which a bookmark is not worth a recall (MiniLM puts unrelated short texts
-around 0-0.15)."""
+"""Cosine below which a bookmark is not recalled. Measured once on LoCoMo dev conv-30 (first 60
+questions, fixed_20 pages at B=4000): keyword bookmarks of pages holding the evidence had a
+median cosine of 0.30 with the question, the other pages 0.26; 0.2 keeps 79% of the former and
+64% of the latter, so it drops only the clearly unrelated and the ranking does the rest."""
 
 
 def unavailable() -> str | None:
