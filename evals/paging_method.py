@@ -151,6 +151,8 @@ class PagingSession:
         """What the reader asks `recall` for: ``(page_ids, query, ranked page ids)``; the ranking
         (before the cap) is what page selection is measured on (search: filled in from the
         result)."""
+        if not any(is_bookmark(m) for m in seen):
+            return [], None, []  # nothing paged out in view: no reader has a reason to recall
         if self.reader == "search":
             return [], question, []
         if self.reader == "bookmarks_then_search":

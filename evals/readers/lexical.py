@@ -30,6 +30,8 @@ Reader modes (lexical-3; the `bookmarks` mode ranks exactly as lexical-2):
   At most `MAX_STRONG` pages are named; with that many, no search is made.
 - ``semantic`` (`evals.readers.semantic`): steps 1 and 4, but bookmarks are ranked by MiniLM
   cosine similarity between the question and the bookmark's keywords.
+In every mode the reader recalls nothing when the view it sees shows no bookmark (nothing has
+been paged out, so there is nothing to search).
 """
 
 from __future__ import annotations
