@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
@@ -102,6 +103,18 @@ def stemmed_terms(text: str) -> list[str]:
     return [stem(t) for t in content_terms(text)]
 
 
+@lru_cache(maxsize=1 << 17)
+def _cached_terms(text: str, stemmed: bool) -> tuple[str, ...]:
+    """Terms of one turn, computed once per process: every question re-scores the same history."""
+    return tuple(stemmed_terms(text) if stemmed else content_terms(text))
+
+
+def _terms_of(analyzer: Callable[[str], list[str]]) -> Callable[[str], tuple[str, ...]]:
+    if analyzer is content_terms or analyzer is stemmed_terms:
+        return lambda text: _cached_terms(text, analyzer is stemmed_terms)
+    return lambda text: tuple(analyzer(text))
+
+
 def _with_neighbours(scores: Sequence[float], cost: Callable[[int], int], room: int, *, radius: int
                      ) -> tuple[list[int], int]:
     """Like `_best_within`, but each hit (best first) comes with the `radius` items on either
@@ -131,7 +144,8 @@ def _retrieve(history, question, budget, score: Callable[[list[str], list[list[s
     room = budget - COUNTER.count_message(q) - sum(COUNTER.count_message(m) for m in pinned)
     pinned_ids = {m.id for m in pinned}
     pool = [m for m in history if m.id not in pinned_ids]
-    scores = score(terms(question), [terms(str(m.content)) for m in pool]) if pool else []
+    analyze = _terms_of(terms)
+    scores = score(list(analyze(question)), [list(analyze(str(m.content))) for m in pool]) if pool else []
     cost = (lambda i: COUNTER.count_message(pool[i]))
     if neighbours:
         chosen, _ = _with_neighbours(scores, cost, room, radius=neighbours)
