@@ -182,7 +182,7 @@ def _needles(parser, args) -> int:
                           extra={"limit": args.limit, "segments": args.segments}
                           | ({"turns": args.needle_turns, "conversations": args.synthetic_conversations}
                              if args.on == "synthetic" else {}))
-    summary = run_needles(items, config, args.out, progress=not args.no_progress)
+    summary = run_needles(items, config, args.out, progress=not args.no_progress, processes=args.processes)
     print(markdown_table(summary["rows"], ["policy", "reader", "level", "mean_budget", "ecr", "nrr", "nrr_ci95",
                                            "nrr_resident", "n_needles"]))
     print(f"\nwrote {args.out}/results.jsonl, summary.json, summary.md and nrr_vs_ecr.png")

@@ -112,9 +112,10 @@ def _key(sample_id: str, policy: str, level: str, reader: str) -> str:
 
 
 def run_needles(items: Sequence[NeedleConversation], config: NeedleConfig, out: str | Path, *,
-                progress: bool = True) -> dict:
+                progress: bool = True, processes: int = 1) -> dict:
     """Run every (conversation, policy, level, reader) not yet in ``out/results.jsonl``, then
-    write the summaries and the plot. Re-running with the same output directory resumes."""
+    write the summaries and the plot. Re-running with the same output directory resumes.
+    `processes`: replays run in that many processes (rows do not depend on it)."""
     from evals.runner import header
 
     out = Path(out)
@@ -133,11 +134,28 @@ def run_needles(items: Sequence[NeedleConversation], config: NeedleConfig, out: 
     todo = [(i, p, lv, r) for i in items for p in config.policies for lv in config.levels() for r in config.readers
             if _key(i.conversation.sample_id, p, lv, r) not in done]
     with results.open("a") as f:
-        for item, policy, level, reader in tqdm(todo, desc="needles", disable=not progress):
-            rows = run_conversation(item, policy=policy, level=level, boundary=config.boundary, reader=reader)
-            f.write("".join(json.dumps(r) + "\n" for r in rows))
-            f.flush()
+        if processes > 1 and len(todo) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(run_conversation, i, policy=p, level=lv, boundary=config.boundary, reader=r)
+                           for i, p, lv, r in todo]
+                for future in tqdm(as_completed(futures), total=len(futures), desc="needles", disable=not progress):
+                    f.write("".join(json.dumps(r) + "\n" for r in future.result()))
+                    f.flush()
+        else:
+            for item, policy, level, reader in tqdm(todo, desc="needles", disable=not progress):
+                rows = run_conversation(item, policy=policy, level=level, boundary=config.boundary, reader=reader)
+                f.write("".join(json.dumps(r) + "\n" for r in rows))
+                f.flush()
     return write_needle_reports(out)
+
+
+def _arm_order(policy: str, reader: str, level: str) -> tuple:
+    """fifo first (the reference), then policies, readers and levels in order (levels by value)."""
+    kind, _, value = level.partition("=")
+    return policy != "fifo", policy, reader, kind, float(value)
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -147,7 +165,7 @@ def summarize(rows: list[dict]) -> dict:
     for r in rows:
         groups[(r["policy"], r["reader"], r["level"])].append(r)
     table = []
-    for (policy, reader, level), members in groups.items():
+    for (policy, reader, level), members in sorted(groups.items(), key=lambda kv: _arm_order(*kv[0])):
         per_conversation = {r["sample_id"]: r for r in members}
         clusters = [r["sample_id"] for r in members]
         retained = [r["retained"] for r in members]
@@ -167,10 +185,10 @@ def summarize(rows: list[dict]) -> dict:
     by_segment = [{"policy": p, "reader": rd, "level": lv, "segment": s,
                    "nrr": round(sum(r["retained"] for r in m) / len(m), 4),
                    "nrr_resident": round(sum(r["resident"] for r in m) / len(m), 4), "n": len(m)}
-                  for (p, rd, lv, s), m in sorted(segments.items(), key=lambda kv: (kv[0][:3], kv[0][3]))]
+                  for (p, rd, lv, s), m in sorted(segments.items(), key=lambda kv: (_arm_order(*kv[0][:3]), kv[0][3]))]
     comparisons = []
     keyed = {k: {(r["sample_id"], r["segment"]): r for r in m} for k, m in groups.items()}
-    for (policy, reader, level), mine in keyed.items():
+    for (policy, reader, level), mine in sorted(keyed.items(), key=lambda kv: _arm_order(*kv[0])):
         ref = keyed.get(("fifo", reader, level))
         if policy == "fifo" or ref is None:
             continue

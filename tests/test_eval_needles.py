@@ -93,7 +93,6 @@ def test_tighter_budget_compresses_more_and_retains_fewer_resident_needles():
     tight = run_conversation(item, policy="fifo", level="B=500")
     assert tight[0]["ecr"] > loose[0]["ecr"] > 0
     assert sum(r["resident"] for r in tight) < sum(r["resident"] for r in loose)
-    assert all(r["retained"] >= r["resident"] for r in tight)  # a recall only adds
     # fifo keeps the newest segments resident
     assert tight[-1]["resident"] == 1.0 and tight[0]["resident"] == 0.0
 
