@@ -156,9 +156,11 @@ def plot(summary: dict, out: Path, *, ablation: bool) -> None:
     rows = summary["rows"]
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     if not ablation:
-        for method in sorted({r["method"] for r in rows}):
+        colors = plt.get_cmap("tab20").colors  # more methods than the default cycle's 10 colours
+        for k, method in enumerate(sorted({r["method"] for r in rows})):
             pts = sorted((r["mean_context_tokens"], r["evidence_coverage"]) for r in rows if r["method"] == method)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=method)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="os^D"[k % 4], label=method,
+                    color=colors[(2 * k) % 20 + (k // 10) % 2])
         ax.set_xlabel("mean context tokens")
         ax.set_ylabel("evidence coverage")
         ax.set_xscale("log")
