@@ -1,4 +1,4 @@
-"""``python -m evals {locomo,synthetic,ablate}``."""
+"""``python -m evals {locomo,synthetic,ablate,needles}``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import argparse
 import sys
 
 from evals.methods import METHODS
+from evals.paging_method import reader_of
+from evals.policy_spec import paging_options, split_specs
+from evals.readers.lexical import READER_MODES
 from evals.runner import RunConfig, run
 
 
@@ -22,6 +25,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-model", default=None, help="llm reader: judge model (default: --model)")
     p.add_argument("--max-model-calls", type=int, default=4, help="llm reader: model calls per question at most")
     p.add_argument("--workers", type=int, default=4, help="llm reader: questions asked at once (end protocol)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="lexical reader: units (conversation x method x budget) run in this many processes")
     p.add_argument("--max-questions", type=int, default=None,
                    help="ask only each conversation's first N questions (to bound llm cost)")
     p.add_argument("--protocol", choices=["end", "streaming"], default="end")
@@ -32,6 +37,40 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--synthetic-facts", type=int, default=30)
     p.add_argument("--synthetic-conversations", type=int, default=5)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--paging-reader", default="bookmarks",
+                   help=f"lexical reader mode(s) for paging, comma-separated: {', '.join(READER_MODES)}, or all "
+                        "(each mode is its own method, paging[mode]; semantic needs the embeddings extra)")
+
+
+def _paging_readers(parser, text: str, *, single: bool = False) -> list[str]:
+    """Reader modes from ``--paging-reader``; `all` skips semantic (with a message) when MiniLM
+    is not installed."""
+    from evals.readers.semantic import unavailable
+
+    modes = list(READER_MODES) if text == "all" else [m for m in text.split(",") if m]
+    unknown = [m for m in modes if m not in READER_MODES]
+    if unknown or not modes:
+        parser.error(f"unknown --paging-reader {', '.join(unknown) or text!r}; available: "
+                     f"{', '.join(READER_MODES)}, all")
+    if "semantic" in modes and (reason := unavailable()):
+        if text != "all":
+            parser.error(reason)
+        print(reason, file=sys.stderr)
+        modes.remove("semantic")
+    if single and len(modes) > 1:
+        parser.error("this command takes one --paging-reader mode")
+    return modes
+
+
+def _policy_specs(parser, text: str) -> list[str]:
+    """Policy specs (`evals.policy_spec`), each checked against the library now, not mid-run."""
+    specs = split_specs(text)
+    for spec in specs:
+        try:
+            paging_options(spec)
+        except ValueError as error:
+            parser.error(str(error))
+    return specs
 
 
 def _conversations(dataset: str, args):
@@ -58,9 +97,23 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("ablate", help="paging: boundary strategies x eviction policies")
     _add_common(p)
     p.add_argument("--boundaries", type=_csv(), default=["fixed_10", "fixed_20", "fixed_40", "session", "topic_shift"])
-    p.add_argument("--policies", type=_csv(), default=["fifo", "lru", "lfu", "semantic"])
+    p.add_argument("--policies", default="fifo,lru,lfu,semantic",
+                   help="policy specs: fifo, lru, lfu, semantic, stae:beta=0.5,grouping=kmeans, tiers:importance, "
+                        "lfu+tiers:utility")
     p.add_argument("--on", choices=["locomo", "synthetic"], default="locomo", help="dataset for the ablation")
+    p = sub.add_parser("needles", help="needle density: NRR vs ECR per policy (one needle per segment)")
+    _add_common(p)
+    p.set_defaults(budgets=[])
+    p.add_argument("--fractions", type=_csv(float), default=[],
+                   help="compression levels as fractions of each conversation's tokens (besides --budgets)")
+    p.add_argument("--policies", default="fifo,lru,lfu,semantic", help="policy specs, as for ablate")
+    p.add_argument("--boundary", default="fixed_20")
+    p.add_argument("--on", choices=["locomo", "synthetic"], default="synthetic")
+    p.add_argument("--needle-turns", type=int, default=400, help="synthetic: turns per conversation")
+    p.add_argument("--segments", type=int, default=20, help="equal segments, one needle each")
     args = parser.parse_args(argv)
+    if args.command == "needles":
+        return _needles(parser, args)
 
     dataset = args.on if args.command == "ablate" else args.command
     reader = None
@@ -73,31 +126,66 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, ImportError) as exc:
             parser.error(str(exc))
     conversations, sha = _conversations(dataset, args)
-    unknown = set(getattr(args, "methods", [])) - set(METHODS)
+    readers = _paging_readers(parser, args.paging_reader, single=args.command == "ablate")
+    policies = _policy_specs(parser, args.policies) if args.command == "ablate" else [args.policy]
+    unknown = {m for m in getattr(args, "methods", []) if m not in METHODS and reader_of(m) not in READER_MODES}
     if unknown:
         parser.error(f"unknown methods {sorted(unknown)}; available: {', '.join(METHODS)}")
     config = RunConfig(
         dataset=dataset, budgets=args.budgets, protocol=args.protocol, reader=args.reader, data_sha256=sha,
         methods=getattr(args, "methods", ["paging"]),
         boundaries=args.boundaries if args.command == "ablate" else [args.boundary],
-        policies=args.policies if args.command == "ablate" else [args.policy],
+        policies=policies, paging_readers=readers,
         extra={"limit": args.limit, "max_questions": args.max_questions}
         | (reader.version if reader is not None else {}) | ({} if dataset == "locomo" else {
             "turns": args.synthetic_turns, "facts": args.synthetic_facts,
             "conversations": args.synthetic_conversations}),
     )
     summary = run(conversations, config, args.out, ablation=args.command == "ablate", progress=not args.no_progress,
-                  reader=reader, workers=args.workers)
+                  reader=reader, workers=args.workers, processes=args.processes)
     from evals.report import markdown_table
 
     cols = (["budget", "boundary", "policy", "evidence_coverage", "page_selection_top1", "mean_bookmark_tokens",
              "over_budget_rate"]
             if args.command == "ablate" else
-            ["method", "budget", "evidence_coverage", "mean_context_tokens", "page_selection_top1"])
+            ["method", "budget", "evidence_coverage", "mean_context_tokens", "bookmark_share",
+             "page_selection_top1", "page_selection_top3"])
     if reader is not None:
         cols += ["answer_f1", "judge_score", "recall_trigger_rate"]
     print(markdown_table(summary["rows"], cols))
     print(f"\nwrote {args.out}/results.jsonl, summary.json, summary.md and plots")
+    return 0
+
+
+def _needles(parser, args) -> int:
+    from evals.datasets.needles import generate_needles, locomo_needles
+    from evals.needles import NeedleConfig, run_needles
+    from evals.report import markdown_table
+
+    if not args.budgets and not args.fractions:
+        parser.error("needles: give --budgets and/or --fractions (compression levels)")
+    if args.reader != "lexical":
+        parser.error("needles: only the offline lexical reader (its --paging-reader modes) is supported")
+    policies = _policy_specs(parser, args.policies)
+    readers = _paging_readers(parser, args.paging_reader)
+    if args.on == "locomo":
+        from evals.datasets.locomo import data_path, file_sha256, load_locomo
+
+        items = [locomo_needles(c, args.segments) for c in load_locomo(args.data, limit=args.limit)]
+        sha = file_sha256(data_path(args.data))
+    else:
+        items = [generate_needles(n_turns=args.needle_turns, seed=s, n_segments=args.segments)
+                 for s in range(args.synthetic_conversations)][: args.limit]
+        sha = None
+    config = NeedleConfig(dataset=args.on, policies=policies, budgets=args.budgets, fractions=args.fractions,
+                          boundary=args.boundary, readers=readers, data_sha256=sha,
+                          extra={"limit": args.limit, "segments": args.segments}
+                          | ({"turns": args.needle_turns, "conversations": args.synthetic_conversations}
+                             if args.on == "synthetic" else {}))
+    summary = run_needles(items, config, args.out, progress=not args.no_progress, processes=args.processes)
+    print(markdown_table(summary["rows"], ["policy", "reader", "level", "mean_budget", "ecr", "nrr", "nrr_ci95",
+                                           "nrr_resident", "n_needles"]))
+    print(f"\nwrote {args.out}/results.jsonl, summary.json, summary.md and nrr_vs_ecr.png")
     return 0
 
 

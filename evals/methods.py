@@ -8,18 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from rank_bm25 import BM25Okapi
 
 from langmem_paging import TokenCounter
+from langmem_paging.background import stem
 from langmem_paging.messages import split_units
 from langmem_paging.recall_text import render_message
 from langmem_paging.text import content_terms
 
 COUNTER = TokenCounter()
-METHODS = ("full_context", "truncation", "bm25", "word_overlap", "search_tool", "paging")
+METHODS = ("full_context", "truncation", "bm25", "bm25_stem", "bm25_stem_nb1", "word_overlap", "search_tool",
+           "paging")
+RETRIEVAL_BASELINES = ("bm25", "bm25_stem", "bm25_stem_nb1", "word_overlap", "search_tool")
+"""Methods that retrieve turns for the question: paging is compared with the strongest of them."""
 
 
 @dataclass
@@ -88,15 +93,64 @@ def _best_within(scores: Sequence[float], cost: Callable[[int], int], room: int,
     return sorted(chosen), room
 
 
+def stemmed_terms(text: str) -> list[str]:
+    """Content words reduced to their Snowball stems (``adopted``, ``adoption`` -> ``adopt``).
+
+    Example:
+        >>> stemmed_terms("She adopted two greyhounds")
+        ['adopt', 'two', 'greyhound']
+    """
+    return [stem(t) for t in content_terms(text)]
+
+
+@lru_cache(maxsize=1 << 17)
+def _cached_terms(text: str, stemmed: bool) -> tuple[str, ...]:
+    """Terms of one turn, computed once per process: every question re-scores the same history."""
+    return tuple(stemmed_terms(text) if stemmed else content_terms(text))
+
+
+def _terms_of(analyzer: Callable[[str], list[str]]) -> Callable[[str], tuple[str, ...]]:
+    if analyzer is content_terms or analyzer is stemmed_terms:
+        return lambda text: _cached_terms(text, analyzer is stemmed_terms)
+    return lambda text: tuple(analyzer(text))
+
+
+def _with_neighbours(scores: Sequence[float], cost: Callable[[int], int], room: int, *, radius: int
+                     ) -> tuple[list[int], int]:
+    """Like `_best_within`, but each hit (best first) comes with the `radius` items on either
+    side; windows that overlap are merged (an item already taken costs nothing again). When a
+    hit's whole window does not fit, the hit alone is taken if it fits: the neighbours are
+    context, the hit is what matched."""
+    chosen: set[int] = set()
+    for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
+        if scores[i] <= 0:
+            break
+        window = [j for j in range(i - radius, i + radius + 1) if 0 <= j < len(scores) and j not in chosen]
+        for take in (window, [i] if i in window else []):
+            c = sum(cost(j) for j in take)
+            if take and c <= room:
+                chosen.update(take)
+                room -= c
+                break
+    return sorted(chosen), room
+
+
 def _retrieve(history, question, budget, score: Callable[[list[str], list[list[str]]], list[float]],
-              pinned: Sequence[BaseMessage] = ()) -> Context:
-    """Best-scoring turns (score > 0) until B, shown in conversation order."""
+              pinned: Sequence[BaseMessage] = (), *, terms: Callable[[str], list[str]] = content_terms,
+              neighbours: int = 0) -> Context:
+    """Best-scoring turns (score > 0) until B, shown in conversation order; with `neighbours`,
+    each hit brings the turns that far on either side (`_with_neighbours`)."""
     q = _question(question)
     room = budget - COUNTER.count_message(q) - sum(COUNTER.count_message(m) for m in pinned)
     pinned_ids = {m.id for m in pinned}
     pool = [m for m in history if m.id not in pinned_ids]
-    scores = score(content_terms(question), [content_terms(str(m.content)) for m in pool]) if pool else []
-    chosen, _ = _best_within(scores, lambda i: COUNTER.count_message(pool[i]), room)
+    analyze = _terms_of(terms)
+    scores = score(list(analyze(question)), [list(analyze(str(m.content))) for m in pool]) if pool else []
+    cost = (lambda i: COUNTER.count_message(pool[i]))
+    if neighbours:
+        chosen, _ = _with_neighbours(scores, cost, room, radius=neighbours)
+    else:
+        chosen, _ = _best_within(scores, cost, room)
     found = [pool[i] for i in chosen]
     position = {m.id: k for k, m in enumerate(history)}
     messages = sorted([*found, *pinned], key=lambda m: position[m.id])
@@ -120,6 +174,17 @@ def _overlap_scores(query: list[str], docs: list[list[str]]) -> list[float]:
 def bm25(history, question, budget) -> Context:
     """Turns retrieved by BM25 on the question until B."""
     return _retrieve(history, question, budget, _bm25_scores)
+
+
+def bm25_stem(history, question, budget) -> Context:
+    """Turns retrieved by BM25 over Snowball-stemmed content words until B."""
+    return _retrieve(history, question, budget, _bm25_scores, terms=stemmed_terms)
+
+
+def bm25_stem_nb1(history, question, budget) -> Context:
+    """`bm25_stem`, each retrieved turn with its previous and next turn (a question's answer is
+    often the reply to the turn that matched), overlapping windows merged, until B."""
+    return _retrieve(history, question, budget, _bm25_scores, terms=stemmed_terms, neighbours=1)
 
 
 def word_overlap(history, question, budget) -> Context:

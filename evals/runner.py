@@ -14,7 +14,7 @@ from evals import methods as method_lib
 from evals.conversation import to_messages
 from evals.datasets.records import Conversation
 from evals.metrics import aggregate, evidence_coverage, page_selection
-from evals.paging_method import PagingSession
+from evals.paging_method import PagingSession, method_name, reader_of
 from evals.readers.lexical import READER_VERSION
 
 try:
@@ -37,6 +37,9 @@ class RunConfig:
     policies: list[str] = field(default_factory=lambda: ["lfu"])
     protocol: str = "end"
     reader: str = "lexical"
+    paging_readers: list[str] = field(default_factory=lambda: ["bookmarks"])
+    """Lexical reader modes for paging (`evals.readers.lexical.READER_MODES`); each is a method
+    ``paging[mode]`` (ignored by the llm reader, whose model decides)."""
     data_sha256: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -82,6 +85,7 @@ def ask_schedule(conversation: Conversation, protocol: str) -> dict[int, list[in
 
 def _row(conversation, qi, context, unit: dict, answer=None, reader=None) -> dict:
     q = conversation.questions[qi]
+    paging = reader_of(unit["method"]) is not None
     row = {
         "type": "question", **unit, "sample_id": conversation.sample_id, "question_index": qi,
         "category": q.category, "evidence": list(q.evidence),
@@ -89,9 +93,9 @@ def _row(conversation, qi, context, unit: dict, answer=None, reader=None) -> dic
         "context_tokens": context.tokens, "bookmark_tokens": context.bookmark_tokens,
         "over_budget": context.over_budget,
         "page_selection_top1": page_selection(q.evidence, context.resident_before, context.ranked_pages, 1)
-        if unit["method"] == "paging" else None,
+        if paging else None,
         "page_selection_top3": page_selection(q.evidence, context.resident_before, context.ranked_pages, 3)
-        if unit["method"] == "paging" else None,
+        if paging else None,
         "recalled": context.recalled[:10],
     }
     if answer is not None:
@@ -103,7 +107,7 @@ def _answer_fields(q, context, unit: dict, answer, reader) -> dict:
     """llm reader: the answer, its LoCoMo F1 and judge score, and what the model did."""
     from evals.answer_f1 import locomo_f1
 
-    tool = {"paging": "recall", "search_tool": "search"}.get(unit["method"])
+    tool = "recall" if reader_of(unit["method"]) is not None else {"search_tool": "search"}.get(unit["method"])
     judged = reader.judge is not None and q.category != 5 and answer.text
     return {
         "answer": answer.text, "gold": q.answer, "error": answer.error, "model_calls": answer.model_calls,
@@ -127,8 +131,10 @@ def run_unit(conversation: Conversation, unit: dict, protocol: str, reader=None,
                 for i, qis in ask_schedule(conversation, protocol).items()}
     concurrent = workers if reader is not None and protocol == "end" else 1
     rows = []
-    if unit["method"] == "paging":
-        session = PagingSession(unit["budget"], unit["boundary"], unit["policy"])
+    mode = reader_of(unit["method"])
+    if mode is not None:
+        session = PagingSession(unit["budget"], unit["boundary"], unit["policy"],
+                                reader=mode if reader is None else "bookmarks")
         persist = protocol == "streaming"
 
         def ask(qi: int) -> dict:
@@ -167,16 +173,28 @@ def _map(fn, items: Sequence, workers: int) -> list:
         return list(pool.map(fn, items))
 
 
+def expand_methods(methods: Sequence[str], paging_readers: Sequence[str], llm: bool = False) -> list[str]:
+    """Method names of a run: ``paging`` becomes ``paging[mode]`` for each reader mode (with
+    the llm reader it stays ``paging``: the model is the reader)."""
+    out: list[str] = []
+    for method in methods:
+        names = [method] if method != "paging" or llm else [method_name(r) for r in paging_readers]
+        out += [n for n in names if n not in out]
+    return out
+
+
 def _units(config: RunConfig, ablation: bool) -> list[dict]:
+    llm = config.reader == "llm"
     if ablation:
-        return [{"method": "paging", "budget": b, "boundary": bd, "policy": p, "protocol": config.protocol}
+        method = "paging" if llm else method_name(config.paging_readers[0])
+        return [{"method": method, "budget": b, "boundary": bd, "policy": p, "protocol": config.protocol}
                 for b in config.budgets for bd in config.boundaries for p in config.policies]
     out = []
-    for method in config.methods:
+    for method in expand_methods(config.methods, config.paging_readers, llm):
         for budget in config.budgets:
             unit = {"method": method, "budget": budget, "boundary": None, "policy": None,
                     "protocol": config.protocol}
-            if method == "paging":
+            if reader_of(method) is not None:
                 unit.update(boundary=config.boundaries[0], policy=config.policies[0])
             out.append(unit)
     return out
@@ -188,9 +206,12 @@ def _unit_key(sample_id: str, unit: dict) -> str:
 
 
 def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Path, *, ablation: bool = False,
-        progress: bool = True, reader=None, workers: int = 1) -> dict:
+        progress: bool = True, reader=None, workers: int = 1, processes: int = 1) -> dict:
     """Run everything not yet in ``out/results.jsonl``, then write the summaries and plots.
-    `reader`: an `LLMReader` for ``config.reader == "llm"``; `workers`: its questions asked at once."""
+    `reader`: an `LLMReader` for ``config.reader == "llm"``; `workers`: its questions asked at once;
+    `processes`: lexical reader, units (conversation x method x budget) run in that many processes
+    (each unit is deterministic and self-contained, so rows do not depend on it; units land in the
+    order they finish)."""
     if (config.reader == "llm") != (reader is not None):
         raise ValueError("Pass an LLMReader as `reader` exactly when config.reader is 'llm'.")
     out = Path(out)
@@ -205,14 +226,26 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
     else:
         results.write_text(json.dumps(header(config, reader)) + "\n")
     todo = [(c, u) for c in conversations for u in _units(config, ablation) if _unit_key(c.sample_id, u) not in done]
+    max_questions = config.extra.get("max_questions")
     with results.open("a") as f:
-        for conversation, unit in tqdm(todo, desc="eval", disable=not progress):
-            rows = run_unit(conversation, unit, config.protocol, reader, config.extra.get("max_questions"), workers)
-            f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
-            f.flush()
+        if processes > 1 and reader is None and len(todo) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            # spawn: the parent may have imported torch (semantic reader), which does not survive fork well
+            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(run_unit, c, u, config.protocol, None, max_questions) for c, u in todo]
+                for future in tqdm(as_completed(futures), total=len(futures), desc="eval", disable=not progress):
+                    f.write("".join(json.dumps(r) + "\n" for r in future.result()))
+                    f.flush()
+        else:
+            for conversation, unit in tqdm(todo, desc="eval", disable=not progress):
+                rows = run_unit(conversation, unit, config.protocol, reader, max_questions, workers)
+                f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
+                f.flush()
     from evals.report import write_reports
 
     return write_reports(out, ablation=ablation)
 
 
-__all__ = ["RunConfig", "aggregate", "ask_schedule", "header", "run", "run_unit"]
+__all__ = ["RunConfig", "aggregate", "ask_schedule", "expand_methods", "header", "run", "run_unit"]

