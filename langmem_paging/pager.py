@@ -48,7 +48,6 @@ logger = logging.getLogger("langmem_paging")
 
 _ID = re.compile(r"^[pc][1-9]\d*$")
 _CLUSTER_MEMBERS_LISTED = 40
-_DEFAULT_INDEX = InMemoryBM25Index()
 
 
 @dataclass
@@ -163,7 +162,7 @@ class Pager:
     Args:
         config: The paging options.
         page_store: Where pages live.
-        index: Passage search (default: one in-process BM25 index shared by all pagers).
+        index: Passage search (default: an in-process BM25 index of this pager's own).
         on_store_error: ``"raise"`` (the turn fails; the next turn recovers, nothing lost) or
             ``"continue"`` (the turn goes on unpaged, with a warning).
     """
@@ -184,7 +183,9 @@ class Pager:
             from langmem_paging.embeddings import get_embedder
 
             index = InMemoryBM25Index(embedder=get_embedder(config.search_embedder))
-        self.index = index or _DEFAULT_INDEX
+        # an index of its own: an index is keyed by thread id, and another pager's store may
+        # hold another thread under the same id
+        self.index = index or InMemoryBM25Index()
         self.on_store_error = on_store_error
         self.policy = config.resolved_policy()
         self.boundary = config.resolved_boundary()

@@ -214,3 +214,21 @@ def test_a_huge_query_is_not_echoed_past_the_cap(length):
 
     plan = plan_recall(["x" * length, "p1"], "q" * length)
     assert plan.page_ids == ["p1"] and all(len(m) <= 40 for m in plan.malformed)
+
+
+def test_two_stores_with_the_same_thread_id_never_share_search_results():
+    # 0.2.0-dev kept one search index per process, keyed by thread id only: a second pager over
+    # another store saw the first store's pages for the same thread id
+    first, second = InMemoryStore(), InMemoryStore()
+    paging_a = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=first)
+    paging_b = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=second)
+    state = None
+    history = []
+    for i in range(20):
+        history += [HumanMessage(f"Secret {i}: the vault code of Bay{i} is {i * 37}.", id=f"h{i}"),
+                    AIMessage("Noted.", id=f"a{i}")]
+        result = paging_a.pager.step(history, state, "t")
+        state = result.state.to_value()
+    assert paging_a.pager.recall("t", state, query="vault code Bay3").accessed
+    other = paging_b.pager.recall("t", state, query="vault code Bay3")  # the same branch state, another store
+    assert "Secret" not in other.content and not other.accessed
