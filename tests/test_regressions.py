@@ -217,18 +217,23 @@ def test_a_huge_query_is_not_echoed_past_the_cap(length):
 
 
 def test_two_stores_with_the_same_thread_id_never_share_search_results():
-    # 0.2.0-dev kept one search index per process, keyed by thread id only: a second pager over
-    # another store saw the first store's pages for the same thread id
-    first, second = InMemoryStore(), InMemoryStore()
-    paging_a = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=first)
-    paging_b = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=second)
-    state = None
-    history = []
-    for i in range(20):
-        history += [HumanMessage(f"Secret {i}: the vault code of Bay{i} is {i * 37}.", id=f"h{i}"),
-                    AIMessage("Noted.", id=f"a{i}")]
-        result = paging_a.pager.step(history, state, "t")
-        state = result.state.to_value()
-    assert paging_a.pager.recall("t", state, query="vault code Bay3").accessed
-    other = paging_b.pager.recall("t", state, query="vault code Bay3")  # the same branch state, another store
-    assert "Secret" not in other.content and not other.accessed
+    # 0.2.0-dev kept one search index per process, keyed by thread id only: a pager over another
+    # store ranked its own pages by the first store's text for the same thread id
+    from langgraph.graph.message import add_messages
+
+    def build(paging, text):
+        state, messages = None, []
+        for i in range(30):
+            messages = add_messages(messages, [AIMessage("Noted.", id=f"a{i}"),
+                                               HumanMessage(text.format(i=i), id=f"h{i}")])
+            result = paging.pager.step(messages, state, "t")
+            messages, state = add_messages(messages, result.updates), result.state.to_value()
+        return state
+
+    paging_a = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=InMemoryStore())
+    paging_b = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=InMemoryStore())
+    state_a = build(paging_a, "Secret {i}: the vault code of Bay{i} is {i}37.")
+    state_b = build(paging_b, "Garden {i}: the tomatoes in bed {i} need water.")
+    assert paging_a.pager.recall("t", state_a, query="vault code Bay3").accessed
+    other = paging_b.pager.recall("t", state_b, query="vault code Bay3")
+    assert not other.accessed and "Nothing paged out matches" in other.content
