@@ -232,12 +232,18 @@ class KeywordBookmarker(Bookmarker):
         def fits(extra: str) -> bool:
             return context.count_text(format_bookmark(page.id, [*chosen, extra])) <= self.max_tokens
 
+        misses = 0
         for form, _ in scored:
-            if len(chosen) >= self.max_keywords:
+            if len(chosen) >= self.max_keywords or misses >= 6:  # full, or nearly: stop trying
                 break
-            if form.lower() not in seen and fits(form):
+            if form.lower() in seen:
+                continue
+            if fits(form):
                 chosen.append(form)
                 seen.add(form.lower())
+                misses = 0
+            else:
+                misses += 1
         fillers = [_UNSAFE.sub("", speaker(m)) for m in page.messages] + [f"{len(page.messages)}msgs", "page"]
         for filler in fillers:
             if context.count_text(format_bookmark(page.id, chosen)) >= self.min_tokens:

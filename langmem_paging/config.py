@@ -62,8 +62,8 @@ class _Options(BaseModel):
     """A `Bookmarker`, or a function ``(page_id, messages, context) -> (text, keywords)``
     (default `KeywordBookmarker`)."""
     recall_max_tokens: int | None = Field(default=None, gt=0)
-    """Size cap of one recall result (default a third of the message budget, at least 256; never
-    more than half the message budget)."""
+    """Size cap of one recall result. By default a result may fill the room the budget leaves
+    beside what nothing may evict (the next step pages the rest out)."""
     recent_messages: int = Field(default=6, ge=0)
     """Messages before the newest user message that policies treat as recent context."""
     search_results: int = Field(default=8, ge=1)
@@ -222,9 +222,9 @@ class PagingConfig:
         return self.low_water_for(self.max_tokens)
 
     def recall_cap_for(self, budget: int) -> int:
-        """`recall_max_tokens`, or a third of the message budget (at least 256), never more than
-        half the message budget (at least 64), so a result always leaves room for the rest."""
-        return min(self.recall_max_tokens or max(256, budget // 3), max(64, budget // 2))
+        """Before any step measured the context: `recall_max_tokens`, or half the message budget
+        (at least 64). Afterwards `Pager.room_for` sizes results from what is protected."""
+        return self.recall_max_tokens or max(64, budget // 2)
 
     def resolved_policy(self) -> EvictionPolicy:
         """The policy object."""

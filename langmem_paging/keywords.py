@@ -75,15 +75,16 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
             if word.endswith(("'s", "’s")):
                 word = word[:-2]
             lower = word.lower().replace("’", "'")
-            if len(lower) < 2 or lower in STOPWORDS or _CLOCK.fullmatch(lower):
+            digit = lower[0].isdigit()
+            if len(lower) < 2 or lower in STOPWORDS or (digit and _CLOCK.fullmatch(lower)):
                 continue
             form = _UNSAFE.sub("", word)
             if not form:
                 continue
-            key = lower if lower[0].isdigit() else stem(lower)
+            key = lower if digit else stem(lower)
             terms.tf[key] += 1
             terms.surface.setdefault(key, Counter())[form] += 1
-            if lower[0].isdigit() or lower in MONTHS:
+            if digit or lower in MONTHS:
                 terms.salient.add(key)
             elif word[0].isupper() and not _sentence_start(text, match.start()):
                 terms.salient.add(key)

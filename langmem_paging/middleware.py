@@ -21,7 +21,7 @@ from langmem_paging.recall import make_recall_tool
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import STATE_KEY, PagingState, paging_reducer
 from langmem_paging.store import PageStore
-from langmem_paging.view import last_key, render_view, skeleton_of
+from langmem_paging.view import key_at, render_view, skeleton_of
 
 __all__ = ["PagingAgentState", "PagingMiddleware", "thread_id_of"]
 
@@ -49,18 +49,22 @@ def thread_id_of(runtime: Runtime | None = None) -> str:
     return str(thread_id)
 
 
-def prepare_view(messages: list[BaseMessage], state: Any, mode: str) -> tuple[list[BaseMessage], PagingState]:
-    """The view a step starts from: the messages themselves (replace) or the rendered skeleton (view)."""
-    branch = PagingState.from_value(state)
-    return (list(messages) if mode == "replace" else render_view(messages, branch)), branch
+def prepare_view(messages: list[BaseMessage], state: Any, mode: str) -> tuple[list[BaseMessage], dict[int, int]]:
+    """The view a step starts from: the messages themselves (replace) or the rendered skeleton
+    (view), and in view mode where each of its history messages is."""
+    if mode == "replace":
+        return list(messages), {}
+    return render_view(messages, PagingState.from_value(state))
 
 
-def state_update(result: PagingResult, messages: list[BaseMessage], state: Any, mode: str) -> dict[str, Any]:
+def state_update(result: PagingResult, messages: list[BaseMessage], state: Any, mode: str,
+                 positions: dict[int, int] | None = None) -> dict[str, Any]:
     """The graph update after a step: the new paging state (if it changed) and, in replace mode,
     the message updates."""
     if mode == "view":
-        result.state.skeleton = skeleton_of(result.view, messages)
-        result.state.seen = last_key(messages)
+        result.state.skeleton = skeleton_of(result.view, messages, positions or {})
+        result.state.seen = key_at(messages, len(messages) - 1) if messages else None
+        result.state.seen_index = len(messages) - 1
     update: dict[str, Any] = {}
     value = result.state.to_value()
     if value != state:
@@ -133,11 +137,12 @@ class PagingMiddleware(AgentMiddleware):
         overhead = (counter.count_message(request.system_message) if request.system_message else 0)
         overhead += counter.count_tools(request.tools or [])
         state = request.state.get(STATE_KEY) if isinstance(request.state, dict) else None
-        view, _ = prepare_view(request.messages, state, self.config.mode)
-        return thread_id_of(runtime), state, view, overhead
+        view, positions = prepare_view(request.messages, state, self.config.mode)
+        return thread_id_of(runtime), state, view, overhead, positions
 
-    def _respond(self, request: ModelRequest, response: ModelResponse, result: PagingResult, state: Any):
-        update = state_update(result, request.messages, state, self.config.mode)
+    def _respond(self, request: ModelRequest, response: ModelResponse, result: PagingResult, state: Any,
+                 positions: dict[int, int]):
+        update = state_update(result, request.messages, state, self.config.mode, positions)
         if not update:
             return response
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
@@ -145,16 +150,16 @@ class PagingMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse:
-        thread_id, state, view, overhead = self._prepare(request, self.pager.counter_for(request.model))
+        thread_id, state, view, overhead, positions = self._prepare(request, self.pager.counter_for(request.model))
         result = self.pager.step(view, state, thread_id, overhead=overhead, model=request.model)
         response = handler(request.override(messages=result.view))
-        return self._respond(request, response, result, state)
+        return self._respond(request, response, result, state, positions)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | ExtendedModelResponse:
         counter = await self.pager.acounter_for(request.model)
-        thread_id, state, view, overhead = self._prepare(request, counter)
+        thread_id, state, view, overhead, positions = self._prepare(request, counter)
         result = await self.pager.astep(view, state, thread_id, overhead=overhead, model=request.model)
         response = await handler(request.override(messages=result.view))
-        return self._respond(request, response, result, state)
+        return self._respond(request, response, result, state, positions)

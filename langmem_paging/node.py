@@ -121,11 +121,11 @@ class PagingNode(Runnable[dict, dict]):
             raise ValueError(SCHEMA_HELP)
         self.page_store.bind(_graph_store())
         value = state.get(STATE_KEY)
-        view, _ = prepare_view(messages, value, self.config.mode)
-        return messages, thread_id, value, view
+        view, positions = prepare_view(messages, value, self.config.mode)
+        return messages, thread_id, value, view, positions
 
-    def _output(self, result, messages, value, thread_id) -> dict[str, Any]:
-        update = state_update(result, messages, value, self.config.mode)
+    def _output(self, result, messages, value, thread_id, positions) -> dict[str, Any]:
+        update = state_update(result, messages, value, self.config.mode, positions)
         if STATE_KEY in update:
             self._threads_paged[thread_id] = None
             self._threads_paged.move_to_end(thread_id)
@@ -136,9 +136,9 @@ class PagingNode(Runnable[dict, dict]):
         return update
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
-        messages, thread_id, value, view = self._prepare(input, config)
-        return self._output(self.pager.step(view, value, thread_id), messages, value, thread_id)
+        messages, thread_id, value, view, positions = self._prepare(input, config)
+        return self._output(self.pager.step(view, value, thread_id), messages, value, thread_id, positions)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
-        messages, thread_id, value, view = self._prepare(input, config)
-        return self._output(await self.pager.astep(view, value, thread_id), messages, value, thread_id)
+        messages, thread_id, value, view, positions = self._prepare(input, config)
+        return self._output(await self.pager.astep(view, value, thread_id), messages, value, thread_id, positions)

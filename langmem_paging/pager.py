@@ -300,6 +300,8 @@ class Pager:
         return PagingResult(view=list(view), state=unchanged)
 
     def _after(self, thread_id: str, result: PagingResult) -> None:
+        for counter in self._counters.values():  # keep token counts of what is resident only
+            counter.forget(k for ids in result.evicted_ids.values() for k in ids[1:])
         if result.pages:
             self.index.add(thread_id, result.pages)
             self._watch_page_sizes(result)
@@ -393,7 +395,7 @@ class Pager:
         hits = []
         if plan.query is not None:
             if not self.index.has(thread_id):
-                self.index.load(thread_id, self.page_store.list(thread_id))
+                self.index.load(thread_id, self.page_store.scan(thread_id))
             hits = self._hits(thread_id, plan.query, branch)
         nodes = self.page_store.get_clusters(thread_id, clusters)
         members = {cid: self.page_store.members(thread_id, cid, limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
@@ -412,7 +414,7 @@ class Pager:
         hits = []
         if plan.query is not None:
             if not self.index.has(thread_id):
-                self.index.load(thread_id, await self.page_store.alist(thread_id))
+                self.index.load(thread_id, await self.page_store.alist(thread_id))  # (async: read, then index)
             hits = self._hits(thread_id, plan.query, branch)
         nodes = await self.page_store.aget_clusters(thread_id, clusters)
         members = {cid: await asyncio.to_thread(self.page_store.members, thread_id, cid,
@@ -465,19 +467,22 @@ class Pager:
         return wanted, clusters, notes
 
     def _hits(self, thread_id: str, query: str, branch: PagingState) -> list[Hit]:
+        # resident pages too: the room the result takes pushes them out at the next step
         return self.index.search(thread_id, query, limit=max(50, 8 * self.config.search_results),
-                                 allow=lambda pid: self._visible(branch, pid))
+                                 allow=lambda pid: branch.owns("p", page_number(pid)))
 
     def room_for(self, branch: PagingState, share: int = 1) -> int:
-        """Tokens a recall result may take: the recall cap (`recall_max_tokens`), within what the
-        budget leaves beside what nothing may evict, split between recalls made at once. The next
-        step makes that room: it pages back to the budget (not the low-water mark) and keeps the
-        result."""
+        """Tokens a recall result may take: all the budget leaves beside what nothing may evict
+        (the next step makes that room: it pages the rest out, back to the budget rather than the
+        low-water mark, and keeps the result), within `recall_max_tokens`, split between recalls
+        made at once."""
         budget = branch.budget or (self.config.max_tokens if isinstance(self.config.max_tokens, int) else 0)
-        cap = self.config.recall_cap_for(budget)
-        if branch.budget:
-            cap = min(cap, budget - branch.protected - 16)
-        return max(64, cap // max(1, share))
+        if not branch.budget:
+            return self.config.recall_cap_for(budget)
+        room = budget - branch.protected - 16
+        if self.config.recall_max_tokens is not None:
+            room = min(room, self.config.recall_max_tokens)
+        return max(64, room // max(1, share))
 
     def _answer(self, plan, branch, wanted, hits, nodes, members, pages: dict[str, Page], notes,
                 share: int) -> RecallAnswer:

@@ -278,7 +278,7 @@ def paging_step(
         result.view, result.updates = view_out, updates
         total = sum(count(m) for m in view_out)
     result.tokens = total
-    result.protected_tokens = _protected_tokens(result.view, state, options, newest_user, recalled_now)
+    result.protected_tokens = _protected_tokens(units, protected, keys, counts, state)
     result.over_budget = total > options.budget
     if result.over_budget and not state.warned:
         state.warned = True
@@ -690,18 +690,13 @@ def _fold(state, position, keys, options, result, replace, total, orphans, orpha
     return total
 
 
-def _protected_tokens(view, state, options, newest_user, recalled_now) -> int:
-    """Tokens that no eviction can free in `view` (an estimate good enough to warn)."""
+def _protected_tokens(units, protected, keys, counts, state) -> int:
+    """Tokens no eviction can free: the protected units (measured on the input) and the
+    bookmarks and clusters the step leaves (an estimate good enough to warn and size recalls)."""
     library = _library_keys(state)
-    units = split_units(view)
-    keys = message_keys(view)
-    newest = _newest_user_index(view)
-    prot = _protected_units(units, view, keys, newest, state, recalled_now, options)
-    total = 0
-    for k, unit in enumerate(units):
-        if k in prot or keys[unit.start] in library:
-            total += sum(options.count_message(m) for m in unit.messages)
-    return total
+    total = sum(counts[u.start + j] for k in protected for u in (units[k],) for j in range(len(u.messages))
+                if keys[u.start] not in library)
+    return total + sum(s.tokens for s in state.shown.values()) + sum(c.tokens for c in state.clusters.values())
 
 
 # -- pure API -----------------------------------------------------------------------------

@@ -86,10 +86,11 @@ class Page:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict for a LangGraph store (access statistics are kept apart)."""
-        data = asdict(self)
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__
+                if name not in ("messages", "access_count", "last_access")}
+        data["keywords"] = list(self.keywords)
+        data["features"] = dict(self.features)
         data["messages"] = dump_messages(self.messages)
-        data.pop("access_count")
-        data.pop("last_access")
         return data
 
     @classmethod

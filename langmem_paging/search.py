@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from langmem_paging.records import Page, page_number
+from langmem_paging.records import Page
 from langmem_paging.text import search_terms
 from langmem_paging.tokens import message_text
 
@@ -89,6 +89,7 @@ class _ThreadIndex:
     seen: set[str] = field(default_factory=set)
     total_length: float = 0.0
     size: int = 0
+    norm: object = None
 
 
 class InMemoryBM25Index(SearchIndex):
@@ -138,7 +139,7 @@ class InMemoryBM25Index(SearchIndex):
 
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
         index = _ThreadIndex()
-        for page in sorted(pages, key=lambda p: page_number(p.id)):
+        for page in pages:  # streamed: a thread's pages need not all be in memory at once
             self._index_page(index, page)
         with self._lock:
             self._threads[thread_id] = index
@@ -172,6 +173,7 @@ class InMemoryBM25Index(SearchIndex):
         for position, message in enumerate(page.messages):
             terms = self.analyzer(message_text(message))
             doc = len(index.length)
+            index.norm = None
             index.page_of.append(slot)
             index.message_of.append(position)
             index.length.append(float(len(terms)))
@@ -211,8 +213,11 @@ class InMemoryBM25Index(SearchIndex):
                 return []
             self._threads.move_to_end(thread_id)
             n = len(index.length)
-            lengths = np.frombuffer(index.length, dtype=np.float32)
-            norm = self.k1 * (1 - self.b + self.b * lengths / (index.total_length / n or 1.0))
+            if index.norm is None or len(index.norm) != n:  # kept until the thread gains pages
+                lengths = np.frombuffer(index.length, dtype=np.float32)
+                index.norm = self.k1 * (1 - self.b + self.b * lengths / (index.total_length / n or 1.0))
+                del lengths
+            norm = index.norm
             scores = np.zeros(n, dtype=np.float64)
             for term in terms:
                 posting = index.postings.get(term)
@@ -223,7 +228,7 @@ class InMemoryBM25Index(SearchIndex):
                 idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
                 scores[docs] += idf * tfs * (self.k1 + 1) / (tfs + norm[docs])
                 del docs, tfs
-            del lengths, norm
+            del norm
             if self.embedder is not None and index.vectors:
                 scores = self._fused(index, scores, query)
             hits: list[Hit] = []

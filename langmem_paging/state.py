@@ -154,9 +154,12 @@ class PagingState:
     n_pages: int = 0
     """Pages formed on this branch (the IDF's document count)."""
     skeleton: list[Any] | None = None
-    """View mode only: the paged view as message ids (resident) and message dicts (ours)."""
+    """View mode only: the paged view as ``[key, index]`` of history messages and message dicts
+    (the library's own)."""
     seen: str | None = None
-    """View mode only: id of the newest history message the last step saw."""
+    """View mode only: key of the newest history message the last step saw."""
+    seen_index: int = -1
+    """View mode only: its index in the history."""
     warned: bool = False
     """The over-budget warning was given on this branch."""
     tokens: int = 0
@@ -248,6 +251,7 @@ class PagingState:
             "n_pages": self.n_pages,
             "skeleton": self.skeleton,
             "seen": self.seen,
+            "seen_index": self.seen_index,
             "warned": self.warned,
             "tokens": self.tokens,
             "budget": self.budget,
@@ -285,6 +289,7 @@ class PagingState:
             n_pages=value.get("n_pages", 0),
             skeleton=list(value["skeleton"]) if value.get("skeleton") is not None else None,
             seen=value.get("seen"),
+            seen_index=value.get("seen_index", -1),
             warned=value["warned"],
             tokens=value["tokens"],
             budget=value["budget"],

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
@@ -260,18 +260,50 @@ class PageStore:
             if len(batch) < _LIST_BATCH:
                 return items
 
+    def _high_water(self, thread_id: str) -> int | None:
+        (item,) = self._batch([GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)])
+        return item.value.get("p", 1) if item is not None else None
+
+    async def _ahigh_water(self, thread_id: str) -> int | None:
+        (item,) = await self._abatch([GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)])
+        return item.value.get("p", 1) if item is not None else None
+
+    def scan(self, thread_id: str, *, chunk: int = 500) -> Iterator[Page]:
+        """Every page of a thread (every branch), in page order, read by key in chunks up to the
+        high-water mark: linear in the pages, for operators and index rebuilds, never on a turn's
+        path. (Pages written with `put` alone, with no mark, are listed instead.)"""
+        high = self._high_water(thread_id)
+        if high is None:
+            yield from self._listed(self._list_items(thread_id, "pages"), self._list_items(thread_id, "stats"))
+            return
+        for start in range(1, high, chunk):
+            found = self.get_many(thread_id, [f"p{n}" for n in range(start, min(high, start + chunk))])
+            yield from (found[k] for k in sorted(found, key=page_number))
+
+    async def ascan(self, thread_id: str, *, chunk: int = 500) -> AsyncIterator[Page]:
+        """Async `scan`."""
+        high = await self._ahigh_water(thread_id)
+        if high is None:
+            for page in self._listed(await self._alist_items(thread_id, "pages"),
+                                     await self._alist_items(thread_id, "stats")):
+                yield page
+            return
+        for start in range(1, high, chunk):
+            found = await self.aget_many(thread_id, [f"p{n}" for n in range(start, min(high, start + chunk))])
+            for key in sorted(found, key=page_number):
+                yield found[key]
+
+    def _listed(self, items: list[Item], stats: list[Item]) -> list[Page]:
+        by_key = {it.key: it for it in stats}
+        return sorted((self._page(it, by_key.get(it.key)) for it in items), key=lambda p: page_number(p.id))
+
     def list(self, thread_id: str) -> list[Page]:
-        """All pages of a thread (every branch), in page order: for operators and rebuilds,
-        never on a turn's path."""
-        stats = {it.key: it for it in self._list_items(thread_id, "stats")}
-        pages = [self._page(it, stats.get(it.key)) for it in self._list_items(thread_id, "pages")]
-        return sorted(pages, key=lambda p: page_number(p.id))
+        """All pages of a thread (every branch), in page order (see `scan`)."""
+        return list(self.scan(thread_id))
 
     async def alist(self, thread_id: str) -> list[Page]:
         """Async `list`."""
-        stats = {it.key: it for it in await self._alist_items(thread_id, "stats")}
-        pages = [self._page(it, stats.get(it.key)) for it in await self._alist_items(thread_id, "pages")]
-        return sorted(pages, key=lambda p: page_number(p.id))
+        return [page async for page in self.ascan(thread_id)]
 
     def list_clusters(self, thread_id: str) -> list[ClusterNode]:
         """All cluster nodes of a thread (every branch), in id order."""

@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -167,16 +167,24 @@ class TokenCounter:
     """
 
     def __init__(
-        self, *, model: str | None = None, encoding: str | None = None, cache_size: int = 100_000
+        self, *, model: str | None = None, encoding: str | None = None, cache_size: int = 20_000
     ) -> None:
         self.encoding = get_encoding(encoding or encoding_for_model(model))
-        self._cache: OrderedDict[tuple, int] = OrderedDict()
+        self._cache: OrderedDict[str, tuple] = OrderedDict()  # message id -> (fingerprint, tokens)
         self._cache_size = cache_size
         self._tool_cache: dict[tuple, int] = {}
+        self._text_cache: OrderedDict[str, int] = OrderedDict()
 
     def count_text(self, text: str) -> int:
-        """Tokens of a bare string, no message overhead."""
-        return len(self.encoding.encode(text, disallowed_special=()))
+        """Tokens of a bare string, no message overhead (short strings are remembered)."""
+        if len(text) > 4000:
+            return len(self.encoding.encode(text, disallowed_special=()))
+        cached = self._text_cache.get(text)
+        if cached is None:
+            cached = self._text_cache[text] = len(self.encoding.encode(text, disallowed_special=()))
+            if len(self._text_cache) > 8192:
+                self._text_cache.popitem(last=False)
+        return cached
 
     def truncate_text(self, text: str, max_tokens: int) -> str:
         """The longest prefix of `text` within `max_tokens` tokens."""
@@ -188,17 +196,30 @@ class TokenCounter:
 
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message including the per-message chat overhead."""
-        text = message_text(message)
-        key = (message.id, message.type, hashlib.blake2b(text.encode(), digest_size=8).digest())
-        if message.id is not None and key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key]
-        n = self.count_text(text) + PER_MESSAGE_OVERHEAD
+        content = message.content
+        if isinstance(content, str) and not getattr(message, "tool_calls", None):
+            text, fingerprint = content, (message.type, hash(content))  # str hashes are cached
+        else:
+            text = message_text(message)
+            fingerprint = (message.type, hash(text))
         if message.id is not None:
-            self._cache[key] = n
+            entry = self._cache.get(message.id)
+            if entry is not None and entry[0] == fingerprint:
+                self._cache.move_to_end(message.id)
+                return entry[1]
+        n = len(self.encoding.encode(text, disallowed_special=())) + PER_MESSAGE_OVERHEAD
+        if message.id is not None:
+            self._cache[message.id] = (fingerprint, n)
+            self._cache.move_to_end(message.id)
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return n
+
+    def forget(self, message_ids: Iterable[str]) -> None:
+        """Drop cached counts of messages that left the context (paged out), so the cache holds
+        what is resident, not every message a thread ever had."""
+        for message_id in message_ids:
+            self._cache.pop(message_id, None)
 
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
         return sum(self.count_message(m) for m in messages)

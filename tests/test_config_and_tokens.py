@@ -72,16 +72,27 @@ def test_encoding_follows_the_model_name():
     assert TokenCounter(model="gpt-4o", encoding="cl100k_base").encoding.name == "cl100k_base"
 
 
-def test_counts_are_cached_per_message_and_refreshed_when_replaced(monkeypatch):
+def test_counts_are_cached_per_message_and_refreshed_when_replaced():
     counter = TokenCounter()
     calls = []
-    original = counter.count_text
-    monkeypatch.setattr(counter, "count_text", lambda text: calls.append(text) or original(text))
+
+    class CountingEncoding:  # wraps tiktoken's encoding to count how often text is encoded
+        def __init__(self, inner):
+            self.inner = inner
+
+        def encode(self, text, **kwargs):
+            calls.append(text)
+            return self.inner.encode(text, **kwargs)
+
+    counter.encoding = CountingEncoding(counter.encoding)
     history = [HumanMessage(f"message number {i}", id=f"m{i}") for i in range(50)]
     first = counter(history)
     assert counter(history) == first and len(calls) == 50
     history[0] = HumanMessage("[p1:replaced]", id="m0")  # a bookmark takes the id of its page
     assert counter(history) != first and len(calls) == 51
+    counter.forget(["m1"])  # paged out: its count is dropped, and counted again if it comes back
+    counter(history)
+    assert len(calls) == 52
 
 
 def test_custom_token_counter_is_used_for_the_budget():

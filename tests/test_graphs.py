@@ -160,7 +160,7 @@ def test_bad_recall_arguments_come_back_to_the_model(args, expected):
     tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert expected in tool_message.content
     message_budget = 560 - COUNTER.count_tools(paging.tools)
-    assert COUNTER.count_text(tool_message.content) <= paging.config.recall_cap_for(message_budget)
+    assert COUNTER.count_text(tool_message.content) <= message_budget - 16  # within the room left
     assert state["messages"][-1].content == "done"
 
 

@@ -187,10 +187,10 @@ def test_view_mode_survives_a_message_without_an_id():
 
     state = None
     for point in range(4, len(history) + 1):
-        view, _ = prepare_view(history[:point], state, "view")
+        view, positions = prepare_view(history[:point], state, "view")
         result = page_messages(view, max_tokens=40, state=state, boundary="fixed_2", token_counter=len,
                                text_counter=COUNTER)
-        state = state_update(result, history[:point], state, "view").get("paging", state)
+        state = state_update(result, history[:point], state, "view", positions).get("paging", state)
         assert_valid_chat(result.view)
 
 
