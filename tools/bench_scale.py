@@ -22,6 +22,11 @@ What it measures:
 3. Resident memory per idle thread (in a fresh subprocess), at two page counts per thread,
    before and after each thread was searched once.
 4. The most tokens the model would have received over all measured calls.
+
+A full run is long: on a shared 2-core machine it took ~1 h 45 min (steps 38 min, most of it view
+mode at 50k; recall 66 min, of which the cold start at 100k pages took 56; memory 5 min).
+``--pages 1000,10000`` skips the slowest part. Timings on a busy machine are noisy: compare the
+columns of one row (measured side by side in one loop), and see ``loadavg`` in the header.
 """
 
 from __future__ import annotations
@@ -230,7 +235,8 @@ def header() -> dict[str, Any]:
             return ""
 
     versions = {}
-    for package in ("langmem-paging", "langchain-core", "langgraph", "langgraph-checkpoint-sqlite", "tiktoken", "numpy"):
+    packages = ("langmem-paging", "langchain-core", "langgraph", "langgraph-checkpoint-sqlite", "tiktoken", "numpy")
+    for package in packages:
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -246,6 +252,7 @@ def header() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "versions": versions,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "argv": sys.argv[1:],
     }
 
@@ -335,7 +342,8 @@ def bench_steps(args, workdir: Path) -> dict[str, Any]:
                               thread_id=f"bench-{mode}-{policy}"))
     tiktoken_counter = TokenCounter()
     out: dict[str, Any] = {"sizes": [], "config": {
-        "max_tokens": MAX_TOKENS, "boundary": BOUNDARY, "policies": [c[1] for c in configs], "modes": [c[0] for c in configs],
+        "max_tokens": MAX_TOKENS, "boundary": BOUNDARY, "policies": [c[1] for c in configs],
+        "modes": [c[0] for c in configs],
         "window": args.repeats, "build_every": args.build_every, "trim": {**TRIM_KWARGS, "max_tokens": MAX_TOKENS},
         "store": "SqliteStore on a file (isolation_level=None, check_same_thread=False)",
     }}
@@ -403,7 +411,8 @@ def bench_steps(args, workdir: Path) -> dict[str, Any]:
                 "all": summary([s["middleware"] for s in rows]),
                 "paging": summary([s["middleware"] for s in paging]),
                 "not_paging": summary([s["middleware"] for s in quiet]),
-                "parts_p50": {k: percentile([s[k] for s in rows], 50) for k in ("prepare", "pager", "update", "reducer")},
+                "parts_p50": {k: percentile([s[k] for s in rows], 50)
+                              for k in ("prepare", "pager", "update", "reducer")},
                 "max_tokens_received": max((s["tokens"] for s in rows), default=0),
                 "view_messages_mean": statistics.fmean(s["view"] for s in rows) if rows else 0,
                 "state_json_bytes": len(json.dumps(runner.paging)),
@@ -506,7 +515,8 @@ def bench_recall(args, workdir: Path) -> list[dict[str, Any]]:
         rows.append({
             "pages": n, "messages": n * PAGE_MESSAGES, "generate_s": generate_s, "write_s": write_s,
             "db_bytes": (workdir / f"recall-{n}.sqlite").stat().st_size,
-            "recall_by_id_ms": summary(by_id), "search_cold_ms": cold_ms, "search_cold_found": bool(cold_answer.accessed),
+            "recall_by_id_ms": summary(by_id), "search_cold_ms": cold_ms,
+            "search_cold_found": bool(cold_answer.accessed),
             "search_warm_ms": summary(searches), "search_queries_with_hits": hits,
             "index_postings": index_thread.size if index_thread else 0,
             "rss_growth_cold_start_bytes": rss_after - rss_before,
@@ -516,7 +526,8 @@ def bench_recall(args, workdir: Path) -> list[dict[str, Any]]:
         del index, pager, store
         gc.collect()
         if args.verbose:
-            print(f"  recall {n} pages: write {write_s:.1f}s, cold search {cold_ms:.0f} ms", file=sys.stderr, flush=True)
+            print(f"  recall {n} pages: write {write_s:.1f}s, cold search {cold_ms:.0f} ms", file=sys.stderr,
+                  flush=True)
     return rows
 
 
@@ -640,7 +651,8 @@ def targets(report: dict[str, Any], policy: str) -> list[dict[str, Any]]:
 def render(report: dict[str, Any], policy: str) -> str:
     h = report["header"]
     lines = [f"Scale benchmark (`tools/bench_scale.py {' '.join(h['argv'])}`), commit {str(h['git_commit'])[:10]}"
-             f"{' (dirty)' if h['git_dirty'] else ''}, {h['cores']} cores, Python {h['python']}, {h['date']}.", ""]
+             f"{' (dirty)' if h['git_dirty'] else ''}, {h['cores']} cores, Python {h['python']}, {h['date']}, "
+             f"load average {' / '.join(f'{x:.1f}' for x in h.get('loadavg_at_start') or [])}.", ""]
     steps = report.get("steps")
     if steps:
         c = steps["config"]
@@ -661,7 +673,8 @@ def render(report: dict[str, Any], policy: str) -> str:
                     f"{_ms(t['approximate']['p95'])} | {_ms(t['tiktoken']['p50'])} | {_ms(t['tiktoken']['p95'])} |")
         lines += ["", "Where a call's time goes (p50 ms: prepare_view / Pager.step / state_update; then LangGraph's "
                   "add_messages of the updates, not counted above), state size:", "",
-                  "| history msgs | config | prepare | pager | update | add_messages | state msgs | paging state KB | pages | clusters |",
+                  "| history msgs | config | prepare | pager | update | add_messages | state msgs | paging state KB "
+                  "| pages | clusters |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for row in steps["sizes"]:
             for name, r in row["runners"].items():
@@ -671,7 +684,8 @@ def render(report: dict[str, Any], policy: str) -> str:
                              f"{r['state_json_bytes'] / 1024:.1f} | {r['pages_formed']:,} | {r['clusters_made']:,} |")
         lines += ["", "Time to build each size (the middleware's work summed over the build's calls; wall includes "
                   "generating the chat and trim warm-up):", "",
-                  "| history msgs | wall s (cumulative) | " + " | ".join(f"{n} s (calls)" for n in steps["sizes"][0]["build"]) + " |",
+                  "| history msgs | wall s (cumulative) | "
+                  + " | ".join(f"{n} s (calls)" for n in steps["sizes"][0]["build"]) + " |",
                   "| --- | --- | " + " | ".join("---" for _ in steps["sizes"][0]["build"]) + " |"]
         for row in steps["sizes"]:
             lines.append(f"| {row['history_messages']:,} | {row['build_wall_s_cumulative']:.1f} | " + " | ".join(
@@ -682,7 +696,8 @@ def render(report: dict[str, Any], policy: str) -> str:
                   f"over-budget calls: {m['over_budget_calls']})."]
         curve = steps.get("build_curve_ms", {})
         if curve:
-            lines += ["", f"Mean ms per call while building, by history length (buckets of {steps['build_curve_bucket']:,}; "
+            lines += ["", "Mean ms per call while building, by history length "
+                      f"(buckets of {steps['build_curve_bucket']:,}; "
                       "a flat row means a call's work does not grow with the history):", ""]
             for name, points in curve.items():
                 keys = list(points)
@@ -695,7 +710,8 @@ def render(report: dict[str, Any], policy: str) -> str:
                   "search p50 | p95 | index postings | RSS + cold start MB |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in recall:
-            lines.append(f"| {r['pages']:,} | {r['messages']:,} | {r['write_s']:.1f} | {_ms(r['recall_by_id_ms']['p50'])} | "
+            lines.append(f"| {r['pages']:,} | {r['messages']:,} | {r['write_s']:.1f} | "
+                         f"{_ms(r['recall_by_id_ms']['p50'])} | "
                          f"{_ms(r['recall_by_id_ms']['p95'])} | {_ms(r['search_cold_ms'])} | "
                          f"{_ms(r['search_warm_ms']['p50'])} | {_ms(r['search_warm_ms']['p95'])} | "
                          f"{r['index_postings']:,} | {r['rss_growth_cold_start_bytes'] / 2**20:.0f} |")
@@ -736,7 +752,8 @@ def _ints(text: str) -> list[int]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=_ints, default=None, help="history lengths (messages), default 1000,10000,50000")
+    parser.add_argument("--sizes", type=_ints, default=None,
+                        help="history lengths (messages), default 1000,10000,50000")
     parser.add_argument("--pages", type=_ints, default=None, help="page counts for recall, default 1000,10000,100000")
     parser.add_argument("--repeats", type=int, default=None,
                         help="measured model calls per size and recall queries per page count (default 200)")
@@ -751,7 +768,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rss-pages", type=_ints, default=None, help="pages per thread (default 10,200)")
     parser.add_argument("--rss-every", type=int, default=1, help="memory runs page every N model calls (default 1)")
     parser.add_argument("--commit-batch", type=int, default=500, help="pages per PageStore.commit when writing pages")
-    parser.add_argument("--profile", type=Path, default=None, help="cProfile extra calls after each window; .prof files here")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="cProfile extra calls after each window; .prof files here")
     parser.add_argument("--profile-steps", type=int, default=50, help="calls profiled per configuration and size")
     parser.add_argument("--profile-top", type=int, default=25, help="functions kept per profile in the JSON")
     parser.add_argument("--only", default="steps,recall,rss", help="parts to run: steps, recall, rss")
@@ -794,13 +812,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 report[part] = run(args, workdir)
                 timings[part] = time.perf_counter() - t0
+                if args.json:  # a part can take long: keep what is done if a later part fails
+                    _write_json(args.json, report)
         report["header"]["part_wall_s"] = timings
+        report["header"]["loadavg_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     report["targets"] = targets(report, args.policy)
     print(render(report, args.policy))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1, default=str))
+        _write_json(args.json, report)
     return report
+
+
+def _write_json(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1, default=str))
 
 
 if __name__ == "__main__":
