@@ -288,11 +288,11 @@ class Runner:
         """One model call's paging work; returns its timings (ms) and the `PagingResult`."""
         source = self.messages if self.mode == "replace" else self.history
         t0 = time.perf_counter()
-        view, _ = prepare_view(source, self.paging, self.mode)
+        view, positions = prepare_view(source, self.paging, self.mode)
         t1 = time.perf_counter()
         result = self.pager.step(view, self.paging, self.thread_id, overhead=0)
         t2 = time.perf_counter()
-        update = state_update(result, source, self.paging, self.mode)
+        update = state_update(result, source, self.paging, self.mode, positions)
         t3 = time.perf_counter()
         if "messages" in update:
             self.messages = add_messages(self.messages, update["messages"])
