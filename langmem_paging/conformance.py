@@ -32,7 +32,14 @@ from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
 from langmem_paging.tokens import TokenCounter
 
-__all__ = ["sample_conversation", "valid_chat", "validate_bookmarker", "validate_policy", "validate_store"]
+__all__ = [
+    "model_call_points",
+    "sample_conversation",
+    "valid_chat",
+    "validate_bookmarker",
+    "validate_policy",
+    "validate_store",
+]
 
 _COUNTER = TokenCounter()
 
@@ -62,7 +69,8 @@ def sample_conversation(n_turns: int = 40, *, seed: int = 0) -> list[BaseMessage
 
 def valid_chat(messages: list[BaseMessage]) -> None:
     """Assert what the OpenAI and Anthropic chat APIs need: each tool result right after the AI
-    message that called it, every call answered before anything else comes."""
+    message that called it, every call answered before anything else comes, a system message
+    only first."""
     open_calls: set[str] = set()
     for i, message in enumerate(messages):
         if isinstance(message, ToolMessage):
@@ -70,11 +78,13 @@ def valid_chat(messages: list[BaseMessage]) -> None:
             open_calls.discard(message.tool_call_id)
             continue
         assert not open_calls, f"message {i}: tool calls {sorted(open_calls)} left unanswered"
+        assert not isinstance(message, SystemMessage) or i == 0, f"message {i}: a system message not first"
         if isinstance(message, AIMessage):
             open_calls = set(tool_call_ids(message))
 
 
-def _call_points(messages: list[BaseMessage]) -> list[int]:
+def model_call_points(messages: list[BaseMessage]) -> list[int]:
+    """Prefix lengths at which an agent calls the model: after a user turn, or after a tool group's results."""
     points = []
     for i, m in enumerate(messages):
         following = messages[i + 1] if i + 1 < len(messages) else None
@@ -90,7 +100,7 @@ def _replay(history: list[BaseMessage], max_tokens: int, **options):
     nodes: dict[str, ClusterNode] = {}
     results = []
     previous = 0
-    for point in _call_points(history):
+    for point in model_call_points(history):
         state = add_messages(state, history[previous:point])
         previous = point
         before, paging_before = copy.deepcopy(state), copy.deepcopy(paging)

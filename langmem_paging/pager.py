@@ -36,7 +36,7 @@ from langmem_paging.recall_text import (
     render_recall_shown,
 )
 from langmem_paging.records import Page, cluster_number, page_number
-from langmem_paging.search import Hit, InMemoryBM25Index, SearchIndex
+from langmem_paging.search import Hit, InMemoryBM25Index, SearchIndex, best_pages
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
 from langmem_paging.tiers import get_tiers
@@ -399,7 +399,7 @@ class Pager:
             hits = self._hits(thread_id, plan.query, branch)
         nodes = self.page_store.get_clusters(thread_id, clusters)
         members = {cid: self.page_store.members(thread_id, cid, limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
-        pages = self.page_store.get_many(thread_id, [*wanted, *_hit_pages(hits), *(p for m in members.values()
+        pages = self.page_store.get_many(thread_id, [*wanted, *best_pages(hits, 24), *(p for m in members.values()
                                                                                  for p in m)])
         answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share)
         self._notify_recalled(thread_id, answer)
@@ -419,7 +419,7 @@ class Pager:
         nodes = await self.page_store.aget_clusters(thread_id, clusters)
         members = {cid: await asyncio.to_thread(self.page_store.members, thread_id, cid,
                                                 limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
-        pages = await self.page_store.aget_many(thread_id, [*wanted, *_hit_pages(hits),
+        pages = await self.page_store.aget_many(thread_id, [*wanted, *best_pages(hits, 24),
                                                             *(p for m in members.values() for p in m)])
         answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share)
         await self._anotify_recalled(thread_id, answer)
@@ -520,9 +520,9 @@ class Pager:
             passage_items = self._passage_items(hits, pages, counter, max(0, cap - used - counter.count_text(
                 " ".join(notes)) - 8))
             if not passage_items:
-                best = ", ".join(_hit_pages(hits, 3))
+                best = ", ".join(best_pages(hits, 3))
                 notes.append(f"Matches in {best}, but no passage fits the {cap} tokens left for this result: "
-                             f"recall(page_ids=['{_hit_pages(hits, 1)[0]}'], part=1) reads the best page in parts.")
+                             f"recall(page_ids=['{best_pages(hits, 1)[0]}'], part=1) reads the best page in parts.")
             items += passage_items
         if notes and not items:
             shown = [*branch.clusters, *branch.shown]
@@ -550,16 +550,6 @@ class Pager:
 
         return [{"passages": pid, "spans": [list(s) for s in spans]}
                 for pid, spans in pack_passages(passages, cost, room)]
-
-
-def _hit_pages(hits, limit: int = 24) -> list[str]:
-    out: list[str] = []
-    for hit in hits:
-        if hit.page_id not in out:
-            out.append(hit.page_id)
-        if len(out) >= limit:
-            break
-    return out
 
 
 def _clip(text: str, limit: int = 200) -> str:

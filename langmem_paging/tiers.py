@@ -90,14 +90,21 @@ def _cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     return sum(w * b.get(t, 0.0) for t, w in a.items())
 
 
+@dataclass
 class TierMode(ABC):
-    """A tier scoring: scores pages and sizes the hot and warm tiers."""
+    """A tier scoring: scores pages; sizes the hot and warm tiers (tokens as an int, or a share of
+    the budget as a float); `digest_ratio` is a digest's length against its page's (0.25: 4:1)."""
+
+    hot_tokens: int | float | None = None
+    """Resident pages' budget (None: what the overall budget leaves)."""
+    warm_tokens: int | float = 0.15
+    """Warm digests' budget."""
+    digest_ratio: float = 0.25
+    """A digest's length as a share of its page's."""
+    digester: Any = None
+    """Writes digests instead of the extractive default, e.g. `langmem_paging.llm.LLMDigester`."""
 
     name = "tiers"
-    hot_tokens: int | float | None
-    warm_tokens: int | float
-    digest_ratio: float
-    digester: Any
 
     @abstractmethod
     def scores(self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]) -> dict[str, float]:
@@ -120,10 +127,8 @@ class TierMode(ABC):
 
 @dataclass
 class TierScoring(TierMode):
-    """Importance scoring (weights of recency, recalls, similarity to the recent context, named
-    entities, uniqueness; times an explicit marker). Tier sizes: `hot_tokens` and `warm_tokens`
-    as tokens (int) or shares of `max_tokens` (float); `digest_ratio` is a digest's length
-    against its page's (0.25: 4:1)."""
+    """Importance scoring: weights of recency, recalls, similarity to the recent context, named
+    entities, uniqueness; times an explicit marker. Tier sizes as in `TierMode`."""
 
     w_rec: float = 1.0
     """Weight of recency (the newest use scores 1, the oldest 0)."""
@@ -135,14 +140,6 @@ class TierScoring(TierMode):
     """Weight of entity importance (the share of names, numbers and dates among its terms)."""
     w_uniq: float = 0.5
     """Weight of uniqueness (1 - its greatest similarity to another page)."""
-    hot_tokens: int | float | None = None
-    """Resident pages' budget (None: what the overall budget leaves)."""
-    warm_tokens: int | float = 0.15
-    """Warm digests' budget."""
-    digest_ratio: float = 0.25
-    """A digest's length as a share of its page's."""
-    digester: Any = None
-    """Writes digests instead of the extractive default, e.g. `langmem_paging.llm.LLMDigester`."""
 
     name = "importance"
 
@@ -174,7 +171,7 @@ class TierScoring(TierMode):
 @dataclass
 class UtilityScoring(TierMode):
     """Streaming-memory utility u = alpha*log(f + 1) + beta*exp(-dt/tau); pages are pruned
-    greedily by the lowest u/c (c = token cost). Tier sizes as in `TierScoring`."""
+    greedily by the lowest u/c (c = token cost). Tier sizes as in `TierMode`."""
 
     alpha: float = 0.6
     """Weight of recalls."""
@@ -182,14 +179,6 @@ class UtilityScoring(TierMode):
     """Weight of recency."""
     tau: float = 10.0
     """Recency time constant, in user turns."""
-    hot_tokens: int | float | None = None
-    """Resident pages' budget (None: what the overall budget leaves)."""
-    warm_tokens: int | float = 0.15
-    """Warm digests' budget."""
-    digest_ratio: float = 0.25
-    """A digest's length as a share of its page's."""
-    digester: Any = None
-    """Writes digests instead of the extractive default, e.g. `langmem_paging.llm.LLMDigester`."""
 
     name = "utility"
 

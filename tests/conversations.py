@@ -41,13 +41,3 @@ def conversation(n_turns: int, *, seed: int = 0, system: bool = True, tools: boo
         out.append(AIMessage(f"About {topic[0]}: noted for turn {turn}.", id=f"a{turn}",
                              additional_kwargs=dict(meta)))
     return out
-
-
-def model_call_points(messages: list[BaseMessage]) -> list[int]:
-    """Prefix lengths at which an agent would call the model (after a user turn or tool results)."""
-    points = []
-    for i, m in enumerate(messages):
-        nxt = messages[i + 1] if i + 1 < len(messages) else None
-        if isinstance(m, HumanMessage) or (isinstance(m, ToolMessage) and not isinstance(nxt, ToolMessage)):
-            points.append(i + 1)
-    return points

@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 from langgraph.graph.message import add_messages
 
 from langmem_paging import TokenCounter, page_messages
-from langmem_paging.messages import tool_call_ids
+from langmem_paging.conformance import model_call_points, valid_chat
 
 COUNTER = TokenCounter()
 
@@ -23,16 +23,6 @@ class Replay:
     pages: dict = field(default_factory=dict)
     nodes: dict = field(default_factory=dict)
     steps: list = field(default_factory=list)
-
-
-def model_call_points(messages: list[BaseMessage]) -> list[int]:
-    """Prefix lengths at which an agent calls the model (after a user turn or a tool group's results)."""
-    points = []
-    for i, m in enumerate(messages):
-        nxt = messages[i + 1] if i + 1 < len(messages) else None
-        if isinstance(m, HumanMessage) or (isinstance(m, ToolMessage) and not isinstance(nxt, ToolMessage)):
-            points.append(i + 1)
-    return points
 
 
 def replay(messages, *, max_tokens, points=None, **options) -> Replay:
@@ -62,17 +52,4 @@ def replay(messages, *, max_tokens, points=None, **options) -> Replay:
     return out
 
 
-def assert_valid_chat(messages: list[BaseMessage]) -> None:
-    """What the OpenAI and Anthropic chat APIs require of the message list: every tool result
-    right after the AI message that called it (with its siblings), and every tool call answered
-    before anything else comes (a call may be open only at the very end)."""
-    open_calls: set[str] = set()
-    for i, message in enumerate(messages):
-        if isinstance(message, ToolMessage):
-            assert message.tool_call_id in open_calls, f"tool result {message.id} without its call at {i}"
-            open_calls.discard(message.tool_call_id)
-            continue
-        assert not open_calls, f"unanswered tool calls {open_calls} before message {i} ({message.type})"
-        if isinstance(message, AIMessage):
-            open_calls = set(tool_call_ids(message))
-        assert not isinstance(message, SystemMessage) or i == 0, "system message not first"
+assert_valid_chat = valid_chat  # the shipped check: tool results right after their call, calls answered

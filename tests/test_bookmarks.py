@@ -1,11 +1,11 @@
 from __future__ import annotations
 
+import time
+
 from conversations import conversation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
-
-import time
 
 from langmem_paging import KeywordBookmarker, PageDraft, TokenCounter, page_messages, parse_bookmark
 from langmem_paging.bookmarks import BookmarkContext

@@ -9,8 +9,8 @@ import pytest
 
 from evals.cli import main as evals_main
 from evals.datasets.locomo import parse_sample
-from evals.datasets.synthetic import _RELATIONS
 from evals.datasets.needles import generate_needles, locomo_needles, segment_bounds, segment_of
+from evals.datasets.synthetic import _RELATIONS
 from evals.metrics import effective_compression, needle_retention
 from evals.needles import budget_for, run_conversation, summarize
 

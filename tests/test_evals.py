@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from evals import methods as method_lib
 from evals.cli import main as evals_main
 from evals.conversation import to_messages
 from evals.datasets.locomo import parse_sample
 from evals.datasets.synthetic import generate
 from evals.methods import METHODS
-from evals import methods as method_lib
 from evals.metrics import evidence_coverage, page_selection, paired_bootstrap
 from evals.paging_method import PagingSession
 from evals.runner import ask_schedule

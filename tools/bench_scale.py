@@ -32,7 +32,6 @@ columns of one row (measured side by side in one loop), and see ``loadavg`` in t
 from __future__ import annotations
 
 import argparse
-import bisect
 import cProfile
 import functools
 import gc
@@ -56,7 +55,14 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    trim_messages,
+)
 from langgraph.graph.message import add_messages
 from langgraph.store.sqlite import SqliteStore
 
