@@ -22,8 +22,14 @@ from langgraph.store.memory import InMemoryStore
 
 from evals.methods import COUNTER, Context, cap_to_budget
 from evals.policy_spec import paging_options
-from evals.readers.lexical import MAX_STRONG, READER_MODES, rank_bookmarks, strong_bookmarks, visible_bookmarks
-from langmem_paging import Page, PagingConfig, PagingMiddleware, PageStore, is_bookmark
+from evals.readers.lexical import (
+    MAX_STRONG,
+    READER_MODES,
+    rank_bookmarks,
+    strong_bookmarks,
+    visible_bookmarks,
+)
+from langmem_paging import Page, PageStore, PagingConfig, PagingMiddleware, is_bookmark
 from langmem_paging.messages import METADATA_KEY, recall_copy_pages
 from langmem_paging.pager import Pager, plan_recall
 from langmem_paging.recall_text import render_message
