@@ -179,10 +179,11 @@ class PagingSession:
         resident_before = self._present(seen)
         recalled: list[str] = []
         if page_ids or query:
-            answer = self.pager.recall(THREAD, paging, page_ids=page_ids or None, query=query)
             call_id = f"call-{uuid.uuid4().hex[:8]}"
             args = {k: v for k, v in (("page_ids", page_ids), ("query", query)) if v}
             call = AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": call_id}], id=f"a-{call_id}")
+            answer = self.pager.recall(THREAD, paging, page_ids=page_ids or None, query=query,
+                                       call_tokens=self.pager.counter_for().count_message(call))
             result = ToolMessage(answer.content, tool_call_id=call_id, name="recall", id=f"t-{call_id}",
                                  artifact=answer.artifact)
             paging = paging_reducer(paging, recall_delta(answer.accessed, turn=answer.turn, results=[result.id]))

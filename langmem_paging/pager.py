@@ -385,10 +385,11 @@ class Pager:
 
     # -- recall -----------------------------------------------------------------------------
     def recall(self, thread_id: str, state: Any, *, page_ids: Any = None, query: Any = None,
-               part: Any = None, share: int = 1) -> RecallAnswer:
+               part: Any = None, share: int = 1, call_tokens: int = 0) -> RecallAnswer:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch.
 
-        `share`: how many recalls the model made at once (each gets that share of the room)."""
+        `share`: how many recalls the model made at once (each gets that share of the room);
+        `call_tokens`: tokens of the message that made the call (the next step protects it)."""
         branch = PagingState.from_value(state)
         plan = plan_recall(page_ids, query, part)
         wanted, clusters, notes = self._resolve(plan, branch)
@@ -401,12 +402,12 @@ class Pager:
         members = {cid: self.page_store.members(thread_id, cid, limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
         pages = self.page_store.get_many(thread_id, [*wanted, *best_pages(hits, 24), *(p for m in members.values()
                                                                                  for p in m)])
-        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share)
+        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
         self._notify_recalled(thread_id, answer)
         return answer
 
     async def arecall(self, thread_id: str, state: Any, *, page_ids: Any = None, query: Any = None,
-                      part: Any = None, share: int = 1) -> RecallAnswer:
+                      part: Any = None, share: int = 1, call_tokens: int = 0) -> RecallAnswer:
         """Async `recall`."""
         branch = PagingState.from_value(state)
         plan = plan_recall(page_ids, query, part)
@@ -421,7 +422,7 @@ class Pager:
                                                 limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
         pages = await self.page_store.aget_many(thread_id, [*wanted, *best_pages(hits, 24),
                                                             *(p for m in members.values() for p in m)])
-        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share)
+        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
         await self._anotify_recalled(thread_id, answer)
         return answer
 
@@ -471,23 +472,26 @@ class Pager:
         return self.index.search(thread_id, query, limit=max(50, 8 * self.config.search_results),
                                  allow=lambda pid: branch.owns("p", page_number(pid)))
 
-    def room_for(self, branch: PagingState, share: int = 1) -> int:
+    def room_for(self, branch: PagingState, share: int = 1, call_tokens: int = 0) -> int:
         """Tokens a recall result may take: all the budget leaves beside what nothing may evict
         (the next step makes that room: it pages the rest out, back to the budget rather than the
         low-water mark, and keeps the result), within `recall_max_tokens`, split between recalls
-        made at once."""
+        made at once. Set aside: the calling message (`call_tokens`) and the bookmarks of the
+        resident pages the next step may push out (within the bookmarks' share)."""
         budget = branch.budget or (self.config.max_tokens if isinstance(self.config.max_tokens, int) else 0)
         if not branch.budget:
             return self.config.recall_cap_for(budget)
-        room = budget - branch.protected - 16
+        bookmark_tokens = int(getattr(self.bookmarker, "max_tokens", 24) or 24)
+        new_bookmarks = min(int(budget * self.config.bookmark_share), bookmark_tokens * (len(branch.pages) + 1))
+        room = budget - branch.protected - call_tokens - new_bookmarks - 16
         if self.config.recall_max_tokens is not None:
             room = min(room, self.config.recall_max_tokens)
         return max(64, room // max(1, share))
 
     def _answer(self, plan, branch, wanted, hits, nodes, members, pages: dict[str, Page], notes,
-                share: int) -> RecallAnswer:
+                share: int, call_tokens: int) -> RecallAnswer:
         counter = self.counter_for()
-        cap = self.room_for(branch, share)
+        cap = self.room_for(branch, share, call_tokens)
         missing = [p for p in wanted if p not in pages]
         if missing:
             notes.append(f"No such page in this conversation: {', '.join(missing)}.")

@@ -52,14 +52,21 @@ def _paging_state(runtime: ToolRuntime) -> Any:
     return state.get(STATE_KEY)
 
 
-def _recalls_at_once(runtime: ToolRuntime, name: str) -> int:
-    """How many calls of this tool the model made in its last message (they share the room)."""
+def _call(runtime: ToolRuntime, name: str) -> tuple[Any, int]:
+    """The model's message that made this call, and how many calls of this tool it made (they
+    share the room)."""
     messages = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
     for message in reversed(messages):
         calls = getattr(message, "tool_calls", None)
         if calls:
-            return max(1, sum(1 for c in calls if c.get("name") == name))
-    return 1
+            return message, max(1, sum(1 for c in calls if c.get("name") == name))
+    return None, 1
+
+
+def _sizing(pager: Pager, runtime: ToolRuntime, name: str) -> dict[str, int]:
+    message, share = _call(runtime, name)
+    call_tokens = pager.counter_for().count_message(message) if message is not None else 0
+    return {"share": share, "call_tokens": call_tokens}
 
 
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
@@ -88,7 +95,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         if thread_id is None:
             return _NO_THREAD
         answer = pager.recall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query, part=part,
-                              share=_recalls_at_once(runtime, name))
+                              **_sizing(pager, runtime, name))
         return _command(answer, runtime, name)
 
     async def arecall(
@@ -102,7 +109,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         if thread_id is None:
             return _NO_THREAD
         answer = await pager.arecall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query,
-                                     part=part, share=_recalls_at_once(runtime, name))
+                                     part=part, **_sizing(pager, runtime, name))
         return _command(answer, runtime, name)
 
     return StructuredTool.from_function(func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION)

@@ -237,3 +237,29 @@ def test_two_stores_with_the_same_thread_id_never_share_search_results():
     assert paging_a.pager.recall("t", state_a, query="vault code Bay3").accessed
     other = paging_b.pager.recall("t", state_b, query="vault code Bay3")
     assert not other.accessed and "Nothing paged out matches" in other.content
+
+
+@pytest.mark.parametrize("reasoning_words", [0, 120])
+def test_a_search_recall_that_fills_the_room_keeps_the_next_prompt_within_budget(reasoning_words):
+    """The recall result was sized from what was protected before the call: the calling message
+    and the bookmarks of the pages pushed out to make room went over (4,088 for 4,000 in the eval)."""
+    budget = 700
+    paging = PagingMiddleware(max_tokens=budget, boundary="fixed_2", store=InMemoryStore())
+    facts = [f"Note {i}: the beekeeper Zarko{i} keeps {i} beehives near Lake Bled and sells honey." for i in range(40)]
+    call = AIMessage(" ".join(["thinking"] * reasoning_words),
+                     tool_calls=[{"name": "recall", "args": {"query": "beehives honey Lake Bled beekeeper"},
+                                  "id": "c1"}])
+    model = ScriptedChatModel(responses=["Noted, thanks for telling me."] * len(facts) + [call, "done"])
+    agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for fact in facts:
+        agent.invoke({"messages": [fact]}, config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # "needs N tokens but the budget is B"
+        state = agent.invoke({"messages": ["What do you know about the beehives?"]}, config)
+    result = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    if not reasoning_words:
+        assert COUNTER.count_text(result.content) > budget // 3  # it did fill the room, not a third of it
+    assert result.content.count("<page id=") >= 2
+    message_budget = budget - COUNTER.count_tools(paging.tools)
+    assert COUNTER(model.prompts[-1]) <= message_budget
