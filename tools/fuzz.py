@@ -3169,6 +3169,68 @@ def t_remove_all_drops_old_clusters() -> str | None:
     )
 
 
+def t_summarization_middleware(mode: str = "replace") -> str | None:
+    """With LangChain's SummarizationMiddleware before paging, every prompt is valid, within budget, holds
+    the user's new message and, once a summary was made, the summary."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langmem_paging import PagingMiddleware
+    from langmem_paging.testing import ScriptedChatModel
+
+    store = InMemoryStore()
+    paging = PagingMiddleware(max_tokens=700, boundary="fixed_2", mode=mode, store=store)
+    summarizer = ScriptedChatModel(responses=[f"Summary {k}: bees, lakes and honey." for k in range(20)])
+    summarization = SummarizationMiddleware(model=summarizer, trigger=("messages", 12), keep=("messages", 4))
+    tools = _tools()
+    model = ScriptedChatModel(responses=["Noted."] * 40)
+    agent = create_agent(
+        model, tools=tools, middleware=[summarization, paging], checkpointer=InMemorySaver(), store=store
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(16):
+        agent.invoke({"messages": [HumanMessage(FACTS[i], id=f"h{i}")]}, config)
+        prompt = model.prompts[-1]
+        problems = chat_problems(prompt)
+        if problems:
+            return f"turn {i}: {problems[0][0]}"
+        if _prompt_tokens(model, paging, tools) > 700:
+            return f"turn {i}: over budget"
+        if not any(m.id == f"h{i}" and m.content == FACTS[i] for m in prompt):
+            return f"turn {i}: the user's message is not in the prompt"
+        if summarizer.prompts and not any("Summary" in str(m.content) for m in prompt):
+            return f"turn {i}: the summary is not in the prompt: {[str(m.content)[:24] for m in prompt]}"
+    return None
+
+
+def t_recall_store_failure_recovers() -> str | None:
+    """The store fails while `recall` reads (retries exhausted): the run fails, and the next turn still
+    sends the model a valid chat (no tool call left without its result)."""
+    call = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"]}, "id": "r1"}])
+    agent, paging, model = _agent(500, boundary="fixed_2", responses=["ok"] * 12 + [call, "done", "ok", "ok"])
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(12):
+        agent.invoke({"messages": [HumanMessage(FACTS[i], id=f"h{i}")]}, config)
+    store = paging.page_store
+
+    def broken(*args, **kwargs):
+        raise InjectedStoreError("the store is down")
+
+    store.get_many, saved = broken, store.get_many
+    failed = None
+    try:
+        agent.invoke({"messages": [HumanMessage("What about Zarko0?", id="q1")]}, config)
+    except Exception as error:  # noqa: BLE001 - the failed turn may raise; the next one must recover
+        failed = error
+    store.get_many = saved
+    agent.invoke({"messages": [HumanMessage("Anything else?", id="q2")]}, config)
+    problems = chat_problems(model.prompts[-1])
+    if problems:
+        return f"after the failed turn ({type(failed).__name__}), the next turn's prompt: {problems[0][0]}"
+    return None
+
+
 TARGETED: dict[str, Callable[[], str | None]] = {
     "invalid_tool_calls_grouped": t_invalid_tool_calls_grouped,
     "invalid_tool_calls_grouped_view": lambda: t_invalid_tool_calls_grouped("view"),
@@ -3203,6 +3265,9 @@ TARGETED: dict[str, Callable[[], str | None]] = {
     "recall_note_escaped": t_recall_note_escaped,
     "library_metadata_user_turn_protected": t_library_metadata_user_turn_protected,
     "remove_all_drops_old_clusters": t_remove_all_drops_old_clusters,
+    "summarization_middleware": t_summarization_middleware,
+    "summarization_middleware_view": lambda: t_summarization_middleware("view"),
+    "recall_store_failure_recovers": t_recall_store_failure_recovers,
 }
 
 BUGS = {
@@ -3223,9 +3288,12 @@ BUGS = {
     "(SummarizationMiddleware, create_agent's invalid-tool-call repair), even with nothing paged",
     "B8": "a resident page re-stored after an edit on one branch overwrites the record another branch uses: "
     "after time travel that branch loses messages",
-    "B9": "view mode ignores REMOVE_ALL_MESSAGES: stale bookmarks and tool-result stubs of the removed "
-    "history are shown (a tool result without its call: providers answer 400)",
+    "B9": "view mode ignores REMOVE_ALL_MESSAGES: the summary SummarizationMiddleware writes is never shown, "
+    "and stale bookmarks and tool-result stubs of the removed history are (a tool result without its call: "
+    "providers answer 400)",
     "B10": "recall notes echo the query unescaped, so the model's input can pass for recall structure",
+    "B12": "a store error while `recall` reads (retries exhausted) fails the tools node: the recall call is "
+    "left without a result in the thread, and every later prompt is an invalid chat (providers answer 400)",
     "B11": "after REMOVE_ALL_MESSAGES the removed history's clusters merge into the next cluster: deleted "
     "history comes back behind a bookmark and in reconstruct_history",
 }
@@ -3246,8 +3314,10 @@ KNOWN = {
     "rebuild_keeps_repaired_tool_call_order": "B7",
     "fork_keeps_other_branch_pages": "B8",
     "view_mode_remove_all": "B9",
+    "summarization_middleware_view": "B9",
     "recall_note_escaped": "B10",
     "remove_all_drops_old_clusters": "B11",
+    "recall_store_failure_recovers": "B12",
 }
 
 
