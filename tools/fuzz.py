@@ -21,14 +21,20 @@ every model call:
 Modes: ``pure`` (`page_messages`, and `Pager` over a page store, replace and view),
 ``graph`` (`create_agent` + `PagingMiddleware` and `StateGraph` + `PagingNode` +
 `ToolNode`, sync and async, with forks, time travel, concurrent runs and a flaky store),
-``targeted`` (one deterministic scenario per bug the previous campaign found), ``all``.
+``targeted`` (one deterministic scenario per bug a campaign found: `TARGETED`; those still
+failing are mapped to their bug in `KNOWN`), ``all``.
 
 Usage (from the repository root)::
 
-    python tools/fuzz.py --mode all --minutes 60 --seed 1
+    python tools/fuzz.py --mode all --minutes 60 --seed 1 --out results/fuzz.json
     python tools/fuzz.py --mode pure --seed 1234 --iterations 1 -v   # reproduce one case
+    python tools/fuzz.py --shrink 1234                               # minimal standalone repro script
+    python tools/fuzz.py --scenario fork_keeps_other_branch_pages    # one regression scenario
 
-A case is reproduced by its seed alone (case seed = ``--seed`` + iteration index).
+A case is reproduced by its seed alone (case seed = ``--seed`` + iteration index); graph cases
+only approximately (message ids are uuids, concurrent runs interleave). Failures are grouped by
+invariant; each keeps the flags of what happened before it (spoofed metadata, reused ids,
+removals, store errors, forks, ...) and a label naming a known cause when one is recognized.
 """
 
 from __future__ import annotations
@@ -1691,7 +1697,9 @@ class GraphCase:
                 store=self.store,
                 system_prompt=("You are a careful assistant. " * 8 if p.system_prompt else None),
             )
-            self.overhead = COUNTER.count_tools(self.all_tools) + (
+            # a fresh counter: TokenCounter caches tool counts by id(tool), and ids recycle across cases (B13)
+            self.tool_tokens = TokenCounter().count_tools(self.all_tools)
+            self.overhead = self.tool_tokens + (
                 COUNTER.count_message(SystemMessage("You are a careful assistant. " * 8))
                 if p.system_prompt
                 else 0
@@ -1846,7 +1854,7 @@ class GraphCase:
     def check_prompt(self, prompt: list[BaseMessage]) -> None:
         p = self.p
         self.report.steps[f"graph-{p.kind}"] += 1
-        tokens = COUNTER(prompt) + (COUNTER.count_tools(self.all_tools) if p.kind == "middleware" else 0)
+        tokens = COUNTER(prompt) + (self.tool_tokens if p.kind == "middleware" else 0)
         result = self.results[-1][1] if self.results else None
         body = [m for m in prompt if not isinstance(m, SystemMessage)] if p.kind == "middleware" else prompt
         for thread_id, candidate in reversed(self.results):  # concurrent runs interleave their steps
@@ -2376,7 +2384,8 @@ def _agent(
 
 
 def _prompt_tokens(model, paging, tools=(), k=-1) -> int:
-    return COUNTER(model.prompts[k]) + COUNTER.count_tools([*tools, *paging.tools])
+    # a fresh counter: TokenCounter caches tool counts by id(tool), and ids recycle (B13)
+    return COUNTER(model.prompts[k]) + TokenCounter().count_tools([*tools, *paging.tools])
 
 
 def _history(paging, thread, values):
@@ -3231,6 +3240,38 @@ def t_recall_store_failure_recovers() -> str | None:
     return None
 
 
+def t_tool_count_cache_follows_the_tool() -> str | None:
+    """TokenCounter.count_tools never gives a new tool the count of a collected tool that had the same id."""
+    import gc
+
+    from langchain_core.tools import StructuredTool
+
+    def make(words: int):
+        def lookup(q: str) -> str:
+            return q
+
+        return StructuredTool.from_function(
+            func=lookup, name="lookup", description="Look things up. " * words
+        )
+
+    counter = TokenCounter()
+    wrong = 0
+    gc.freeze()  # what exists now is not scanned: each collection below takes milliseconds
+    try:
+        for _ in range(60):  # about one in five lands on the freed address: 60 make a miss all but certain
+            small = make(1)
+            counter.count_tools([small])
+            del small
+            gc.collect()
+            big = make(300)  # often allocated where `small` was
+            wrong += counter.count_tools([big]) != TokenCounter().count_tools([big])
+            del big
+            gc.collect()
+    finally:
+        gc.unfreeze()
+    return f"{wrong} of 60 new tools counted as the collected tool at the same address" if wrong else None
+
+
 TARGETED: dict[str, Callable[[], str | None]] = {
     "invalid_tool_calls_grouped": t_invalid_tool_calls_grouped,
     "invalid_tool_calls_grouped_view": lambda: t_invalid_tool_calls_grouped("view"),
@@ -3268,6 +3309,7 @@ TARGETED: dict[str, Callable[[], str | None]] = {
     "summarization_middleware": t_summarization_middleware,
     "summarization_middleware_view": lambda: t_summarization_middleware("view"),
     "recall_store_failure_recovers": t_recall_store_failure_recovers,
+    "tool_count_cache_follows_the_tool": t_tool_count_cache_follows_the_tool,
 }
 
 BUGS = {
@@ -3294,6 +3336,9 @@ BUGS = {
     "B10": "recall notes echo the query unescaped, so the model's input can pass for recall structure",
     "B12": "a store error while `recall` reads (retries exhausted) fails the tools node: the recall call is "
     "left without a result in the thread, and every later prompt is an invalid chat (providers answer 400)",
+    "B13": "TokenCounter.count_tools caches by id(tool) without keeping the tool alive: a new tool at a "
+    "recycled address gets a collected tool's count, so a middleware shared by agents built per request "
+    "misjudges the tool overhead (prompts over max_tokens, over_budget not reported)",
     "B11": "after REMOVE_ALL_MESSAGES the removed history's clusters merge into the next cluster: deleted "
     "history comes back behind a bookmark and in reconstruct_history",
 }
@@ -3318,6 +3363,7 @@ KNOWN = {
     "recall_note_escaped": "B10",
     "remove_all_drops_old_clusters": "B11",
     "recall_store_failure_recovers": "B12",
+    "tool_count_cache_follows_the_tool": "B13",
 }
 
 
@@ -3418,8 +3464,28 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SEED",
         help="shrink the pure case SEED and print a standalone repro script",
     )
+    parser.add_argument(
+        "--scenario",
+        choices=sorted(TARGETED),
+        default=None,
+        help="run one regression scenario and say what broke",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.scenario is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            problem = TARGETED[args.scenario]()
+        bug = KNOWN.get(args.scenario)
+        print(f"{args.scenario}: {problem or 'ok'}" + (f"\n{bug}: {BUGS[bug]}" if problem and bug else ""))
+        return 1 if problem else 0
+    if args.scenario is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            problem = TARGETED[args.scenario]()
+        bug = KNOWN.get(args.scenario)
+        print(f"{args.scenario}: {problem or 'ok'}" + (f"\n{bug}: {BUGS[bug]}" if problem and bug else ""))
+        return 1 if problem else 0
     if args.shrink is not None:
         params = pure_params(random.Random(args.shrink * 7919))
         with warnings.catch_warnings():
