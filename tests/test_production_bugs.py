@@ -1,0 +1,83 @@
+"""Library bugs found by the fault, crash and concurrency work, each as its smallest repro.
+
+Marked ``xfail(strict=True)``: a fix turns the test into an XPASS, which fails the run until the mark
+is removed, so a fixed bug stays tested.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from conversations import conversation
+from harness import COUNTER, replay
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph.message import add_messages
+from langgraph.store.memory import InMemoryStore
+
+from langmem_paging import InMemoryBM25Index, Pager, PageStore, PagingConfig, reconstruct_history
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "paging._evict_loop evicts a page smaller than its bookmark 'straight into the nearest cluster' "
+    "(its messages removed, no bookmark written) and records it in state.shown, but _fold folds only "
+    "the orphans _reconcile found at the start of the step, so when no fold takes it the page is shown "
+    "by nothing: the checkpoint's messages no longer reach it and reconstruct_history drops it until a "
+    "later step folds it (and for good if the thread stops there). Fix: pass the pages evicted "
+    "'direct' in this step to _fold as orphans (forced into a cluster), or keep their bookmark."))
+def test_a_page_evicted_straight_into_a_cluster_stays_in_the_history():
+    messages = conversation(12, seed=8, tools=True, system=False)
+    out = replay(messages, max_tokens=300, boundary="fixed_2", policy="fifo")
+    last = out.steps[-1]
+    shown_by_nothing = [p for p, s in last.state.shown.items() if s.anchor not in {m.id for m in last.view}]
+    history = reconstruct_history(out.state, out.pages, COUNTER, clusters=out.nodes, state=out.paging)
+    lost = [m.id for m in messages if m.id not in {h.id for h in history}]
+    assert not shown_by_nothing and not lost, f"{shown_by_nothing} shown by no message; lost {lost}"
+
+
+def _page_facts(pager: Pager, facts: list[str]) -> dict:
+    messages, state = [], None
+    for n, fact in enumerate(facts):
+        messages = add_messages(messages, [HumanMessage(fact, id=f"h{n}")])
+        result = pager.step(messages, state, "two-stores")
+        messages = add_messages(add_messages(messages, result.updates), [AIMessage("Noted.", id=f"a{n}")])
+        state = result.state.to_value()
+    return state
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Pager's default index (pager._DEFAULT_INDEX) is one InMemoryBM25Index for the whole process, keyed "
+    "by thread id only: a second Pager over another store (another app, tenant or test) with the same "
+    "thread id finds the thread already indexed (`has`), and `add` skips its pages as already seen "
+    "(same page ids), so its searches run over the first store's passages. Fix: key the shared index by "
+    "store as well as thread (or give each Pager its own index)."))
+def test_two_pagers_over_two_stores_each_search_their_own_pages():
+    config = PagingConfig(max_tokens=260, boundary="fixed_4", policy="fifo")
+    first, second = (Pager(config, PageStore(InMemoryStore())) for _ in range(2))  # the default index
+    state = _page_facts(first, [f"Alpha{n} plays the violin in Oslo{n}." for n in range(24)])
+    assert "Alpha2 plays the violin" in first.recall("two-stores", state, query="violin Oslo2").content
+    state = _page_facts(second, [f"Beta{n} keeps bees in Quito{n}." for n in range(24)])
+    assert "Beta2 keeps bees" in second.recall("two-stores", state, query="bees Quito2").content
+
+
+class _DownIndex(InMemoryBM25Index):
+    """A search index whose database is down (as a PostgresSearchIndex can be)."""
+
+    def add(self, thread_id, pages):
+        raise ConnectionError("search index unreachable")
+
+
+@pytest.mark.xfail(strict=True, raises=ConnectionError, reason=(
+    "Pager.step/astep call index.add in _after, outside the try that applies on_store_error: with a "
+    "database index down, on_store_error='continue' still fails the turn, after the pages were committed. "
+    "Fix: treat index errors like store errors (warn and go on with the paged result; the pages are "
+    "stored, a later `load` re-indexes them), or add before the commit inside the try."))
+def test_on_store_error_continue_also_covers_the_search_index():
+    pager = Pager(PagingConfig(max_tokens=260, boundary="fixed_4"), PageStore(InMemoryStore()),
+                  index=_DownIndex(), on_store_error="continue")
+    messages = [HumanMessage(f"Fact {n}: Zarko{n} keeps {n} beehives near Lake Bled{n}.", id=f"h{n}") for n in range(30)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = pager.step(messages, None, "index-down")
+    assert any(issubclass(w.category, RuntimeWarning) for w in caught)
+    assert result.pages and pager.page_store.get("index-down", result.pages[0].id) is not None
