@@ -173,7 +173,7 @@ async def test_fifty_threads_at_once_never_read_each_others_pages(backend, tmp_p
             store = SqliteStore(sqlite3.connect(tmp_path / "s.sqlite", check_same_thread=False, isolation_level=None))
             store.setup()
             saver = SqliteSaver(sqlite3.connect(tmp_path / "c.sqlite", check_same_thread=False))
-            summary = await many_threads(store, saver, threads=16, base_turns=6, max_tokens=560, sync_pool=True)
+            summary = await many_threads(store, saver, threads=8, base_turns=6, max_tokens=560, sync_pool=True)
         else:
             store, saver = await _open(backend, tmp_path, postgres_uri, stack)
             summary = await many_threads(store, saver, threads=THREADS, base_turns=6, max_tokens=560)
