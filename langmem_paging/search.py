@@ -57,18 +57,6 @@ class SearchIndex(ABC):
         """Index new pages of a thread the index `has`; pages already indexed are skipped."""
 
     @abstractmethod
-    def _fused(self, index: _ThreadIndex, bm25: np.ndarray, query: str, depth: int = 200) -> np.ndarray:
-        """Reciprocal-rank fusion of the BM25 ranking and the embedder's cosine ranking."""
-        if index.matrix is None:
-            index.matrix = np.concatenate(index.vectors).astype(np.float32)
-        query_vector = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
-        cosine = index.matrix @ query_vector
-        n = len(bm25)
-        lexical = np.flatnonzero(bm25)
-        lexical = lexical[np.argsort(-bm25[lexical], kind="stable")][:depth]
-        semantic = np.argsort(-cosine, kind="stable")[:depth]
-        return _rrf(lexical, n) + _rrf(semantic, n)
-
     def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
         """The best `limit` passages of pages `allow` accepts, best first."""
 

@@ -13,7 +13,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
 from postgres_server import fresh_database
 
-from langmem_paging import InMemoryBM25Index, Page, Pager, PageStore, PagingConfig, PagingMiddleware
+from langmem_paging import (
+    InMemoryBM25Index,
+    Page,
+    Pager,
+    PageStore,
+    PagingConfig,
+    PagingMiddleware,
+    SearchIndex,
+)
 from langmem_paging.search_postgres import MAX_PASSAGE_CHARS, PostgresSearchIndex
 from langmem_paging.testing import ScriptedChatModel
 
@@ -260,3 +268,26 @@ def test_postgres_index_on_one_connection_shared_by_threads(search_database, pg_
         with ThreadPoolExecutor(max_workers=8) as pool:
             found = list(pool.map(worker, range(16)))
     assert all(sorted(ids) == ["p1", "p2", "p3", "p4", "p5"] for ids in found), found
+
+
+def test_a_search_index_needs_only_the_documented_methods():
+    """A third-party index implements has, load, add, search and drop, nothing private."""
+
+    class Nothing(SearchIndex):
+        def has(self, thread_id):
+            return True
+
+        def load(self, thread_id, pages):
+            pass
+
+        def add(self, thread_id, pages):
+            pass
+
+        def search(self, thread_id, query, *, limit, allow):
+            return []
+
+        def drop(self, thread_id):
+            pass
+
+    assert Nothing().search("t", "q", limit=3, allow=lambda p: True) == []
+    assert SearchIndex.__abstractmethods__ == {"has", "load", "add", "search", "drop"}
