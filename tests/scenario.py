@@ -74,7 +74,7 @@ def scripted_model() -> ScriptedChatModel:
 def build_agent(store, checkpointer, *, max_tokens: int = MAX_TOKENS, on_store_error: str = "raise",
                 retries: int = 2, model: ScriptedChatModel | None = None, **options):
     """A `create_agent` with paging over `store`; returns (agent, middleware, model)."""
-    # a fresh index: the default one is shared by every Pager of the process, keyed by thread id only
+    # a fresh, cold index per agent, as in a new process (store calls to load it are part of a recall)
     options = {"boundary": "fixed_4", "policy": "lru", "index": InMemoryBM25Index(), **options}
     paging = PagingMiddleware(max_tokens=max_tokens, store=store, on_store_error=on_store_error, **options)
     paging.page_store.retries = retries
