@@ -3,10 +3,10 @@ StateGraph + PagingNode. A scripted model calls `recall` and must receive the ex
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 
 import pytest
+from backends import run_coroutine
 from harness import COUNTER, assert_valid_chat
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -34,7 +34,7 @@ def recall_call(page_ids, call_id="call-1", **extra):
 def run(graph, inputs, config, mode):
     if mode == "sync":
         return graph.invoke(inputs, config)
-    return asyncio.run(graph.ainvoke(inputs, config))
+    return run_coroutine(graph.ainvoke(inputs, config), graph.store)  # on an async store's own loop
 
 
 def prompt_tokens(model: ScriptedChatModel, paging: PagingMiddleware, k: int = -1) -> int:

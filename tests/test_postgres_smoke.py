@@ -8,7 +8,7 @@ import time
 from typing import Annotated, TypedDict
 
 import pytest
-from postgres_server import fresh_database, postgres_uri_fixture, unavailable  # noqa: F401  (postgres_uri)
+from postgres_server import fresh_database, unavailable  # postgres_uri: the session's server (conftest.py)
 
 for _module, _package in [("psycopg", "psycopg[binary]"), ("psycopg_pool", "psycopg-pool"),
                           ("langgraph.store.postgres", "langgraph-checkpoint-postgres")]:

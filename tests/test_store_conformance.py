@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+
 import pytest
+from backends import store_rows
 from conversations import conversation
 from langchain_core.messages import HumanMessage
 
@@ -18,12 +22,14 @@ def _page(n: int, messages, **extra) -> Page:
 
 @pytest.fixture(params=["sync", "async"])
 def io(request):
-    """Call PageStore methods the sync or the async way, with one test body."""
+    """Call PageStore methods the sync or the async way, with one test body. Sync calls run in a worker
+    thread, as sync code does beside an event loop: an AsyncPostgresStore refuses them on its own loop."""
     mode = request.param
 
     async def call(store: PageStore, name: str, *args, **kwargs):
-        method = getattr(store, name if mode == "sync" else f"a{name}")
-        return method(*args, **kwargs) if mode == "sync" else await method(*args, **kwargs)
+        if mode == "sync":
+            return await asyncio.to_thread(getattr(store, name), *args, **kwargs)
+        return await getattr(store, f"a{name}")(*args, **kwargs)
 
     return call
 
@@ -89,13 +95,16 @@ async def test_commit_writes_the_forest_and_find_follows_it(base_store, io):
     state = PagingState(next={"p": 4, "c": 3}, spans={"p": [[1, 4]], "c": [[1, 3]]})
     await io(store, "commit", "t", pages=pages, nodes=[c1, c2], state=state)
 
-    assert store.find("t", "p1") == "c2" and store.find("t", "p3") == "c2" and store.find("t", "c1") == "c2"
-    assert store.find("t", "c2") is None
-    assert store.members("t", "c2") == ["p1", "p2", "p3"] and store.members("t", "c1") == ["p1", "p2"]
+    # find and members are sync only: from async code they run in a worker thread (as `Pager.arecall`
+    # does), since a loop-bound store (AsyncPostgresStore) refuses sync calls on its own loop
+    find, members = (functools.partial(asyncio.to_thread, f) for f in (store.find, store.members))
+    assert await find("t", "p1") == "c2" and await find("t", "p3") == "c2" and await find("t", "c1") == "c2"
+    assert await find("t", "c2") is None
+    assert await members("t", "c2") == ["p1", "p2", "p3"] and await members("t", "c1") == ["p1", "p2"]
     # branch-exact: a branch that made only c1 sees p1 in c1
     older = PagingState(spans={"p": [[1, 4]], "c": [[1, 2]]})
     older.clusters = {"c1": ClusterEntry(anchor="m1", text="[c1:x|p1-p2]", tokens=9, size=2, first=1, last=2)}
-    assert store.find("t", "p1", state=older) == "c1"
+    assert await find("t", "p1", state=older) == "c1"
     assert (await io(store, "get_clusters", "t", ["c2", "c9"])).keys() == {"c2"}
 
 
@@ -116,7 +125,7 @@ def test_ttl_needs_a_store_that_supports_it(base_store):
     if getattr(base_store, "supports_ttl", False):
         store = PageStore(base_store, ttl=5)
         store.put("t", _page(1, [HumanMessage("x", id="x")]))
-        rows = base_store.conn.execute("SELECT expires_at, ttl_minutes FROM store WHERE key = 'p1'").fetchall()
+        rows = store_rows(base_store, "SELECT expires_at, ttl_minutes FROM store WHERE key = 'p1'")
         assert rows and all(row[0] is not None and float(row[1]) == 5 for row in rows)
     else:
         with pytest.raises(ValueError, match="`ttl` needs a store with TTL support"):
