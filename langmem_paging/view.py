@@ -26,6 +26,13 @@ def key_at(history: Sequence[BaseMessage], index: int) -> str:
     message = history[index]
     if message.id:
         return message.id
+    return _positional_key(history, index)
+
+
+def _positional_key(history: Sequence[BaseMessage], index: int) -> str:
+    """The key of ``history[index]`` had it no id: the nearest earlier id and the distance to it.
+    A message a step saw without an id (the error result `create_agent` adds for a malformed
+    call) gets its id only when the graph merges it into the state."""
     run = 1
     for i in range(index - 1, -1, -1):
         if history[i].id:
@@ -51,12 +58,12 @@ def _render_by_position(history, state):
             view.extend(load_messages([entry]))
             continue
         key, index = entry
-        if index >= len(history) or key_at(history, index) != key:
+        if index >= len(history) or not _is_at(history, index, key):
             return None
         view.append(history[index])
         positions[id(history[index])] = index
     seen = state.seen_index
-    if state.seen is not None and (seen >= len(history) or key_at(history, seen) != state.seen):
+    if state.seen is not None and (seen >= len(history) or not _is_at(history, seen, state.seen)):
         return None
     for index in range((seen + 1) if state.seen is not None else 0, len(history)):
         view.append(history[index])
@@ -64,9 +71,14 @@ def _render_by_position(history, state):
     return view, positions
 
 
+def _is_at(history, index: int, key: str) -> bool:
+    return key_at(history, index) == key or ("+" in key and _positional_key(history, index) == key)
+
+
 def _render_by_scan(history, state):
     keys = message_keys(history)
-    at = {k: i for i, k in enumerate(keys)}
+    at = {_positional_key(history, i): i for i in range(len(history)) if history[i].id}
+    at.update({k: i for i, k in enumerate(keys)})
     view, positions = [], {}
     for entry in state.skeleton:
         if isinstance(entry, dict):
@@ -75,21 +87,20 @@ def _render_by_scan(history, state):
             index = at[entry[0]]
             view.append(history[index])
             positions[id(history[index])] = index
-    cut = _last_seen(keys, state)
+    cut = _last_seen(at, state)
     for index in range(cut + 1, len(history)):
         view.append(history[index])
         positions[id(history[index])] = index
     return view, positions
 
 
-def _last_seen(keys: Sequence[str], state: PagingState) -> int:
+def _last_seen(at: dict[str, int], state: PagingState) -> int:
     """Index of the newest history message the last step saw (-1: none of it is left)."""
     wanted = [state.seen] if state.seen else []
     wanted += [e[0] for e in reversed(state.skeleton or []) if not isinstance(e, dict)]
     for target in wanted:
-        for i in range(len(keys) - 1, -1, -1):
-            if keys[i] == target:
-                return i
+        if target in at:
+            return at[target]
     return -1
 
 
