@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_paging.bookmarks import BOOKMARK_PATTERN
 from langmem_paging.clusters import ClusterOptions
@@ -481,7 +481,9 @@ class Pager:
         budget = branch.budget or (self.config.max_tokens if isinstance(self.config.max_tokens, int) else 0)
         if not branch.budget:
             return self.config.recall_cap_for(budget)
-        bookmark_tokens = int(getattr(self.bookmarker, "max_tokens", 24) or 24)
+        bookmark_text = int(getattr(self.bookmarker, "max_tokens", 24) or 24)
+        framing = self.counter_for().count_message(HumanMessage("", id="langmem-paging-room"))
+        bookmark_tokens = bookmark_text + framing
         new_bookmarks = min(int(budget * self.config.bookmark_share), bookmark_tokens * (len(branch.pages) + 1))
         room = budget - branch.protected - call_tokens - new_bookmarks - 16
         if self.config.recall_max_tokens is not None:

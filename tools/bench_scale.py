@@ -66,6 +66,8 @@ from langchain_core.messages import (
 from langgraph.graph.message import add_messages
 from langgraph.store.sqlite import SqliteStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evals/ sits beside tools/ (not installed)
+from evals.policy_spec import paging_options, split_specs  # noqa: E402  (specs hold commas)
 from langmem_paging import InMemoryBM25Index, Page, PagingConfig, PagingState, TokenCounter
 from langmem_paging.bookmarks import format_bookmark
 from langmem_paging.middleware import prepare_view, state_update
@@ -203,7 +205,9 @@ def sqlite_store(path: Path) -> SqliteStore:
 
 
 def make_pager(store, *, policy: str, mode: str = "replace", index: InMemoryBM25Index | None = None) -> Pager:
-    config = PagingConfig(max_tokens=MAX_TOKENS, boundary=BOUNDARY, policy=policy, mode=mode)
+    """`policy`: a policy spec as the evals take it (``lfu``, ``stae:grouping=kmeans``,
+    ``tiers:utility``)."""
+    config = PagingConfig(max_tokens=MAX_TOKENS, boundary=BOUNDARY, mode=mode, **paging_options(policy))
     return Pager(config, PageStore(store), index=index or InMemoryBM25Index())
 
 
@@ -767,7 +771,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="write every raw number here")
     parser.add_argument("--policy", default="lfu", help="eviction policy of the main runs (default lfu)")
     parser.add_argument("--extra-policies", default=None,
-                        help="more policies in replace mode, comma-separated (default fifo; '' for none)")
+                        help="more policy specs in replace mode, comma-separated as for `python -m evals ablate` "
+                             "(e.g. 'fifo,stae:grouping=kmeans,tiers:utility'; default fifo; '' for none)")
     parser.add_argument("--build-every", type=int, default=1,
                         help="while building a history, page every N model calls (default 1: every call)")
     parser.add_argument("--rss-threads", type=int, default=None, help="threads per memory measurement (default 20)")
@@ -791,7 +796,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.rss_threads = args.rss_threads or (2 if quick else 20)
     args.rss_pages = args.rss_pages or ([1, 3] if quick else [10, 200])
     extra = "fifo" if args.extra_policies is None else args.extra_policies
-    args.extra_policies = [p for p in extra.split(",") if p.strip() and p.strip() != args.policy]
+    args.extra_policies = [p for p in split_specs(extra) if p.strip() and p.strip() != args.policy]
     args.only = {p.strip() for p in args.only.split(",") if p.strip()}
     unknown = args.only - {"steps", "recall", "rss"}
     if unknown:
