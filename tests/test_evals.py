@@ -310,3 +310,18 @@ def test_units_in_processes_give_the_same_rows(tmp_path):
         return sorted(lines)
 
     assert rows("one") == rows("two") and len(rows("one")) == 2 * 2 * 4
+
+
+def test_the_lexical_reader_sees_warm_pages_through_their_digests():
+    """A page shown as a warm digest (tier scoring) has no `[pN:...]` bookmark: the reader must
+    still be able to pick it (it was invisible, so tier modes recalled nothing for warm pages)."""
+    from langchain_core.messages import HumanMessage
+
+    from evals.readers.lexical import visible_bookmarks
+    from langmem_paging.tiers import digest_message
+
+    digest = digest_message("p4", "user: Zarko keeps beehives near Lake Bled.", 6, "d4")
+    bookmark = HumanMessage("[p2:Farid,greyhound]", id="b2", additional_kwargs={"langmem_paging": {"bookmark": "p2"}})
+    seen = visible_bookmarks([bookmark, digest])
+    assert [ident for ident, _ in seen] == ["p2", "p4"]
+    assert {"zarko", "beehives", "bled"} <= set(seen[1][1])

@@ -44,7 +44,7 @@ from rank_bm25 import BM25Okapi
 
 from langmem_paging.background import BACKGROUND
 from langmem_paging.bookmarks import parse_bookmark
-from langmem_paging.messages import is_bookmark
+from langmem_paging.messages import is_bookmark, library_mark
 from langmem_paging.text import content_terms
 
 _CLUSTER = re.compile(r"\[(c\d+):([^\[\]|\n]*)\|[^\[\]\n]*\]")
@@ -59,12 +59,17 @@ MAX_STRONG = 3
 
 
 def visible_bookmarks(view: Sequence[BaseMessage]) -> list[tuple[str, list[str]]]:
-    """``(page_or_cluster_id, keywords)`` of each library bookmark in the view, in order."""
+    """``(page_or_cluster_id, keywords)`` of each library bookmark in the view, in order. A warm
+    page (tier scoring) is shown by a digest instead: its words stand for the page."""
     out = []
     for message in view:
         if not is_bookmark(message):
             continue
         text = str(message.content)
+        meta = library_mark(message)
+        if meta.get("tier") == "warm" and isinstance(meta.get("bookmark"), str):
+            out.append((meta["bookmark"], content_terms(text.split("\n", 1)[-1])))
+            continue
         parsed = parse_bookmark(text)
         cluster = _CLUSTER.fullmatch(text.strip())
         if parsed:
