@@ -236,7 +236,7 @@ def test_agent_recalls_by_query_through_the_postgres_index(search_database, pg_i
     model = ScriptedChatModel(responses=["Noted."] * 12 + [call, "Three."])
     with PostgresStore.from_conn_string(search_database) as store:
         store.setup()
-        paging = PagingMiddleware(max_tokens=520, boundary="fixed_4", store=store, index=pg_index)
+        paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store, index=pg_index)  # room for a passage
         agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=store)
         config = {"configurable": {"thread_id": f"agent-{mode}"}}
         for fact in [*FACTS[:12], "How many beehives near Lake Bled3?"]:
