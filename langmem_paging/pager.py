@@ -48,6 +48,10 @@ logger = logging.getLogger("langmem_paging")
 
 _ID = re.compile(r"^[pc][1-9]\d*$")
 _CLUSTER_MEMBERS_LISTED = 40
+RECALL_UNAVAILABLE = (
+    "recall failed: the paged-out history is unavailable right now (the page store did not answer). "
+    "Try the same recall again in a moment; nothing was lost."
+)
 
 
 @dataclass
@@ -109,6 +113,8 @@ class RecallAnswer:
     """Page ids to count one access each."""
     turn: int
     """The thread's user turn."""
+    status: str = "success"
+    """The tool message status: ``"error"`` when the page store could not be read."""
 
 
 class _Locks:
@@ -393,6 +399,17 @@ class Pager:
         branch = PagingState.from_value(state)
         plan = plan_recall(page_ids, query, part)
         wanted, clusters, notes = self._resolve(plan, branch)
+        try:
+            hits, nodes, members, pages = self._read(thread_id, plan, branch, wanted, clusters)
+        except Exception as error:
+            return self._recall_unavailable(error, thread_id, branch)
+        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
+        self._notify_recalled(thread_id, answer)
+        return answer
+
+    def _read(self, thread_id: str, plan: RecallPlan, branch: PagingState, wanted: list[str],
+              clusters: list[str]) -> tuple[list[Hit], dict, dict, dict[str, Page]]:
+        """What a recall reads from the index and the store: search hits, clusters, their members, pages."""
         hits = []
         if plan.query is not None:
             if not self.index.has(thread_id):
@@ -402,9 +419,7 @@ class Pager:
         members = {cid: self.page_store.members(thread_id, cid, limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
         pages = self.page_store.get_many(thread_id, [*wanted, *best_pages(hits, 24), *(p for m in members.values()
                                                                                  for p in m)])
-        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
-        self._notify_recalled(thread_id, answer)
-        return answer
+        return hits, nodes, members, pages
 
     async def arecall(self, thread_id: str, state: Any, *, page_ids: Any = None, query: Any = None,
                       part: Any = None, share: int = 1, call_tokens: int = 0) -> RecallAnswer:
@@ -412,6 +427,17 @@ class Pager:
         branch = PagingState.from_value(state)
         plan = plan_recall(page_ids, query, part)
         wanted, clusters, notes = self._resolve(plan, branch)
+        try:
+            hits, nodes, members, pages = await self._aread(thread_id, plan, branch, wanted, clusters)
+        except Exception as error:
+            return self._recall_unavailable(error, thread_id, branch)
+        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
+        await self._anotify_recalled(thread_id, answer)
+        return answer
+
+    async def _aread(self, thread_id: str, plan: RecallPlan, branch: PagingState, wanted: list[str],
+                     clusters: list[str]) -> tuple[list[Hit], dict, dict, dict[str, Page]]:
+        """Async `_read`."""
         hits = []
         if plan.query is not None:
             if not self.index.has(thread_id):
@@ -422,9 +448,17 @@ class Pager:
                                                 limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
         pages = await self.page_store.aget_many(thread_id, [*wanted, *best_pages(hits, 24),
                                                             *(p for m in members.values() for p in m)])
-        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
-        await self._anotify_recalled(thread_id, answer)
-        return answer
+        return hits, nodes, members, pages
+
+    @staticmethod
+    def _recall_unavailable(error: Exception, thread_id: str, branch: PagingState) -> RecallAnswer:
+        """A store failure while recall reads (after the store's retries): an error result telling the
+        model to try again, so the call still gets its result. The caller's bugs still raise."""
+        if not _is_store_error(error):
+            raise error
+        logger.warning("recall on thread %s: the page store failed (%s: %s); the model is told to try again",
+                       thread_id, type(error).__name__, error, exc_info=error)
+        return RecallAnswer(RECALL_UNAVAILABLE, {}, [], branch.turn, status="error")
 
     def _notify_recalled(self, thread_id: str, answer: RecallAnswer) -> None:
         if not answer.accessed:

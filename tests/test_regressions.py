@@ -263,3 +263,44 @@ def test_a_search_recall_that_fills_the_room_keeps_the_next_prompt_within_budget
     assert result.content.count("<page id=") >= 2
     message_budget = budget - COUNTER.count_tools(paging.tools)
     assert COUNTER(model.prompts[-1]) <= message_budget
+
+
+class _StoreDown(RuntimeError):
+    """What a dropped connection looks like once the page store's retries are spent."""
+
+
+def _store_down(*args, **kwargs):
+    raise _StoreDown("the store is down")
+
+
+def test_a_store_error_during_recall_comes_back_as_an_error_tool_message():
+    """B12: the store failing while `recall` read failed the tools node, leaving the call unanswered."""
+    paging = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=InMemoryStore())
+    call = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"]}, "id": "r1"}])
+    model = ScriptedChatModel(responses=["ok"] * 12 + [call, "done", "ok"])
+    agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(12):
+        agent.invoke({"messages": [f"Note {i}: Zarko{i} keeps {i} beehives near Lake Bled."]}, config)
+    paging.pager.page_store.get_many = _store_down
+    state = agent.invoke({"messages": ["What about Zarko0?"]}, config)
+    result = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
+    assert result.status == "error" and "unavailable right now" in result.content
+    del paging.pager.page_store.get_many
+    agent.invoke({"messages": ["Anything else?"]}, config)
+    assert_valid_chat(model.prompts[-1])
+
+
+async def test_a_store_error_during_async_recall_comes_back_as_an_error():
+    paging = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=InMemoryStore())
+    from langgraph.graph.message import add_messages
+
+    state, messages = None, []
+    for i in range(12):
+        messages = add_messages(messages, [HumanMessage(f"Note {i}: Zarko{i} keeps bees.", id=f"h{i}"),
+                                           AIMessage("ok", id=f"a{i}")])
+        result = paging.pager.step(messages, state, "t")
+        messages, state = add_messages(messages, result.updates), result.state.to_value()
+    paging.pager.page_store.aget_many = _store_down
+    answer = await paging.pager.arecall("t", state, page_ids=["p1"], query="Zarko0")
+    assert answer.status == "error" and "unavailable right now" in answer.content
