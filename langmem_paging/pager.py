@@ -309,7 +309,7 @@ class Pager:
         for counter in self._counters.values():  # keep token counts of what is resident only
             counter.forget(k for ids in result.evicted_ids.values() for k in ids[1:])
         if result.pages:
-            self.index.add(thread_id, result.pages)
+            self._index_pages(thread_id, result.pages)
             self._watch_page_sizes(result)
         if result.changed:
             logger.info(
@@ -326,6 +326,21 @@ class Pager:
             )
             logger.warning(message)
             warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def _index_pages(self, thread_id: str, pages: list[Page]) -> None:
+        """Index the step's new pages for search. The index failing is a store failure (`on_store_error`),
+        except that with ``"continue"`` the turn keeps its paged result: the pages are stored already,
+        and a later `load` of the thread re-indexes them."""
+        try:
+            self.index.add(thread_id, pages)
+        except Exception as error:
+            if self.on_store_error == "raise" or not _is_store_error(error):
+                raise
+            message = (f"langmem-paging: the search index failed ({type(error).__name__}: {error}); the new "
+                       f"pages of thread {thread_id!r} are stored but not searchable until the index is loaded "
+                       "again.")
+            logger.warning(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=5)
 
     def _watch_page_sizes(self, result: PagingResult) -> None:
         """Warn once when pages are usually larger than what one recall returns."""

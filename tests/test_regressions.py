@@ -12,7 +12,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import PageStore, PagingMiddleware, page_messages, reconstruct_history
+from langmem_paging import (
+    InMemoryBM25Index,
+    Pager,
+    PageStore,
+    PagingConfig,
+    PagingMiddleware,
+    page_messages,
+    reconstruct_history,
+)
 from langmem_paging.messages import METADATA_KEY
 from langmem_paging.recall_text import render_page
 from langmem_paging.testing import ScriptedChatModel
@@ -304,3 +312,28 @@ async def test_a_store_error_during_async_recall_comes_back_as_an_error():
     paging.pager.page_store.aget_many = _store_down
     answer = await paging.pager.arecall("t", state, page_ids=["p1"], query="Zarko0")
     assert answer.status == "error" and "unavailable right now" in answer.content
+
+
+class _IndexDown(InMemoryBM25Index):
+    """A search index whose database is down."""
+
+    def add(self, thread_id, pages):
+        raise _StoreDown("search index unreachable")
+
+
+def _index_down_pager(on_store_error):
+    return Pager(PagingConfig(max_tokens=260, boundary="fixed_4"), PageStore(InMemoryStore()),
+                 index=_IndexDown(), on_store_error=on_store_error)
+
+
+_FACTS = [HumanMessage(f"Fact {n}: Zarko{n} keeps {n} beehives near Lake Bled{n}.", id=f"h{n}") for n in range(30)]
+
+
+async def test_an_index_failure_with_on_store_error_continue_warns_and_keeps_the_paged_result():
+    """index.add ran outside the try applying on_store_error: 'continue' still failed the turn."""
+    pager = _index_down_pager("continue")
+    with pytest.warns(RuntimeWarning, match="search index failed"):
+        result = await pager.astep(_FACTS, None, "t")
+    assert result.pages and pager.page_store.get("t", result.pages[0].id) is not None
+    with pytest.raises(_StoreDown):
+        _index_down_pager("raise").step(_FACTS, None, "t")
