@@ -29,6 +29,7 @@ from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.paging import PagingResult, StepOptions, paging_step
 from langmem_paging.passages import build_passages, pack_passages
 from langmem_paging.recall_text import (
+    clip_note,
     page_parts,
     recall_artifact,
     render_page,
@@ -502,16 +503,14 @@ class Pager:
     def _resolve(self, plan: RecallPlan, branch: PagingState) -> tuple[list[str], list[str], list[str]]:
         notes = []
         if plan.malformed:
-            shown = ", ".join(plan.malformed[:5]) + (f" and {len(plan.malformed) - 5} more" if len(plan.malformed) > 5
-                                                    else "")
-            notes.append(f"Not page or cluster ids: {shown}. Ids look like 'p3' or 'c2'.")
+            notes.append(f"Not page or cluster ids: {_listed(plan.malformed, 5)}. Ids look like 'p3' or 'c2'.")
         unknown = [p for p in plan.page_ids if not branch.owns("p", page_number(p))]
         unknown += [c for c in plan.cluster_ids if not branch.owns("c", cluster_number(c))]
         resident = [p for p in plan.page_ids if p in branch.pages]
         if unknown:
-            notes.append(f"No such page or cluster in this conversation: {', '.join(unknown)}.")
+            notes.append(f"No such page or cluster in this conversation: {_listed(unknown)}.")
         if resident:
-            notes.append(f"Already in your context, not paged out: {', '.join(resident)}.")
+            notes.append(f"Already in your context, not paged out: {_listed(resident)}.")
         wanted = [p for p in plan.page_ids if p not in unknown and p not in resident]
         clusters = [c for c in plan.cluster_ids if c not in unknown]
         return wanted, clusters, notes
@@ -543,7 +542,7 @@ class Pager:
         cap = self.room_for(branch, share, call_tokens)
         missing = [p for p in wanted if p not in pages]
         if missing:
-            notes.append(f"No such page in this conversation: {', '.join(missing)}.")
+            notes.append(f"No such page in this conversation: {_listed(missing)}.")
         if plan.query is not None and not hits:
             notes.append(f"Nothing paged out matches the query {_clip(plan.query)!r}.")
         if not (plan.page_ids or plan.cluster_ids or plan.query or plan.malformed):
@@ -552,7 +551,7 @@ class Pager:
         found = [p for p in wanted if p in pages]
         long = [p for p in found if plan.part is not None or counter.count_text(render_page(pages[p])) > cap - 16]
         # a part leaves room for the notes, its own included ("p3 is long: part 1 of 12; ...")
-        part_tokens = max(24, cap - counter.count_text(" ".join(notes)) - 28 * len(long) - 8)
+        part_tokens = max(24, cap - _note_tokens(notes, cap, counter) - 28 * len(long) - 8)
         for page_id in found:
             page = pages[page_id]
             if page_id not in long:
@@ -570,8 +569,8 @@ class Pager:
         if hits:
             used = sum(counter.count_text(render_page(pages[i["page"]])) for i in items if "page" in i
                        and "part" not in i)
-            passage_items = self._passage_items(hits, pages, counter, max(0, cap - used - counter.count_text(
-                " ".join(notes)) - 8))
+            passage_items = self._passage_items(hits, pages, counter,
+                                                max(0, cap - used - _note_tokens(notes, cap, counter) - 8))
             if not passage_items:
                 best = ", ".join(best_pages(hits, 3))
                 notes.append(f"Matches in {best}, but no passage fits the {cap} tokens left for this result: "
@@ -603,6 +602,17 @@ class Pager:
 
         return [{"passages": pid, "spans": [list(s) for s in spans]}
                 for pid, spans in pack_passages(passages, cost, room)]
+
+
+def _listed(ids: Sequence[str], limit: int = 20) -> str:
+    """Ids for a note, the first `limit` of them and how many more (the model may send thousands)."""
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return ", ".join(ids[:limit]) + more
+
+
+def _note_tokens(notes: list[str], cap: int, counter: TokenCounter) -> int:
+    """Tokens the notes take in a result of `cap` tokens (clipped as `render_recall` clips them)."""
+    return counter.count_text(clip_note(" ".join(notes), cap, counter))
 
 
 def _clip(text: str, limit: int = 200) -> str:

@@ -337,3 +337,29 @@ async def test_an_index_failure_with_on_store_error_continue_warns_and_keeps_the
     assert result.pages and pager.page_store.get("t", result.pages[0].id) is not None
     with pytest.raises(_StoreDown):
         _index_down_pager("raise").step(_FACTS, None, "t")
+
+
+def _paged_pager(turns=20, max_tokens=400):
+    from langgraph.graph.message import add_messages
+
+    pager = Pager(PagingConfig(max_tokens=max_tokens, boundary="fixed_2"), PageStore(InMemoryStore()))
+    state, messages = None, []
+    for i in range(turns):
+        messages = add_messages(messages, [HumanMessage(f"Note {i}: Zarko{i} keeps {i} beehives near Lake Bled.",
+                                                        id=f"h{i}"), AIMessage("ok", id=f"a{i}")])
+        result = pager.step(messages, state, "t")
+        messages, state = add_messages(messages, result.updates), result.state.to_value()
+    return pager, state
+
+
+@pytest.mark.parametrize("args", [{"page_ids": [f"p{i}" for i in range(1, 2000)]},
+                                  {"page_ids": [f"p{i}" for i in range(1, 2000)], "query": "zebra " * 20_000},
+                                  {"page_ids": ["q" * 50_000, "p1", "p2", "p3"]}])
+def test_a_recall_result_fits_its_cap_with_its_notes_and_notice(args):
+    """B3: the notes and the 'size cap reached ... not shown' notice were not counted against the cap."""
+    from langmem_paging.state import PagingState
+
+    pager, state = _paged_pager()
+    cap = pager.room_for(PagingState.from_value(state))
+    answer = pager.recall("t", state, **args)
+    assert "<page id=" in answer.content and COUNTER.count_text(answer.content) <= cap
