@@ -170,7 +170,9 @@ def render_recall_shown(
 
 
 def clip_note(note: str, cap: int, counter: TokenCounter) -> str:
-    """The note (which may echo what the model sent) within `NOTE_MAX_TOKENS` and half the cap."""
+    """The note within `NOTE_MAX_TOKENS` and half the cap, escaped as page text is: it may echo what
+    the model sent (a query, a malformed id), which must not pass for recall structure."""
+    note = _escape(note)
     note_cap = min(NOTE_MAX_TOKENS, max(32, cap // 2))
     if note and counter.count_text(note) > note_cap:
         return counter.truncate_text(note, note_cap - 2) + " ..."

@@ -3382,7 +3382,6 @@ KNOWN = {
     "fork_keeps_other_branch_pages": "B8",
     "view_mode_remove_all": "B9",
     "summarization_middleware_view": "B9",
-    "recall_note_escaped": "B10",
     "remove_all_drops_old_clusters": "B11",
     "tool_count_cache_follows_the_tool": "B13",
     "shrunk_copy_keeps_its_page_evictable": "B14",
