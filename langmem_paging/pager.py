@@ -29,6 +29,7 @@ from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.paging import PagingResult, StepOptions, paging_step
 from langmem_paging.passages import build_passages, pack_passages
 from langmem_paging.recall_text import (
+    clip_note,
     page_parts,
     recall_artifact,
     render_page,
@@ -48,6 +49,10 @@ logger = logging.getLogger("langmem_paging")
 
 _ID = re.compile(r"^[pc][1-9]\d*$")
 _CLUSTER_MEMBERS_LISTED = 40
+RECALL_UNAVAILABLE = (
+    "recall failed: the paged-out history is unavailable right now (the page store did not answer). "
+    "Try the same recall again in a moment; nothing was lost."
+)
 
 
 @dataclass
@@ -109,6 +114,8 @@ class RecallAnswer:
     """Page ids to count one access each."""
     turn: int
     """The thread's user turn."""
+    status: str = "success"
+    """The tool message status: ``"error"`` when the page store could not be read."""
 
 
 class _Locks:
@@ -303,7 +310,7 @@ class Pager:
         for counter in self._counters.values():  # keep token counts of what is resident only
             counter.forget(k for ids in result.evicted_ids.values() for k in ids[1:])
         if result.pages:
-            self.index.add(thread_id, result.pages)
+            self._index_pages(thread_id, result.pages)
             self._watch_page_sizes(result)
         if result.changed:
             logger.info(
@@ -320,6 +327,21 @@ class Pager:
             )
             logger.warning(message)
             warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def _index_pages(self, thread_id: str, pages: list[Page]) -> None:
+        """Index the step's new pages for search. The index failing is a store failure (`on_store_error`),
+        except that with ``"continue"`` the turn keeps its paged result: the pages are stored already,
+        and a later `load` of the thread re-indexes them."""
+        try:
+            self.index.add(thread_id, pages)
+        except Exception as error:
+            if self.on_store_error == "raise" or not _is_store_error(error):
+                raise
+            message = (f"langmem-paging: the search index failed ({type(error).__name__}: {error}); the new "
+                       f"pages of thread {thread_id!r} are stored but not searchable until the index is loaded "
+                       "again.")
+            logger.warning(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=5)
 
     def _watch_page_sizes(self, result: PagingResult) -> None:
         """Warn once when pages are usually larger than what one recall returns."""
@@ -393,6 +415,17 @@ class Pager:
         branch = PagingState.from_value(state)
         plan = plan_recall(page_ids, query, part)
         wanted, clusters, notes = self._resolve(plan, branch)
+        try:
+            hits, nodes, members, pages = self._read(thread_id, plan, branch, wanted, clusters)
+        except Exception as error:
+            return self._recall_unavailable(error, thread_id, branch)
+        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
+        self._notify_recalled(thread_id, answer)
+        return answer
+
+    def _read(self, thread_id: str, plan: RecallPlan, branch: PagingState, wanted: list[str],
+              clusters: list[str]) -> tuple[list[Hit], dict, dict, dict[str, Page]]:
+        """What a recall reads from the index and the store: search hits, clusters, their members, pages."""
         hits = []
         if plan.query is not None:
             if not self.index.has(thread_id):
@@ -402,9 +435,7 @@ class Pager:
         members = {cid: self.page_store.members(thread_id, cid, limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
         pages = self.page_store.get_many(thread_id, [*wanted, *best_pages(hits, 24), *(p for m in members.values()
                                                                                  for p in m)])
-        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
-        self._notify_recalled(thread_id, answer)
-        return answer
+        return hits, nodes, members, pages
 
     async def arecall(self, thread_id: str, state: Any, *, page_ids: Any = None, query: Any = None,
                       part: Any = None, share: int = 1, call_tokens: int = 0) -> RecallAnswer:
@@ -412,6 +443,17 @@ class Pager:
         branch = PagingState.from_value(state)
         plan = plan_recall(page_ids, query, part)
         wanted, clusters, notes = self._resolve(plan, branch)
+        try:
+            hits, nodes, members, pages = await self._aread(thread_id, plan, branch, wanted, clusters)
+        except Exception as error:
+            return self._recall_unavailable(error, thread_id, branch)
+        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
+        await self._anotify_recalled(thread_id, answer)
+        return answer
+
+    async def _aread(self, thread_id: str, plan: RecallPlan, branch: PagingState, wanted: list[str],
+                     clusters: list[str]) -> tuple[list[Hit], dict, dict, dict[str, Page]]:
+        """Async `_read`."""
         hits = []
         if plan.query is not None:
             if not self.index.has(thread_id):
@@ -422,9 +464,17 @@ class Pager:
                                                 limit=_CLUSTER_MEMBERS_LISTED) for cid in nodes}
         pages = await self.page_store.aget_many(thread_id, [*wanted, *best_pages(hits, 24),
                                                             *(p for m in members.values() for p in m)])
-        answer = self._answer(plan, branch, wanted, hits, nodes, members, pages, notes, share, call_tokens)
-        await self._anotify_recalled(thread_id, answer)
-        return answer
+        return hits, nodes, members, pages
+
+    @staticmethod
+    def _recall_unavailable(error: Exception, thread_id: str, branch: PagingState) -> RecallAnswer:
+        """A store failure while recall reads (after the store's retries): an error result telling the
+        model to try again, so the call still gets its result. The caller's bugs still raise."""
+        if not _is_store_error(error):
+            raise error
+        logger.warning("recall on thread %s: the page store failed (%s: %s); the model is told to try again",
+                       thread_id, type(error).__name__, error, exc_info=error)
+        return RecallAnswer(RECALL_UNAVAILABLE, {}, [], branch.turn, status="error")
 
     def _notify_recalled(self, thread_id: str, answer: RecallAnswer) -> None:
         if not answer.accessed:
@@ -453,16 +503,14 @@ class Pager:
     def _resolve(self, plan: RecallPlan, branch: PagingState) -> tuple[list[str], list[str], list[str]]:
         notes = []
         if plan.malformed:
-            shown = ", ".join(plan.malformed[:5]) + (f" and {len(plan.malformed) - 5} more" if len(plan.malformed) > 5
-                                                    else "")
-            notes.append(f"Not page or cluster ids: {shown}. Ids look like 'p3' or 'c2'.")
+            notes.append(f"Not page or cluster ids: {_listed(plan.malformed, 5)}. Ids look like 'p3' or 'c2'.")
         unknown = [p for p in plan.page_ids if not branch.owns("p", page_number(p))]
         unknown += [c for c in plan.cluster_ids if not branch.owns("c", cluster_number(c))]
         resident = [p for p in plan.page_ids if p in branch.pages]
         if unknown:
-            notes.append(f"No such page or cluster in this conversation: {', '.join(unknown)}.")
+            notes.append(f"No such page or cluster in this conversation: {_listed(unknown)}.")
         if resident:
-            notes.append(f"Already in your context, not paged out: {', '.join(resident)}.")
+            notes.append(f"Already in your context, not paged out: {_listed(resident)}.")
         wanted = [p for p in plan.page_ids if p not in unknown and p not in resident]
         clusters = [c for c in plan.cluster_ids if c not in unknown]
         return wanted, clusters, notes
@@ -496,7 +544,7 @@ class Pager:
         cap = self.room_for(branch, share, call_tokens)
         missing = [p for p in wanted if p not in pages]
         if missing:
-            notes.append(f"No such page in this conversation: {', '.join(missing)}.")
+            notes.append(f"No such page in this conversation: {_listed(missing)}.")
         if plan.query is not None and not hits:
             notes.append(f"Nothing paged out matches the query {_clip(plan.query)!r}.")
         if not (plan.page_ids or plan.cluster_ids or plan.query or plan.malformed):
@@ -505,7 +553,7 @@ class Pager:
         found = [p for p in wanted if p in pages]
         long = [p for p in found if plan.part is not None or counter.count_text(render_page(pages[p])) > cap - 16]
         # a part leaves room for the notes, its own included ("p3 is long: part 1 of 12; ...")
-        part_tokens = max(24, cap - counter.count_text(" ".join(notes)) - 28 * len(long) - 8)
+        part_tokens = max(24, cap - _note_tokens(notes, cap, counter) - 28 * len(long) - 8)
         for page_id in found:
             page = pages[page_id]
             if page_id not in long:
@@ -523,8 +571,8 @@ class Pager:
         if hits:
             used = sum(counter.count_text(render_page(pages[i["page"]])) for i in items if "page" in i
                        and "part" not in i)
-            passage_items = self._passage_items(hits, pages, counter, max(0, cap - used - counter.count_text(
-                " ".join(notes)) - 8))
+            passage_items = self._passage_items(hits, pages, counter,
+                                                max(0, cap - used - _note_tokens(notes, cap, counter) - 8))
             if not passage_items:
                 best = ", ".join(best_pages(hits, 3))
                 notes.append(f"Matches in {best}, but no passage fits the {cap} tokens left for this result: "
@@ -556,6 +604,17 @@ class Pager:
 
         return [{"passages": pid, "spans": [list(s) for s in spans]}
                 for pid, spans in pack_passages(passages, cost, room)]
+
+
+def _listed(ids: Sequence[str], limit: int = 20) -> str:
+    """Ids for a note, the first `limit` of them and how many more (the model may send thousands)."""
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return ", ".join(ids[:limit]) + more
+
+
+def _note_tokens(notes: list[str], cap: int, counter: TokenCounter) -> int:
+    """Tokens the notes take in a result of `cap` tokens (clipped as `render_recall` clips them)."""
+    return counter.count_text(clip_note(" ".join(notes), cap, counter))
 
 
 def _clip(text: str, limit: int = 200) -> str:

@@ -71,7 +71,7 @@ def _sizing(pager: Pager, runtime: ToolRuntime, name: str) -> dict[str, int]:
 
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
     message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id, name=name,
-                          id=f"recall-{uuid.uuid4().hex}", artifact=answer.artifact)
+                          id=f"recall-{uuid.uuid4().hex}", artifact=answer.artifact, status=answer.status)
     update: dict[str, Any] = {"messages": [message]}
     update[STATE_KEY] = recall_delta(answer.accessed, turn=answer.turn, results=[message.id])
     return Command(update=update)
@@ -81,7 +81,8 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
     """A tool (sync and async) reading only the calling thread's pages on the running branch.
 
     Bad arguments and unknown ids come back as a tool message; the tool never raises for
-    what the model sends.
+    what the model sends. A page store failure (after its retries) comes back as an error
+    tool message asking the model to try again, so the call always gets its result.
     """
 
     def recall(

@@ -23,6 +23,7 @@ from langmem_paging.records import ClusterNode, Page
 from langmem_paging.tokens import TokenCounter, message_text
 
 __all__ = [
+    "clip_note",
     "copy_reference",
     "expand_recall_copy",
     "page_parts",
@@ -151,58 +152,106 @@ def render_recall(
 def render_recall_shown(
     spec: dict[str, Any], get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
 ) -> tuple[str, list[str]]:
-    """`render_recall`, and the ids of the items that fit (pages and clusters)."""
+    """`render_recall`, and the ids of the items that fit (pages and clusters).
+
+    The whole text fits ``spec["max_tokens"]``: the note (clipped), the items that fit, and the
+    notice naming those that did not (room for it is kept when something is left out)."""
     cap = spec["max_tokens"]
-    note = spec.get("note") or ""
+    note = clip_note(spec.get("note") or "", cap, counter)
+    room = cap - (counter.count_text(note) + 1 if note else 0)
+    bodies = [b for b in (_item_body(item, spec, get_page, get_node, counter) for item in spec["items"]) if b]
+    parts, shown, omitted = _fill(bodies, room, counter)
+    if omitted:  # keep room for the notice, which may leave out more
+        parts, shown, omitted = _fill(bodies, room - _notice_reserve(cap, counter), counter)
+        used = sum(counter.count_text(p) + 1 for p in parts)
+        notice = _cap_notice(cap, omitted, room - used, counter)
+        parts += [notice] if notice else []
+    return "\n".join([note, *parts] if note else parts), shown
+
+
+def clip_note(note: str, cap: int, counter: TokenCounter) -> str:
+    """The note within `NOTE_MAX_TOKENS` and half the cap, escaped as page text is: it may echo what
+    the model sent (a query, a malformed id), which must not pass for recall structure."""
+    note = _escape(note)
     note_cap = min(NOTE_MAX_TOKENS, max(32, cap // 2))
     if note and counter.count_text(note) > note_cap:
-        note = counter.truncate_text(note, note_cap) + " ..."
-    parts = [note] if note else []
-    used = counter.count_text(note) + 1 if note else 0
-    omitted: list[str] = []
+        return counter.truncate_text(note, note_cap - 2) + " ..."
+    return note
+
+
+def _item_body(
+    item: dict[str, Any], spec: dict[str, Any], get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
+) -> tuple[str, str] | None:
+    """An item's label and text, or None when what it names is gone."""
+    if "passages" in item:
+        page = get_page(item["passages"])
+        return None if page is None else (item["passages"], render_passages(page, item["spans"]))
+    if "page" in item:
+        page = get_page(item["page"])
+        if page is None:
+            return None
+        if item.get("part"):
+            pieces = page_parts(page, spec["part_tokens"], counter)
+            return item["page"], pieces[min(item["part"], len(pieces)) - 1]
+        return item["page"], render_page(page)
+    node = get_node(item["cluster"]) if get_node else None
+    if node is None:
+        return None
+    members = [p for p in (get_page(pid) for pid in item.get("members", [])) if p is not None]
+    inner = (
+        "\n".join(render_page(p) for p in members) if item.get("text")
+        else "\n".join(_member_line(p) for p in members)
+    )
+    more = item.get("more", 0)
+    tail = f"\n({more} more member pages not listed: recall them by id, or search)" if more else ""
+    return item["cluster"], f'<cluster id="{node.id}" pages="{node.size}">\n{inner}{tail}\n</cluster>'
+
+
+def _fill(
+    bodies: list[tuple[str, str]], room: int, counter: TokenCounter
+) -> tuple[list[str], list[str], list[str]]:
+    """The texts that fit in `room` tokens in order (one newline each), their labels, and the labels
+    left out."""
+    parts: list[str] = []
     shown: list[str] = []
-    for item in spec["items"]:
-        if "passages" in item:
-            page = get_page(item["passages"])
-            if page is None:
-                continue
-            body, label = render_passages(page, item["spans"]), item["passages"]
-        elif "page" in item:
-            page = get_page(item["page"])
-            if page is None:
-                continue
-            if item.get("part"):
-                pieces = page_parts(page, spec["part_tokens"], counter)
-                body = pieces[min(item["part"], len(pieces)) - 1]
-            else:
-                body = render_page(page)
-            label = item["page"]
-        else:
-            node = get_node(item["cluster"]) if get_node else None
-            members = [p for p in (get_page(pid) for pid in item.get("members", [])) if p is not None]
-            if node is None:
-                continue
-            inner = (
-                "\n".join(render_page(p) for p in members) if item.get("text")
-                else "\n".join(_member_line(p) for p in members)
-            )
-            more = item.get("more", 0)
-            tail = f"\n({more} more member pages not listed: recall them by id, or search)" if more else ""
-            body = f'<cluster id="{node.id}" pages="{node.size}">\n{inner}{tail}\n</cluster>'
-            label = item["cluster"]
+    omitted: list[str] = []
+    used = 0
+    for label, body in bodies:
         cost = counter.count_text(body) + 1
-        if used + cost > cap:
+        if used + cost > room:
             omitted.append(label)
             continue
         parts.append(body)
         shown.append(label)
         used += cost
-    if omitted:
-        parts.append(
-            f"[recall size cap of {cap} tokens reached; not shown: {', '.join(omitted)}. "
-            "Recall fewer at a time, or an oversized page by parts: recall(page_ids=[...], part=1).]"
-        )
-    return "\n".join(parts), shown
+    return parts, shown, omitted
+
+
+def _notice_text(cap: int, labels: str, *, short: bool) -> str:
+    if short:
+        return f"[size cap reached; not shown: {labels}]"
+    return (
+        f"[recall size cap of {cap} tokens reached; not shown: {labels}. "
+        "Recall fewer at a time, or an oversized page by parts: recall(page_ids=[...], part=1).]"
+    )
+
+
+def _notice_reserve(cap: int, counter: TokenCounter) -> int:
+    """Tokens kept for the notice: its short form naming one id and how many more."""
+    return counter.count_text(_notice_text(cap, "p99999 and 99999 more", short=True)) + 1
+
+
+def _cap_notice(cap: int, omitted: list[str], room: int, counter: TokenCounter) -> str:
+    """The notice naming what did not fit, within `room` tokens: the long form if it fits, else the
+    short one, naming fewer ids ("and N more") as needed; empty when not even that fits."""
+    counts = sorted({len(omitted), *(n for n in (20, 10, 5, 3, 1) if n < len(omitted))}, reverse=True)
+    for short in (False, True):
+        for n in counts:
+            labels = ", ".join(omitted[:n]) + (f" and {len(omitted) - n} more" if n < len(omitted) else "")
+            notice = _notice_text(cap, labels, short=short)
+            if counter.count_text(notice) + 1 <= room:
+                return notice
+    return ""
 
 
 def recall_artifact(spec: dict[str, Any], page_ids: Sequence[str]) -> dict[str, Any]:
