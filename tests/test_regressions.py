@@ -263,3 +263,20 @@ def test_a_search_recall_that_fills_the_room_keeps_the_next_prompt_within_budget
     assert result.content.count("<page id=") >= 2
     message_budget = budget - COUNTER.count_tools(paging.tools)
     assert COUNTER(model.prompts[-1]) <= message_budget
+
+
+def test_view_mode_follows_a_history_rewritten_with_remove_all():
+    """B9: view mode kept showing the removed history's bookmarks and tool-result stubs after
+    REMOVE_ALL_MESSAGES (a tool result without its call), and never showed the summary."""
+    facts = [f"Note {i}: the beekeeper Zarko{i} keeps {i} beehives near Lake Bled." for i in range(12)]
+    paging = PagingMiddleware(max_tokens=400, boundary="fixed_2", mode="view", store=InMemoryStore())
+    model = ScriptedChatModel(responses=["Noted."] * 20)
+    agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for fact in facts:
+        agent.invoke({"messages": [fact]}, config)
+    assert any(str(m.content).startswith("[") for m in model.prompts[-1])  # something was paged
+    summary = HumanMessage("Summary: Zarko keeps bees.", id="s")
+    agent.invoke({"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary,
+                               HumanMessage("And now?", id="q")]}, config)
+    assert [m.content for m in model.prompts[-1]] == ["Summary: Zarko keeps bees.", "And now?"]

@@ -3382,8 +3382,6 @@ KNOWN = {
     "rebuild_keeps_state_order": "B7",
     "rebuild_keeps_repaired_tool_call_order": "B7",
     "fork_keeps_other_branch_pages": "B8",
-    "view_mode_remove_all": "B9",
-    "summarization_middleware_view": "B9",
     "recall_note_escaped": "B10",
     "remove_all_drops_old_clusters": "B11",
     "recall_store_failure_recovers": "B12",
