@@ -870,6 +870,7 @@ def reconstruct_history(
         return message
 
     segments: list[tuple[tuple, list[BaseMessage]]] = []
+    resident: list[int] = []  # segments holding a message of the list itself
     for n, message in enumerate(messages):
         mark = library_mark(message)
         members: list[Page] | None = None
@@ -887,7 +888,22 @@ def reconstruct_history(
             key = (in_pages[message.id][0], in_pages[message.id][1], n)
         else:
             key = (segments[-1][0][0] if segments else -1, 1 << 30, n)
+        resident.append(len(segments))
         segments.append((key, [restore(message)]))
     if branch is not None:
+        _keep_list_order(segments, resident)
         segments.sort(key=lambda s: s[0])
     return [m for _, ms in segments for m in ms]
+
+
+def _keep_list_order(segments: list[tuple[tuple, list[BaseMessage]]], resident: list[int]) -> None:
+    """Lower the sort keys of the list's own messages so they never pass one another: the list's
+    order is the history's, also where it was rewritten (``REMOVE_ALL_MESSAGES`` put a summary, or
+    a repaired tool call's result, before messages numbered earlier). Page expansions still go
+    where their ordinals say."""
+    floor = None
+    for i in reversed(resident):
+        key, content = segments[i]
+        if floor is not None and key[:2] > floor:
+            segments[i] = ((*floor, key[2]), content)
+        floor = segments[i][0][:2]

@@ -9,7 +9,7 @@ from harness import COUNTER, assert_valid_chat, replay
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PageStore, PagingMiddleware, page_messages, reconstruct_history
@@ -280,3 +280,15 @@ def test_view_mode_follows_a_history_rewritten_with_remove_all():
     agent.invoke({"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary,
                                HumanMessage("And now?", id="q")]}, config)
     assert [m.content for m in model.prompts[-1]] == ["Summary: Zarko keeps bees.", "And now?"]
+
+
+def test_reconstruct_history_keeps_the_order_of_a_rewritten_list():
+    """B7: after REMOVE_ALL_MESSAGES put a summary before the kept messages, reconstruct_history
+    sorted the summary (numbered last) after them, even with nothing paged out."""
+    kept = [HumanMessage("q1", id="h1"), AIMessage("a1", id="a1")]
+    first = page_messages(kept, max_tokens=1000, text_counter=COUNTER)
+    messages = add_messages(kept, [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary", id="s"), *kept])
+    messages = add_messages(messages, [HumanMessage("q2", id="h2")])
+    result = page_messages(messages, max_tokens=1000, state=first.state, text_counter=COUNTER)
+    rebuilt = reconstruct_history(result.view, {}, COUNTER, state=result.state)
+    assert [m.id for m in rebuilt] == ["s", "h1", "a1", "h2"]

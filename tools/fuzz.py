@@ -3379,8 +3379,6 @@ KNOWN = {
     "spoofed_bookmark_metadata": "B4",
     "library_metadata_user_turn_protected": "B4",
     "tool_result_stub_never_longer": "B6",
-    "rebuild_keeps_state_order": "B7",
-    "rebuild_keeps_repaired_tool_call_order": "B7",
     "fork_keeps_other_branch_pages": "B8",
     "recall_note_escaped": "B10",
     "remove_all_drops_old_clusters": "B11",
