@@ -660,9 +660,9 @@ def _fold(state, position, keys, options, result, replace, total, orphans, orpha
             if shown.count:
                 state.stats[page_id] = [shown.count, shown.last]
     for cluster_id in orphan_clusters:
-        if cluster_id in plan.roots and not any(cluster_id in n.children for n in plan.nodes):
+        if not any(cluster_id in n.children for n in plan.nodes):
             state.clusters.pop(cluster_id)
-            plan.roots.pop(cluster_id)
+            plan.roots.pop(cluster_id, None)
     if not plan:
         return total
     numbers = yield Reserve("c", [n.digest for n in plan.nodes], state)

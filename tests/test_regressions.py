@@ -292,3 +292,30 @@ def test_reconstruct_history_keeps_the_order_of_a_rewritten_list():
     result = page_messages(messages, max_tokens=1000, state=first.state, text_counter=COUNTER)
     rebuilt = reconstruct_history(result.view, {}, COUNTER, state=result.state)
     assert [m.id for m in rebuilt] == ["s", "h1", "a1", "h2"]
+
+
+def test_remove_all_drops_the_removed_historys_clusters():
+    """B11: after REMOVE_ALL_MESSAGES the removed history's cluster roots merged into one another
+    and into the next cluster: deleted history came back behind a bookmark and in the rebuild."""
+    options = {"max_tokens": 200, "boundary": "fixed_2", "bookmark_share": 0.05, "text_counter": COUNTER}
+    messages, state, pages, nodes = [], None, {}, {}
+
+    def step(messages, state):
+        result = page_messages(messages, state=state, **options)
+        pages.update({p.id: p for p in result.pages})
+        nodes.update({n.id: n for n in result.nodes})
+        return add_messages(messages, result.updates), result.state.to_value()
+
+    for i in range(12):
+        fact = f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}."
+        messages, state = step(add_messages(messages, [HumanMessage(fact, id=f"h{i}")]), state)
+        messages = add_messages(messages, [AIMessage(f"Noted {i}.", id=f"a{i}")])
+    assert state["clusters"]
+    summary = HumanMessage("Summary: the user told me about " + "neighbours who keep bees near Lake Bled, " * 14,
+                           id="s")
+    question = HumanMessage("Now tell me about " + "glaciers and meltwater lakes in the Julian Alps, " * 6,
+                            id="q")
+    messages, state = step(add_messages(messages, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, question]),
+                           state)
+    rebuilt = reconstruct_history(messages, pages, COUNTER, clusters=nodes, state=state)
+    assert [m.id for m in rebuilt] == ["s", "q"]

@@ -3381,7 +3381,6 @@ KNOWN = {
     "tool_result_stub_never_longer": "B6",
     "fork_keeps_other_branch_pages": "B8",
     "recall_note_escaped": "B10",
-    "remove_all_drops_old_clusters": "B11",
     "recall_store_failure_recovers": "B12",
     "tool_count_cache_follows_the_tool": "B13",
     "shrunk_copy_keeps_its_page_evictable": "B14",
