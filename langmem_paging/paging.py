@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
 from langmem_paging.bookmarks import (
     Bookmark,
@@ -46,7 +46,6 @@ from langmem_paging.effects import (
 from langmem_paging.messages import (
     Unit,
     is_pinned,
-    is_user_turn,
     library_mark,
     message_keys,
     recall_copy_pages,
@@ -147,9 +146,11 @@ class PagingResult:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def _newest_user_index(messages: Sequence[BaseMessage]) -> int | None:
+def _newest_user_index(messages: Sequence[BaseMessage], keys: Sequence[str], library: set[str]) -> int | None:
+    """Index of the newest user message: a human message that is not one of the state's bookmarks
+    (`library`: their keys; metadata alone can be copied into a user's message)."""
     for i in range(len(messages) - 1, -1, -1):
-        if is_user_turn(messages[i]):
+        if isinstance(messages[i], HumanMessage) and keys[i] not in library:
             return i
     return None
 
@@ -224,7 +225,7 @@ def paging_step(
     result = PagingResult(view=messages, state=state, tokens_before=tokens_before, tokens=tokens_before)
 
     # 1. The turn clock, and the state reconciled with what the context really holds.
-    newest_user = _newest_user_index(messages)
+    newest_user = _newest_user_index(messages, keys, _library_keys(state))
     if newest_user is not None and keys[newest_user] != state.last_user:
         state.turn += 1
         state.last_user = keys[newest_user]
@@ -321,8 +322,7 @@ def _number_new_messages(state: PagingState, messages, keys) -> None:
     in_pages = {k for page in state.pages.values() for k in page.ids}
     library = _library_keys(state)
     for key, message in zip(keys, messages):
-        if key in state.order or key in in_pages or key in library or library_mark(message).get("bookmark") \
-                or library_mark(message).get("cluster"):
+        if key in state.order or key in in_pages or key in library:
             continue
         state.order[key] = state.next_order
         state.next_order += 1
@@ -872,7 +872,7 @@ def reconstruct_history(
     segments: list[tuple[tuple, list[BaseMessage]]] = []
     resident: list[int] = []  # segments holding a message of the list itself
     for n, message in enumerate(messages):
-        mark = library_mark(message)
+        mark = library_mark(message) if _shows_a_page(branch, message) else {}
         members: list[Page] | None = None
         if "bookmark" in mark and (page := get_page(mark["bookmark"])) is not None:
             members = [page]
@@ -894,6 +894,16 @@ def reconstruct_history(
         _keep_list_order(segments, resident)
         segments.sort(key=lambda s: s[0])
     return [m for _, ms in segments for m in ms]
+
+
+def _shows_a_page(branch: PagingState | None, message: BaseMessage) -> bool:
+    """True if `message` is a bookmark or cluster bookmark the branch's state shows (without a
+    state, any message marked as one): a user's message carrying copied metadata is not."""
+    if branch is None:
+        return True
+    mark = library_mark(message)
+    shown, cluster = branch.shown.get(mark.get("bookmark")), branch.clusters.get(mark.get("cluster"))
+    return (shown is not None and shown.anchor == message.id) or (cluster is not None and cluster.anchor == message.id)
 
 
 def _keep_list_order(segments: list[tuple[tuple, list[BaseMessage]]], resident: list[int]) -> None:

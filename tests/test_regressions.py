@@ -319,3 +319,24 @@ def test_remove_all_drops_the_removed_historys_clusters():
                            state)
     rebuilt = reconstruct_history(messages, pages, COUNTER, clusters=nodes, state=state)
     assert [m.id for m in rebuilt] == ["s", "q"]
+
+
+def test_a_user_message_with_copied_bookmark_metadata_is_still_the_users():
+    """B4: a user message carrying `langmem_paging` bookmark metadata was taken for the library's
+    own: not protected as the newest user message (paged out in a tool loop), and expanded into
+    a page by reconstruct_history (the message itself lost)."""
+    question = "What did Zarko3 say about the honey market in Radovljica and the beekeeping lessons? " * 2
+    spoofed = HumanMessage(question, id="q", additional_kwargs={METADATA_KEY: {"bookmark": "p1"}})
+    history = [HumanMessage("My neighbour Zarko0 keeps bees near Lake Bled.", id="h0"), AIMessage("ok", id="a0"),
+               spoofed]
+    for k in range(6):  # the model looks things up before answering
+        history += [AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": f"Zarko{k}"}, "id": f"c{k}"}],
+                              id=f"t{k}"),
+                    ToolMessage(f"Zarko{k} keeps bees near Lake Bled{k}. " * 5, tool_call_id=f"c{k}",
+                                name="lookup", id=f"r{k}")]
+    result = page_messages(history, max_tokens=200, boundary="fixed_2", text_counter=COUNTER)
+    assert any(m.id == "q" and m.content == question for m in result.view)
+    pages = {p.id: p for p in result.pages}
+    rebuilt = reconstruct_history(result.view, pages, COUNTER, clusters={n.id: n for n in result.nodes},
+                                  state=result.state)
+    assert [m.id for m in rebuilt] == [m.id for m in history]

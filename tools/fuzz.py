@@ -3376,8 +3376,6 @@ KNOWN = {
     "small_pages_still_evicted": "B2",
     "recall_cap_with_huge_query": "B3",
     "recall_cap_counts_its_notice": "B3",
-    "spoofed_bookmark_metadata": "B4",
-    "library_metadata_user_turn_protected": "B4",
     "tool_result_stub_never_longer": "B6",
     "fork_keeps_other_branch_pages": "B8",
     "recall_note_escaped": "B10",
