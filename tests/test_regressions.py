@@ -340,3 +340,33 @@ def test_a_user_message_with_copied_bookmark_metadata_is_still_the_users():
     rebuilt = reconstruct_history(result.view, pages, COUNTER, clusters={n.id: n for n in result.nodes},
                                   state=result.state)
     assert [m.id for m in rebuilt] == [m.id for m in history]
+
+
+def test_tool_token_counts_follow_the_tool_not_its_address():
+    """B13: count_tools cached by id(tool) without keeping the tool alive: a new tool allocated
+    where a collected one was got the collected tool's count."""
+    import gc
+
+    from langchain_core.tools import StructuredTool
+
+    from langmem_paging import TokenCounter
+
+    def make(words: int):
+        return StructuredTool.from_function(func=lambda q: q, name="lookup", description="Look things up. " * words,
+                                            args_schema={"type": "object", "properties": {"q": {"type": "string"}}})
+
+    counter, wrong = TokenCounter(), 0
+    gc.freeze()
+    try:
+        for _ in range(60):  # about one in five lands on the freed address
+            small = make(1)
+            counter.count_tools([small])
+            del small
+            gc.collect()
+            big = make(300)
+            wrong += counter.count_tools([big]) != TokenCounter().count_tools([big])
+            del big
+            gc.collect()
+    finally:
+        gc.unfreeze()
+    assert wrong == 0

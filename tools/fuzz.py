@@ -3380,7 +3380,6 @@ KNOWN = {
     "fork_keeps_other_branch_pages": "B8",
     "recall_note_escaped": "B10",
     "recall_store_failure_recovers": "B12",
-    "tool_count_cache_follows_the_tool": "B13",
     "shrunk_copy_keeps_its_page_evictable": "B14",
 }
 
