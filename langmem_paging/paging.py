@@ -448,8 +448,11 @@ def _evict(messages, keys, position, counts, units, protected, newest_user, stat
                                                                        options.recent_messages))
     while True:
         candidates = _candidates(messages, keys, position, counts, units, protected, state, replace)
+        restored: list[Page] = []
         total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
-                            result, total, target)
+                            result, total, target, restored)
+        if restored:
+            yield from _renumber(restored, state, replace, result)
         if total <= target or not open_tails:
             return total
         # Nothing else to evict: the still-open tails become pages too.
@@ -529,7 +532,7 @@ def _tier_victim(tiers: TierMode, candidates, context: PolicyContext, state: Pag
 
 
 def _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace, result,
-                total, target) -> int:
+                total, target, restored) -> int:
     count = options.count_message
     hot_budget = options.tiers.hot_budget(options.budget) if options.tiers else None
 
@@ -560,7 +563,7 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
                 continue
             # ...so a page smaller than its bookmark goes straight into the nearest cluster
             if messages_digest([_stored_form(m) for m in current if m is not None]) != page.digest:
-                result.pages.append(_restored_page(victim.key, page, current, options, state))
+                restored.append(_restored_page(victim.key, page, current, options, state))
             state.pages.pop(victim.key)
             state.shown[victim.key] = ShownPage(
                 anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
@@ -577,6 +580,23 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
             result.evicted.append(victim.key)
         context.evicted.append(victim)
     return total
+
+
+def _renumber(restored: list[Page], state: PagingState, replace, result):
+    """Give pages whose messages changed while resident new numbers (a generator): the record
+    under the old number may be another branch's (it was stored before a fork), never rewritten."""
+    numbers = yield Reserve("p", [p.digest for p in restored], state)
+    for page, number in zip(restored, numbers, strict=True):
+        old, new = page.id, f"p{number}"
+        shown = state.shown.pop(old)
+        shown.bookmark = shown.bookmark.replace(f"[{old}:", f"[{new}:", 1)
+        state.shown[new] = shown
+        page.id, page.bookmark = new, shown.bookmark
+        if replace.get(shown.anchor) is not None:
+            replace[shown.anchor] = bookmark_message(new, shown.bookmark, shown.anchor)
+        result.evicted_ids[new] = result.evicted_ids.pop(old)
+        result.evicted[result.evicted.index(old)] = new
+        result.pages.append(page)
 
 
 def _restored_page(page_id, page: ResidentPage, current, options, state) -> Page:

@@ -370,3 +370,39 @@ def test_tool_token_counts_follow_the_tool_not_its_address():
     finally:
         gc.unfreeze()
     assert wrong == 0
+
+
+def test_a_page_edited_on_one_branch_keeps_the_other_branchs_record():
+    """B8: a resident page formed before a fork and edited on one branch was stored again under
+    its number when evicted: the record the other branch evicts to was overwritten (it lost a message)."""
+    from langmem_paging import Pager, PagingConfig
+    from langmem_paging.state import PagingState
+
+    pager = Pager(PagingConfig(max_tokens=600, boundary="fixed_2"), PageStore(InMemoryStore()))
+    long = ("Fact {i}: Zarko{i} keeps {i} beehives near Lake Bled{i}. "
+            + "He sells the honey at the Sunday market in Radovljica{i} and teaches beekeeping. " * 3)
+
+    def turn(messages, state, full, i):
+        new = [HumanMessage(long.format(i=i), id=f"h{i}"), AIMessage(f"Noted fact {i}.", id=f"a{i}")]
+        messages = add_messages(messages, new[:1])
+        result = pager.step(messages, state, "t")
+        return add_messages(add_messages(messages, result.updates), new[1:]), result.state.to_value(), full + new
+
+    def rebuilt(messages, state):
+        return reconstruct_history(messages, lambda p: pager.page_store.get("t", p), COUNTER,
+                                   clusters=lambda c: pager.page_store.get_cluster("t", c), state=state)
+
+    messages, state, full, i = [], {}, [], 0
+    while not PagingState.from_value(state).pages:
+        messages, state, full = turn(messages, state, full, i)
+        i += 1
+    fork = (messages, state, full)
+    victim = next(iter(PagingState.from_value(state).pages.values())).ids[0]
+    messages = add_messages(messages, [RemoveMessage(id=victim)])  # branch A edits the resident page
+    full = [m for m in full if m.id != victim]
+    for j in range(i, i + 8):
+        messages, state, full = turn(messages, state, full, j)
+    messages, state, full = fork  # branch B never edited it
+    for j in range(i + 100, i + 108):
+        messages, state, full = turn(messages, state, full, j)
+    assert [m.id for m in rebuilt(messages, state)] == [m.id for m in full]

@@ -3377,7 +3377,6 @@ KNOWN = {
     "recall_cap_with_huge_query": "B3",
     "recall_cap_counts_its_notice": "B3",
     "tool_result_stub_never_longer": "B6",
-    "fork_keeps_other_branch_pages": "B8",
     "recall_note_escaped": "B10",
     "recall_store_failure_recovers": "B12",
     "shrunk_copy_keeps_its_page_evictable": "B14",
