@@ -164,7 +164,7 @@ def plan_folds(
         orphans: Shown pages whose bookmark left the context (replaced by the user):
             they fold into the nearest cluster whatever the share.
         orphan_clusters: Cluster roots whose bookmark left the context: they merge into the
-            nearest other root.
+            nearest root still shown; with none (the history was replaced), they are dropped.
     """
     plan = FoldPlan()
     roots = {
@@ -227,10 +227,11 @@ def plan_folds(
         roots[node.key] = node
 
     for cid in orphan_clusters:
-        orphan = roots.get(cid)
-        others = [r for r in roots.values() if r.key != cid]
+        orphan = roots.pop(cid, None)  # merged into a root still shown, or gone with its history
+        others = [r for r in roots.values() if r.key not in orphan_clusters]
         if orphan is None or not others:
             continue
+        roots[cid] = orphan
         nearest = max(others, key=lambda r: (similarity(orphan.terms, r.terms), -position.get(r.anchor, 0)))
         del roots[orphan.key], roots[nearest.key]
         plan.removed_anchors.append(orphan.anchor)

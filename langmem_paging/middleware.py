@@ -65,6 +65,7 @@ def state_update(result: PagingResult, messages: list[BaseMessage], state: Any, 
         result.state.skeleton = skeleton_of(result.view, messages, positions or {})
         result.state.seen = key_at(messages, len(messages) - 1) if messages else None
         result.state.seen_index = len(messages) - 1
+        result.state.head = key_at(messages, 0) if messages else None
     update: dict[str, Any] = {}
     value = result.state.to_value()
     if value != state:

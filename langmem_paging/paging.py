@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
 from langmem_paging.bookmarks import (
     Bookmark,
@@ -46,7 +46,6 @@ from langmem_paging.effects import (
 from langmem_paging.messages import (
     Unit,
     is_pinned,
-    is_user_turn,
     library_mark,
     message_keys,
     recall_copy_pages,
@@ -147,9 +146,11 @@ class PagingResult:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def _newest_user_index(messages: Sequence[BaseMessage]) -> int | None:
+def _newest_user_index(messages: Sequence[BaseMessage], keys: Sequence[str], library: set[str]) -> int | None:
+    """Index of the newest user message: a human message that is not one of the state's bookmarks
+    (`library`: their keys; metadata alone can be copied into a user's message)."""
     for i in range(len(messages) - 1, -1, -1):
-        if is_user_turn(messages[i]):
+        if isinstance(messages[i], HumanMessage) and keys[i] not in library:
             return i
     return None
 
@@ -224,7 +225,7 @@ def paging_step(
     result = PagingResult(view=messages, state=state, tokens_before=tokens_before, tokens=tokens_before)
 
     # 1. The turn clock, and the state reconciled with what the context really holds.
-    newest_user = _newest_user_index(messages)
+    newest_user = _newest_user_index(messages, keys, _library_keys(state))
     if newest_user is not None and keys[newest_user] != state.last_user:
         state.turn += 1
         state.last_user = keys[newest_user]
@@ -321,8 +322,7 @@ def _number_new_messages(state: PagingState, messages, keys) -> None:
     in_pages = {k for page in state.pages.values() for k in page.ids}
     library = _library_keys(state)
     for key, message in zip(keys, messages):
-        if key in state.order or key in in_pages or key in library or library_mark(message).get("bookmark") \
-                or library_mark(message).get("cluster"):
+        if key in state.order or key in in_pages or key in library:
             continue
         state.order[key] = state.next_order
         state.next_order += 1
@@ -448,8 +448,11 @@ def _evict(messages, keys, position, counts, units, protected, newest_user, stat
                                                                        options.recent_messages))
     while True:
         candidates = _candidates(messages, keys, position, counts, units, protected, state, replace)
+        restored: list[Page] = []
         total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
-                            result, total, target)
+                            result, total, target, restored)
+        if restored:
+            yield from _renumber(restored, state, replace, result)
         if total <= target or not open_tails:
             return total
         # Nothing else to evict: the still-open tails become pages too.
@@ -529,7 +532,7 @@ def _tier_victim(tiers: TierMode, candidates, context: PolicyContext, state: Pag
 
 
 def _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace, result,
-                total, target) -> int:
+                total, target, restored) -> int:
     count = options.count_message
     hot_budget = options.tiers.hot_budget(options.budget) if options.tiers else None
 
@@ -560,7 +563,7 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
                 continue
             # ...so a page smaller than its bookmark goes straight into the nearest cluster
             if messages_digest([_stored_form(m) for m in current if m is not None]) != page.digest:
-                result.pages.append(_restored_page(victim.key, page, current, options, state))
+                restored.append(_restored_page(victim.key, page, current, options, state))
             state.pages.pop(victim.key)
             state.shown[victim.key] = ShownPage(
                 anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
@@ -577,6 +580,23 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
             result.evicted.append(victim.key)
         context.evicted.append(victim)
     return total
+
+
+def _renumber(restored: list[Page], state: PagingState, replace, result):
+    """Give pages whose messages changed while resident new numbers (a generator): the record
+    under the old number may be another branch's (it was stored before a fork), never rewritten."""
+    numbers = yield Reserve("p", [p.digest for p in restored], state)
+    for page, number in zip(restored, numbers, strict=True):
+        old, new = page.id, f"p{number}"
+        shown = state.shown.pop(old)
+        shown.bookmark = shown.bookmark.replace(f"[{old}:", f"[{new}:", 1)
+        state.shown[new] = shown
+        page.id, page.bookmark = new, shown.bookmark
+        if replace.get(shown.anchor) is not None:
+            replace[shown.anchor] = bookmark_message(new, shown.bookmark, shown.anchor)
+        result.evicted_ids[new] = result.evicted_ids.pop(old)
+        result.evicted[result.evicted.index(old)] = new
+        result.pages.append(page)
 
 
 def _restored_page(page_id, page: ResidentPage, current, options, state) -> Page:
@@ -660,9 +680,9 @@ def _fold(state, position, keys, options, result, replace, total, orphans, orpha
             if shown.count:
                 state.stats[page_id] = [shown.count, shown.last]
     for cluster_id in orphan_clusters:
-        if cluster_id in plan.roots and not any(cluster_id in n.children for n in plan.nodes):
+        if not any(cluster_id in n.children for n in plan.nodes):
             state.clusters.pop(cluster_id)
-            plan.roots.pop(cluster_id)
+            plan.roots.pop(cluster_id, None)
     if not plan:
         return total
     numbers = yield Reserve("c", [n.digest for n in plan.nodes], state)
@@ -870,8 +890,9 @@ def reconstruct_history(
         return message
 
     segments: list[tuple[tuple, list[BaseMessage]]] = []
+    resident: list[int] = []  # segments holding a message of the list itself
     for n, message in enumerate(messages):
-        mark = library_mark(message)
+        mark = library_mark(message) if _shows_a_page(branch, message) else {}
         members: list[Page] | None = None
         if "bookmark" in mark and (page := get_page(mark["bookmark"])) is not None:
             members = [page]
@@ -887,7 +908,32 @@ def reconstruct_history(
             key = (in_pages[message.id][0], in_pages[message.id][1], n)
         else:
             key = (segments[-1][0][0] if segments else -1, 1 << 30, n)
+        resident.append(len(segments))
         segments.append((key, [restore(message)]))
     if branch is not None:
+        _keep_list_order(segments, resident)
         segments.sort(key=lambda s: s[0])
     return [m for _, ms in segments for m in ms]
+
+
+def _shows_a_page(branch: PagingState | None, message: BaseMessage) -> bool:
+    """True if `message` is a bookmark or cluster bookmark the branch's state shows (without a
+    state, any message marked as one): a user's message carrying copied metadata is not."""
+    if branch is None:
+        return True
+    mark = library_mark(message)
+    shown, cluster = branch.shown.get(mark.get("bookmark")), branch.clusters.get(mark.get("cluster"))
+    return (shown is not None and shown.anchor == message.id) or (cluster is not None and cluster.anchor == message.id)
+
+
+def _keep_list_order(segments: list[tuple[tuple, list[BaseMessage]]], resident: list[int]) -> None:
+    """Lower the sort keys of the list's own messages so they never pass one another: the list's
+    order is the history's, also where it was rewritten (``REMOVE_ALL_MESSAGES`` put a summary, or
+    a repaired tool call's result, before messages numbered earlier). Page expansions still go
+    where their ordinals say."""
+    floor = None
+    for i in reversed(resident):
+        key, content = segments[i]
+        if floor is not None and key[:2] > floor:
+            segments[i] = ((*floor, key[2]), content)
+        floor = segments[i][0][:2]

@@ -160,6 +160,9 @@ class PagingState:
     """View mode only: key of the newest history message the last step saw."""
     seen_index: int = -1
     """View mode only: its index in the history."""
+    head: str | None = None
+    """View mode only: key of the history's first message at the last step (another first
+    message the skeleton does not know means the history was rewritten)."""
     warned: bool = False
     """The over-budget warning was given on this branch."""
     tokens: int = 0
@@ -252,6 +255,7 @@ class PagingState:
             "skeleton": self.skeleton,
             "seen": self.seen,
             "seen_index": self.seen_index,
+            "head": self.head,
             "warned": self.warned,
             "tokens": self.tokens,
             "budget": self.budget,
@@ -290,6 +294,7 @@ class PagingState:
             skeleton=list(value["skeleton"]) if value.get("skeleton") is not None else None,
             seen=value.get("seen"),
             seen_index=value.get("seen_index", -1),
+            head=value.get("head"),
             warned=value["warned"],
             tokens=value["tokens"],
             budget=value["budget"],

@@ -35,6 +35,8 @@ _EXPECTED_SHA256 = {
 # Chat formatting adds a few tokens per message (role, separators); OpenAI's
 # cookbook counts 3 per message plus 3 for the reply primer.
 PER_MESSAGE_OVERHEAD = 3
+MAX_CACHED_TOOLS = 256
+"""Tool schemas whose token count a counter remembers (with the tool itself, so its id stays its own)."""
 
 
 def _tiktoken_cache_dir() -> str | None:
@@ -172,7 +174,7 @@ class TokenCounter:
         self.encoding = get_encoding(encoding or encoding_for_model(model))
         self._cache: OrderedDict[str, tuple] = OrderedDict()  # message id -> (fingerprint, tokens)
         self._cache_size = cache_size
-        self._tool_cache: dict[tuple, int] = {}
+        self._tool_cache: OrderedDict[int, tuple[Any, int]] = OrderedDict()  # id(tool) -> (tool, tokens)
         self._text_cache: OrderedDict[str, int] = OrderedDict()
 
     def count_text(self, text: str) -> int:
@@ -230,9 +232,10 @@ class TokenCounter:
 
         total = 0
         for tool in tools:
-            key = ("tool", id(tool)) if not isinstance(tool, dict) else None
-            if key is not None and key in self._tool_cache:
-                total += self._tool_cache[key]
+            key = id(tool) if not isinstance(tool, dict) else None
+            cached = self._tool_cache.get(key) if key is not None else None
+            if cached is not None and cached[0] is tool:  # the entry keeps its tool alive: no recycled id
+                total += cached[1]
                 continue
             try:
                 schema = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
@@ -240,7 +243,9 @@ class TokenCounter:
                 schema = {"name": getattr(tool, "name", ""), "description": getattr(tool, "description", "")}
             n = self.count_text(json.dumps(schema, sort_keys=True, default=str)) + PER_MESSAGE_OVERHEAD
             if key is not None:
-                self._tool_cache[key] = n
+                self._tool_cache[key] = (tool, n)
+                while len(self._tool_cache) > MAX_CACHED_TOOLS:
+                    self._tool_cache.popitem(last=False)
             total += n
         return total
 

@@ -5,7 +5,9 @@ history messages it showed, and whole messages for what the library put there
 (bookmarks, cluster bookmarks, shrunk recall results, paged tool results). Messages
 the history gained since (after the newest one the step saw) are appended; a message
 edited in the history shows its new version. Everything else in the history was
-paged out.
+paged out. A library message shows only while the history holds its id (the message it
+stands for). When the history was rewritten (``REMOVE_ALL_MESSAGES``: a first message the
+last step never saw), the view is the new history itself, and the next step pages it.
 """
 
 from __future__ import annotations
@@ -76,13 +78,16 @@ def _is_at(history, index: int, key: str) -> bool:
 
 
 def _render_by_scan(history, state):
+    if _rewritten(history, state):
+        return list(history), {id(m): i for i, m in enumerate(history)}
     keys = message_keys(history)
     at = {_positional_key(history, i): i for i in range(len(history)) if history[i].id}
     at.update({k: i for i, k in enumerate(keys)})
     view, positions = [], {}
     for entry in state.skeleton:
         if isinstance(entry, dict):
-            view.extend(load_messages([entry]))
+            if _entry_id(entry) in at:
+                view.extend(load_messages([entry]))
         elif entry[0] in at:
             index = at[entry[0]]
             view.append(history[index])
@@ -92,6 +97,23 @@ def _render_by_scan(history, state):
         view.append(history[index])
         positions[id(history[index])] = index
     return view, positions
+
+
+def _entry_id(entry: dict[str, Any]) -> str | None:
+    """Id of a library message in the skeleton: the id of the history message it stands for."""
+    return entry.get("data", {}).get("id")
+
+
+def _rewritten(history: Sequence[BaseMessage], state: PagingState) -> bool:
+    """True when the history starts with a message the last step neither started with nor showed:
+    it was replaced (``REMOVE_ALL_MESSAGES``, say by a summary), not edited or trimmed."""
+    if not history or state.head is None:
+        return False
+    first = key_at(history, 0)
+    if first == state.head:
+        return False
+    known = {_entry_id(e) if isinstance(e, dict) else e[0] for e in state.skeleton or []}
+    return first not in known
 
 
 def _last_seen(at: dict[str, int], state: PagingState) -> int:

@@ -9,7 +9,7 @@ from harness import COUNTER, assert_valid_chat, replay
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import (
@@ -376,3 +376,146 @@ def test_a_recall_note_echoing_what_the_model_sent_is_escaped(args):
     answer = pager.recall("t", {}, **args)
     assert not re.search(r"</?(page|message|recalled|cluster)\b", answer.content, re.IGNORECASE)
     assert "&lt;" in answer.content
+
+
+def test_view_mode_follows_a_history_rewritten_with_remove_all():
+    """B9: view mode kept showing the removed history's bookmarks and tool-result stubs after
+    REMOVE_ALL_MESSAGES (a tool result without its call), and never showed the summary."""
+    facts = [f"Note {i}: the beekeeper Zarko{i} keeps {i} beehives near Lake Bled." for i in range(12)]
+    paging = PagingMiddleware(max_tokens=400, boundary="fixed_2", mode="view", store=InMemoryStore())
+    model = ScriptedChatModel(responses=["Noted."] * 20)
+    agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for fact in facts:
+        agent.invoke({"messages": [fact]}, config)
+    assert any(str(m.content).startswith("[") for m in model.prompts[-1])  # something was paged
+    summary = HumanMessage("Summary: Zarko keeps bees.", id="s")
+    agent.invoke({"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary,
+                               HumanMessage("And now?", id="q")]}, config)
+    assert [m.content for m in model.prompts[-1]] == ["Summary: Zarko keeps bees.", "And now?"]
+
+
+def test_reconstruct_history_keeps_the_order_of_a_rewritten_list():
+    """B7: after REMOVE_ALL_MESSAGES put a summary before the kept messages, reconstruct_history
+    sorted the summary (numbered last) after them, even with nothing paged out."""
+    kept = [HumanMessage("q1", id="h1"), AIMessage("a1", id="a1")]
+    first = page_messages(kept, max_tokens=1000, text_counter=COUNTER)
+    messages = add_messages(kept, [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary", id="s"), *kept])
+    messages = add_messages(messages, [HumanMessage("q2", id="h2")])
+    result = page_messages(messages, max_tokens=1000, state=first.state, text_counter=COUNTER)
+    rebuilt = reconstruct_history(result.view, {}, COUNTER, state=result.state)
+    assert [m.id for m in rebuilt] == ["s", "h1", "a1", "h2"]
+
+
+def test_remove_all_drops_the_removed_historys_clusters():
+    """B11: after REMOVE_ALL_MESSAGES the removed history's cluster roots merged into one another
+    and into the next cluster: deleted history came back behind a bookmark and in the rebuild."""
+    options = {"max_tokens": 200, "boundary": "fixed_2", "bookmark_share": 0.05, "text_counter": COUNTER}
+    messages, state, pages, nodes = [], None, {}, {}
+
+    def step(messages, state):
+        result = page_messages(messages, state=state, **options)
+        pages.update({p.id: p for p in result.pages})
+        nodes.update({n.id: n for n in result.nodes})
+        return add_messages(messages, result.updates), result.state.to_value()
+
+    for i in range(12):
+        fact = f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}."
+        messages, state = step(add_messages(messages, [HumanMessage(fact, id=f"h{i}")]), state)
+        messages = add_messages(messages, [AIMessage(f"Noted {i}.", id=f"a{i}")])
+    assert state["clusters"]
+    summary = HumanMessage("Summary: the user told me about " + "neighbours who keep bees near Lake Bled, " * 14,
+                           id="s")
+    question = HumanMessage("Now tell me about " + "glaciers and meltwater lakes in the Julian Alps, " * 6,
+                            id="q")
+    messages, state = step(add_messages(messages, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, question]),
+                           state)
+    rebuilt = reconstruct_history(messages, pages, COUNTER, clusters=nodes, state=state)
+    assert [m.id for m in rebuilt] == ["s", "q"]
+
+
+def test_a_user_message_with_copied_bookmark_metadata_is_still_the_users():
+    """B4: a user message carrying `langmem_paging` bookmark metadata was taken for the library's
+    own: not protected as the newest user message (paged out in a tool loop), and expanded into
+    a page by reconstruct_history (the message itself lost)."""
+    question = "What did Zarko3 say about the honey market in Radovljica and the beekeeping lessons? " * 2
+    spoofed = HumanMessage(question, id="q", additional_kwargs={METADATA_KEY: {"bookmark": "p1"}})
+    history = [HumanMessage("My neighbour Zarko0 keeps bees near Lake Bled.", id="h0"), AIMessage("ok", id="a0"),
+               spoofed]
+    for k in range(6):  # the model looks things up before answering
+        history += [AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": f"Zarko{k}"}, "id": f"c{k}"}],
+                              id=f"t{k}"),
+                    ToolMessage(f"Zarko{k} keeps bees near Lake Bled{k}. " * 5, tool_call_id=f"c{k}",
+                                name="lookup", id=f"r{k}")]
+    result = page_messages(history, max_tokens=200, boundary="fixed_2", text_counter=COUNTER)
+    assert any(m.id == "q" and m.content == question for m in result.view)
+    pages = {p.id: p for p in result.pages}
+    rebuilt = reconstruct_history(result.view, pages, COUNTER, clusters={n.id: n for n in result.nodes},
+                                  state=result.state)
+    assert [m.id for m in rebuilt] == [m.id for m in history]
+
+
+def test_tool_token_counts_follow_the_tool_not_its_address():
+    """B13: count_tools cached by id(tool) without keeping the tool alive: a new tool allocated
+    where a collected one was got the collected tool's count."""
+    import gc
+
+    from langchain_core.tools import StructuredTool
+
+    from langmem_paging import TokenCounter
+
+    def make(words: int):
+        return StructuredTool.from_function(func=lambda q: q, name="lookup", description="Look things up. " * words,
+                                            args_schema={"type": "object", "properties": {"q": {"type": "string"}}})
+
+    counter, wrong = TokenCounter(), 0
+    gc.freeze()
+    try:
+        for _ in range(60):  # about one in five lands on the freed address
+            small = make(1)
+            counter.count_tools([small])
+            del small
+            gc.collect()
+            big = make(300)
+            wrong += counter.count_tools([big]) != TokenCounter().count_tools([big])
+            del big
+            gc.collect()
+    finally:
+        gc.unfreeze()
+    assert wrong == 0
+
+
+def test_a_page_edited_on_one_branch_keeps_the_other_branchs_record():
+    """B8: a resident page formed before a fork and edited on one branch was stored again under
+    its number when evicted: the record the other branch evicts to was overwritten (it lost a message)."""
+    from langmem_paging import Pager, PagingConfig
+    from langmem_paging.state import PagingState
+
+    pager = Pager(PagingConfig(max_tokens=600, boundary="fixed_2"), PageStore(InMemoryStore()))
+    long = ("Fact {i}: Zarko{i} keeps {i} beehives near Lake Bled{i}. "
+            + "He sells the honey at the Sunday market in Radovljica{i} and teaches beekeeping. " * 3)
+
+    def turn(messages, state, full, i):
+        new = [HumanMessage(long.format(i=i), id=f"h{i}"), AIMessage(f"Noted fact {i}.", id=f"a{i}")]
+        messages = add_messages(messages, new[:1])
+        result = pager.step(messages, state, "t")
+        return add_messages(add_messages(messages, result.updates), new[1:]), result.state.to_value(), full + new
+
+    def rebuilt(messages, state):
+        return reconstruct_history(messages, lambda p: pager.page_store.get("t", p), COUNTER,
+                                   clusters=lambda c: pager.page_store.get_cluster("t", c), state=state)
+
+    messages, state, full, i = [], {}, [], 0
+    while not PagingState.from_value(state).pages:
+        messages, state, full = turn(messages, state, full, i)
+        i += 1
+    fork = (messages, state, full)
+    victim = next(iter(PagingState.from_value(state).pages.values())).ids[0]
+    messages = add_messages(messages, [RemoveMessage(id=victim)])  # branch A edits the resident page
+    full = [m for m in full if m.id != victim]
+    for j in range(i, i + 8):
+        messages, state, full = turn(messages, state, full, j)
+    messages, state, full = fork  # branch B never edited it
+    for j in range(i + 100, i + 108):
+        messages, state, full = turn(messages, state, full, j)
+    assert [m.id for m in rebuilt(messages, state)] == [m.id for m in full]

@@ -3374,16 +3374,7 @@ KNOWN = {
     "reused_id_visible": "B1",
     "reused_id_visible_view": "B1",
     "small_pages_still_evicted": "B2",
-    "spoofed_bookmark_metadata": "B4",
-    "library_metadata_user_turn_protected": "B4",
     "tool_result_stub_never_longer": "B6",
-    "rebuild_keeps_state_order": "B7",
-    "rebuild_keeps_repaired_tool_call_order": "B7",
-    "fork_keeps_other_branch_pages": "B8",
-    "view_mode_remove_all": "B9",
-    "summarization_middleware_view": "B9",
-    "remove_all_drops_old_clusters": "B11",
-    "tool_count_cache_follows_the_tool": "B13",
     "shrunk_copy_keeps_its_page_evictable": "B14",
 }
 
