@@ -653,8 +653,10 @@ def _assign_tiers(state, messages, keys, position, options, replace, total, newe
         if not digest:
             continue
         message = digest_message(pid, digest, len(page_messages_), shown[pid].anchor)
-        before = shown[pid].tokens
-        shown[pid].tier, shown[pid].tokens = "warm", count(message)
+        before, tokens = shown[pid].tokens, count(message)
+        if total - before + tokens > options.budget:
+            continue  # the digest's header and framing do not fit after all: the page stays cold
+        shown[pid].tier, shown[pid].tokens = "warm", tokens
         replace[shown[pid].anchor] = message
         total += shown[pid].tokens - before
     for pid in demote:
