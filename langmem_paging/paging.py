@@ -263,7 +263,9 @@ def paging_step(
         total = yield from _assign_tiers(state, messages, keys, position, options, replace, total, newest_user,
                                          result.evicted_ids)
 
-    # 6. The cold tier: old bookmarks fold into clusters when they pass their share.
+    # 6. The cold tier: old bookmarks fold into clusters when they pass their share; pages evicted
+    #    with no bookmark of their own (smaller than it) go into the nearest cluster now.
+    orphans += _unbookmarked(state, result, replace)
     total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters)
 
     # 7. The new view, and the updates that turn the input into it.
@@ -644,6 +646,12 @@ def _assign_tiers(state, messages, keys, position, options, replace, total, newe
         replace[shown[pid].anchor] = message
         total += shown[pid].tokens - before
     return total
+
+
+def _unbookmarked(state: PagingState, result: PagingResult, replace) -> list[str]:
+    """Pages this step evicted straight into a cluster: shown, but no message shows them yet."""
+    return [pid for pid in result.evicted
+            if pid in state.shown and replace.get(state.shown[pid].anchor, "") is None]
 
 
 def _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters):

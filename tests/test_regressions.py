@@ -9,7 +9,7 @@ from harness import COUNTER, assert_valid_chat, replay
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PageStore, PagingMiddleware, page_messages, reconstruct_history
@@ -263,3 +263,23 @@ def test_a_search_recall_that_fills_the_room_keeps_the_next_prompt_within_budget
     assert result.content.count("<page id=") >= 2
     message_budget = budget - COUNTER.count_tools(paging.tools)
     assert COUNTER(model.prompts[-1]) <= message_budget
+
+
+def test_a_page_evicted_straight_into_a_cluster_is_in_it_at_once():
+    """A page smaller than its bookmark goes straight into the nearest cluster in the step that
+    evicts it, even when no fold is due: shown by nothing, it was lost to reconstruct_history."""
+    long = [m for i in range(6) for m in (
+        HumanMessage(f"Zarko{i} keeps {i} beehives near Lake Bled{i} and sells honey in Radovljica{i}.", id=f"h{i}"),
+        AIMessage(f"Noted {i}.", id=f"a{i}"))]
+    first = page_messages(long, max_tokens=150, boundary="fixed_1", bookmark_share=0.2, text_counter=COUNTER)
+    assert first.state.clusters
+    tiny = [m for i in range(6, 16) for m in (HumanMessage("ok", id=f"h{i}"), AIMessage("Fine.", id=f"a{i}"))]
+    state = add_messages(add_messages(list(long), first.updates), tiny)
+    second = page_messages(state, max_tokens=150, boundary="fixed_1", state=first.state.to_value(),
+                           bookmark_share=1.0, text_counter=COUNTER)
+    state = add_messages(state, second.updates)
+    assert {m.id for m in state} >= {s.anchor for s in second.state.shown.values()}
+    pages = {p.id: p for r in (first, second) for p in r.pages}
+    nodes = {n.id: n for r in (first, second) for n in r.nodes}
+    history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=second.state.to_value())
+    assert [m.id for m in history] == [m.id for m in long + tiny]
