@@ -153,6 +153,7 @@ def plan_folds(
     count_bookmark: Callable[[str], int],
     orphans: list[str] = (),
     orphan_clusters: list[str] = (),
+    direct: list[str] = (),
 ) -> FoldPlan:
     """Decide which bookmarks fold into which clusters (pure; `state` is not changed).
 
@@ -165,6 +166,8 @@ def plan_folds(
             they fold into the nearest cluster whatever the share.
         orphan_clusters: Cluster roots whose bookmark left the context: they merge into the
             nearest other root.
+        direct: Shown pages evicted with no bookmark (smaller than it): they fold into the nearest
+            cluster whatever the share, or start one.
     """
     plan = FoldPlan()
     roots = {
@@ -241,6 +244,8 @@ def plan_folds(
     for page_id in orphans:
         if page_id in state.shown and roots:
             fold(page_id, force=True)
+    for page_id in direct:
+        fold(page_id, force=True)
 
     folded = set(plan.folded)
     cold = sorted(

@@ -32,7 +32,7 @@ from langmem_paging.bookmarks import (
     tool_result_stub,
 )
 from langmem_paging.boundaries import BoundaryStrategy, get_boundary
-from langmem_paging.clusters import ClusterOptions, materialize, plan_folds
+from langmem_paging.clusters import ClusterOptions, format_cluster_bookmark, materialize, plan_folds
 from langmem_paging.effects import (
     ComputeFeatures,
     LoadPages,
@@ -265,8 +265,8 @@ def paging_step(
 
     # 6. The cold tier: old bookmarks fold into clusters when they pass their share; pages evicted
     #    with no bookmark of their own (smaller than it) go into the nearest cluster now.
-    orphans += _unbookmarked(state, result, replace)
-    total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters)
+    total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters,
+                             _unbookmarked(state, result, replace))
 
     # 7. The new view, and the updates that turn the input into it.
     if replace:
@@ -534,6 +534,10 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
                 total, target) -> int:
     count = options.count_message
     hot_budget = options.tiers.hot_budget(options.budget) if options.tiers else None
+    # a page smaller than its bookmark goes straight into the nearest cluster; with none yet, such
+    # pages wait until together they outweigh the cluster bookmark the first of them starts
+    clustered = bool(state.clusters) or bool(_unbookmarked(state, result, replace))
+    waiting, waiting_tokens = [], 0
 
     def hot() -> int:
         return sum(c.tokens for c in candidates if c.kind == "page")
@@ -551,34 +555,64 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
                 continue
             replace[victim.key] = shrunk
             total -= saved
-        else:
-            page = state.pages[victim.key]
-            bookmark = bookmark_message(victim.key, page.bookmark, page.ids[0])
-            cost = count(bookmark)
-            current = [replace.get(k, messages[position[k]]) for k in page.ids]
-            page_tokens = sum(count(m) for m in current if m is not None)
-            direct = cost >= page_tokens  # a bookmark must never make the context bigger...
-            if direct and not state.clusters:
+            context.evicted.append(victim)
+            continue
+        page = state.pages[victim.key]
+        bookmark = bookmark_message(victim.key, page.bookmark, page.ids[0])
+        current = [replace.get(k, messages[position[k]]) for k in page.ids]
+        page_tokens = sum(count(m) for m in current if m is not None)
+        if count(bookmark) >= page_tokens and not clustered:
+            waiting.append(victim)
+            waiting_tokens += page_tokens
+            first_cluster = _cluster_cost(state.pages[waiting[0].key], waiting[0].key, options)
+            if waiting_tokens <= first_cluster:
                 continue
-            # ...so a page smaller than its bookmark goes straight into the nearest cluster
-            if messages_digest([_stored_form(m) for m in current if m is not None]) != page.digest:
-                result.pages.append(_restored_page(victim.key, page, current, options, state))
-            state.pages.pop(victim.key)
-            state.shown[victim.key] = ShownPage(
-                anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
-                count=page.count, terms=dict(page.terms), bookmark=page.bookmark,
-                weight=_importance(m for m in current if m is not None),
-            )
-            replace[page.ids[0]] = None if direct else bookmark
-            for k in page.ids[1:]:
-                replace[k] = None
-            result.evicted_ids[victim.key] = list(page.ids)
+            total += first_cluster
+            clustered, evicting, waiting = True, waiting, []
+        else:
+            evicting = [victim]
+        for chosen in evicting:
+            total -= _evict_page(chosen.key, state, options, messages, position, replace, result)
             # copies inside the page leave with it
-            candidates = [c for c in candidates if c.kind != "copy" or c.key not in page.ids]
-            total += (0 if direct else cost) - page_tokens
-            result.evicted.append(victim.key)
-        context.evicted.append(victim)
+            left = result.evicted_ids[chosen.key]
+            candidates = [c for c in candidates if c.kind != "copy" or c.key not in left]
+            context.evicted.append(chosen)
     return total
+
+
+def _cluster_cost(page: ResidentPage, page_id: str, options) -> int:
+    """Tokens of a cluster bookmark holding only this page (about)."""
+    ranked = sorted(page.terms.items(), key=lambda tw: (-tw[1], tw[0]))
+    keywords = [t for t, _ in ranked][: options.clusters.max_keywords]
+    n = page_number(page_id)
+    text = format_cluster_bookmark("c00", keywords, n, n, 1)
+    return options.count_message(cluster_message("c00", text, page.ids[0]))
+
+
+def _evict_page(page_id, state, options, messages, position, replace, result) -> int:
+    """Evict a resident page: its bookmark replaces its messages, or nothing when the bookmark is no
+    smaller (a bookmark must never make the context bigger: the page goes straight into the nearest
+    cluster when the step folds). Returns the tokens saved."""
+    count = options.count_message
+    page = state.pages.pop(page_id)
+    bookmark = bookmark_message(page_id, page.bookmark, page.ids[0])
+    cost = count(bookmark)
+    current = [replace.get(k, messages[position[k]]) for k in page.ids]
+    page_tokens = sum(count(m) for m in current if m is not None)
+    direct = cost >= page_tokens
+    if messages_digest([_stored_form(m) for m in current if m is not None]) != page.digest:
+        result.pages.append(_restored_page(page_id, page, current, options, state))
+    state.shown[page_id] = ShownPage(
+        anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
+        count=page.count, terms=dict(page.terms), bookmark=page.bookmark,
+        weight=_importance(m for m in current if m is not None),
+    )
+    replace[page.ids[0]] = None if direct else bookmark
+    for k in page.ids[1:]:
+        replace[k] = None
+    result.evicted_ids[page_id] = list(page.ids)
+    result.evicted.append(page_id)
+    return page_tokens - (0 if direct else cost)
 
 
 def _restored_page(page_id, page: ResidentPage, current, options, state) -> Page:
@@ -654,13 +688,14 @@ def _unbookmarked(state: PagingState, result: PagingResult, replace) -> list[str
             if pid in state.shown and replace.get(state.shown[pid].anchor, "") is None]
 
 
-def _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters):
-    """Fold old bookmarks into clusters when they pass their share (a generator)."""
+def _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters, direct):
+    """Fold old bookmarks into clusters when they pass their share, and the pages evicted with no
+    bookmark (`direct`) into the nearest cluster or a new one (a generator)."""
     def count_bookmark(text: str) -> int:
         return options.count_message(cluster_message("c0", text, "x"))
 
     plan = plan_folds(state, position, options.clusters, count_bookmark=count_bookmark, orphans=orphans,
-                      orphan_clusters=orphan_clusters)
+                      orphan_clusters=orphan_clusters, direct=direct)
     # Orphans nothing could take stay recallable by id and search, just not listed.
     for page_id in orphans:
         if page_id not in plan.folded:

@@ -283,3 +283,16 @@ def test_a_page_evicted_straight_into_a_cluster_is_in_it_at_once():
     nodes = {n.id: n for r in (first, second) for n in r.nodes}
     history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=second.state.to_value())
     assert [m.id for m in history] == [m.id for m in long + tiny]
+
+
+def test_pages_smaller_than_their_bookmark_are_paged_out_before_any_cluster_exists():
+    """With no cluster yet, pages no bigger than their bookmark were never evicted: the context grew
+    without bound. Together they now start a cluster (when that saves tokens) and the context fits."""
+    history = [m for i in range(40) for m in (HumanMessage(f"ok {i}", id=f"h{i}"), AIMessage("k", id=f"a{i}"))]
+    result = page_messages(history, max_tokens=120, boundary="fixed_1", text_counter=COUNTER)
+    assert not result.over_budget and result.tokens < result.tokens_before
+    assert len(result.state.clusters) == 1
+    state = add_messages(list(history), result.updates)
+    history_back = reconstruct_history(state, {p.id: p for p in result.pages}, COUNTER,
+                                       clusters={n.id: n for n in result.nodes}, state=result.state.to_value())
+    assert [m.id for m in history_back] == [m.id for m in history]

@@ -3373,7 +3373,6 @@ BUGS = {
 KNOWN = {
     "reused_id_visible": "B1",
     "reused_id_visible_view": "B1",
-    "small_pages_still_evicted": "B2",
     "recall_cap_with_huge_query": "B3",
     "recall_cap_counts_its_notice": "B3",
     "spoofed_bookmark_metadata": "B4",
