@@ -449,7 +449,8 @@ def _evict(messages, keys, position, counts, units, protected, newest_user, stat
     context = PolicyContext(turn=state.turn, recent_text=_recent_text(messages, newest_user,
                                                                        options.recent_messages))
     while True:
-        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace)
+        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace,
+                                 options.count_message)
         total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
                             result, total, target)
         if total <= target or not open_tails:
@@ -483,18 +484,25 @@ def _free_runs(units, protected, keys, formed, library, pinned, order):
     return runs
 
 
-def _candidates(messages, keys, position, counts, units, protected, state, replace) -> list[Candidate]:
-    """Resident pages, and unshrunk recall results outside protected units."""
+def _shrunk_copy(message: BaseMessage | None) -> bool:
+    """True for a recall result this step shrank (its page stays evictable)."""
+    return message is not None and bool(recall_copy_pages(message)) and bool(library_mark(message).get("shrunk"))
+
+
+def _candidates(messages, keys, position, counts, units, protected, state, replace, count) -> list[Candidate]:
+    """Resident pages (as this step left them), and unshrunk recall results outside protected units."""
     out = []
     for page_id, page in state.pages.items():
         where = [position[k] for k in page.ids]
-        if any(replace.get(keys[i], messages[i]) is not messages[i] for i in where):
+        current = [replace.get(keys[i], messages[i]) for i in where]
+        if not all(m is messages[i] or _shrunk_copy(m) for m, i in zip(current, where)):
             continue
         out.append(
             Candidate(
                 key=page_id, kind="page", page_ids=(page_id,), position=where[0],
-                tokens=sum(counts[i] for i in where), created_turn=page.turn, last_access=page.last,
-                access_count=page.count, messages=tuple(messages[i] for i in where), features=page.features,
+                tokens=sum(counts[i] if m is messages[i] else count(m) for m, i in zip(current, where)),
+                created_turn=page.turn, last_access=page.last, access_count=page.count,
+                messages=tuple(current), features=page.features,
             )
         )
     protected_keys = {keys[u.start + j] for k in protected for u in (units[k],) for j in range(len(u.messages))}

@@ -296,3 +296,20 @@ def test_pages_smaller_than_their_bookmark_are_paged_out_before_any_cluster_exis
     history_back = reconstruct_history(state, {p.id: p for p in result.pages}, COUNTER,
                                        clusters={n.id: n for n in result.nodes}, state=result.state.to_value())
     assert [m.id for m in history_back] == [m.id for m in history]
+
+
+def test_a_page_whose_recall_result_this_step_shrank_can_still_be_evicted():
+    """Shrinking a recall result inside a page formed later in the step took the page out of the
+    candidates: the prompt stayed over budget while an 800-token page could go."""
+    recalled = ToolMessage('<page id="p1">\n<message from="user">' + "old notes about bees " * 40 + "</message>\n</page>",
+                           tool_call_id="c1", name="recall", id="recall-1",
+                           artifact={METADATA_KEY: {"recalled": ["p1"], "spec": {}}})
+    history = [
+        HumanMessage("What did I say about bees?", id="h0"),
+        AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"]}, "id": "c1"}], id="t1"),
+        recalled,
+        AIMessage("Here is everything about bees. " + "Bees make honey in the summer. " * 110, id="a1"),
+        HumanMessage("Thanks. Now something else.", id="h2"),
+    ]
+    result = page_messages(history, max_tokens=900, boundary="fixed_5", policy="lfu", text_counter=COUNTER)
+    assert not result.over_budget and not result.state.pages

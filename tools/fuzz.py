@@ -3387,7 +3387,6 @@ KNOWN = {
     "remove_all_drops_old_clusters": "B11",
     "recall_store_failure_recovers": "B12",
     "tool_count_cache_follows_the_tool": "B13",
-    "shrunk_copy_keeps_its_page_evictable": "B14",
 }
 
 
