@@ -239,7 +239,8 @@ def paging_step(
     calls = _tool_calls_by_id(messages[newest_user:] if newest_user is not None else messages)
 
     # 3. Tool results too large for the context are paged on arrival.
-    large = _large_results(units, protected, keys, counts, state, options)
+    large = [(unit, i) for unit, i in _large_results(units, protected, keys, counts, state, options)
+             if _stub_is_shorter(messages[i], calls.get(messages[i].tool_call_id), counts[i], count)]
     if large:
         drafts = [_Draft([Unit(i, (messages[i],))], kind="tool_result") for _, i in large]
         pages = yield from _form(drafts, state, options, keys, counts, messages, result)
@@ -382,6 +383,12 @@ def _large_results(units, protected, keys, counts, state, options) -> list[tuple
             ):
                 out.append((unit, i))
     return out
+
+
+def _stub_is_shorter(message: ToolMessage, call, tokens: int, count) -> bool:
+    """True when the result's stub is shorter than the result: a stub must never make the context
+    bigger. Measured with a page id longer than any real one."""
+    return count(tool_result_stub("p999999", message, call, tokens)) < tokens
 
 
 def _form(drafts: list[_Draft], state, options, keys, counts, messages, result):

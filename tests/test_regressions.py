@@ -313,3 +313,16 @@ def test_a_page_whose_recall_result_this_step_shrank_can_still_be_evicted():
     ]
     result = page_messages(history, max_tokens=900, boundary="fixed_5", policy="lfu", text_counter=COUNTER)
     assert not result.over_budget and not result.state.pages
+
+
+def test_a_tool_result_just_over_the_large_share_is_not_replaced_by_a_longer_stub():
+    """The stub names the tool, its arguments and the size: for a result just over
+    large_result_share it was longer than the result, and the context grew."""
+    call = {"name": "lookup", "args": {"q": "bicycle saffron recipe cobalt oslo orchard"}, "id": "c1"}
+    result_text = ("orchard lake camping garden sunrise copper cobalt festival orchard mountain bicycle garden "
+                   "tundra adoption violin puppy quito lake meadow harbor glacier canyon tundra saffron cobalt")
+    history = [HumanMessage("look it up", id="h1"), AIMessage("", tool_calls=[call], id="t1"),
+               ToolMessage(result_text, tool_call_id="c1", name="lookup", id="r1")]
+    result = page_messages(history, max_tokens=60, text_counter=COUNTER)
+    assert result.tokens <= result.tokens_before
+    assert result.view[-1].content == result_text

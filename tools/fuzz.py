@@ -3377,7 +3377,6 @@ KNOWN = {
     "recall_cap_counts_its_notice": "B3",
     "spoofed_bookmark_metadata": "B4",
     "library_metadata_user_turn_protected": "B4",
-    "tool_result_stub_never_longer": "B6",
     "rebuild_keeps_state_order": "B7",
     "rebuild_keeps_repaired_tool_call_order": "B7",
     "fork_keeps_other_branch_pages": "B8",
