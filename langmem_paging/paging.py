@@ -324,8 +324,9 @@ def _number_new_messages(state: PagingState, messages, keys) -> None:
     in_pages = {k for page in state.pages.values() for k in page.ids}
     library = _library_keys(state)
     for key, message in zip(keys, messages):
-        if key in state.order or key in in_pages or key in library or library_mark(message).get("bookmark") \
-                or library_mark(message).get("cluster"):
+        mark = library_mark(message)
+        if key in state.order or key in in_pages or (key in library and mark) or mark.get("bookmark") \
+                or mark.get("cluster"):
             continue
         state.order[key] = state.next_order
         state.next_order += 1
@@ -703,12 +704,21 @@ def _unbookmarked(state: PagingState, result: PagingResult, replace) -> list[str
             if pid in state.shown and replace.get(state.shown[pid].anchor, "") is None]
 
 
+def _foreign_anchors(state: PagingState, orphans, orphan_clusters) -> set[str]:
+    """Anchors of orphans: the message there now, if any, is someone else's (a new message that
+    reuses the id of a bookmark's first message)."""
+    return {state.shown[p].anchor for p in orphans} | {state.clusters[c].anchor for c in orphan_clusters}
+
+
 def _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters, direct):
     """Fold old bookmarks into clusters when they pass their share, and the pages evicted with no
     bookmark (`direct`) into the nearest cluster or a new one (a generator)."""
     def count_bookmark(text: str) -> int:
         return options.count_message(cluster_message("c0", text, "x"))
 
+    foreign = _foreign_anchors(state, orphans, orphan_clusters)
+    if foreign:  # another message took their id: it is not ours to replace or remove
+        position = {k: i for k, i in position.items() if k not in foreign}
     plan = plan_folds(state, position, options.clusters, count_bookmark=count_bookmark, orphans=orphans,
                       orphan_clusters=orphan_clusters, direct=direct)
     # Orphans nothing could take stay recallable by id and search, just not listed.

@@ -326,3 +326,32 @@ def test_a_tool_result_just_over_the_large_share_is_not_replaced_by_a_longer_stu
     result = page_messages(history, max_tokens=60, text_counter=COUNTER)
     assert result.tokens <= result.tokens_before
     assert result.view[-1].content == result_text
+
+
+def test_a_new_message_reusing_a_cluster_bookmarks_id_is_kept_and_the_cluster_too():
+    """add_messages puts a new message whose id is a cluster bookmark's anchor in the bookmark's
+    place: the next step took that place for a fold and deleted the new message."""
+    state, paging, pages, nodes, full = [], None, {}, {}, []
+
+    def step():
+        nonlocal state, paging
+        result = page_messages(state, max_tokens=320, boundary="fixed_2", state=paging, text_counter=COUNTER)
+        state, paging = add_messages(state, result.updates), result.state.to_value()
+        pages.update({p.id: p for p in result.pages})
+        nodes.update({n.id: n for n in result.nodes})
+        return result
+
+    for i in range(12):
+        full.append(HumanMessage(f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}.",
+                                 id=f"h{i}"))
+        state = add_messages(state, full[-1:])
+        before = step()
+        full.append(AIMessage("Noted.", id=f"a{i}"))
+        state = add_messages(state, full[-1:])
+    assert len(before.state.clusters) == 2 and any(c.anchor == "h0" for c in before.state.clusters.values())
+    state = add_messages(state, [HumanMessage("A new question reusing an old id.", id="h0")])
+    result = step()
+    assert any(m.content == "A new question reusing an old id." for m in result.view)
+    history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=paging)
+    assert {m.id for m in full} <= {m.id for m in history}
+    assert sum(m.content == "A new question reusing an old id." for m in history) == 1

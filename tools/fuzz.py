@@ -3371,7 +3371,6 @@ BUGS = {
 """Bugs this campaign found (see the report); `KNOWN` maps each targeted scenario still failing to its bug."""
 
 KNOWN = {
-    "reused_id_visible": "B1",
     "reused_id_visible_view": "B1",
     "recall_cap_with_huge_query": "B3",
     "recall_cap_counts_its_notice": "B3",
