@@ -32,7 +32,13 @@ from langmem_paging.bookmarks import (
     tool_result_stub,
 )
 from langmem_paging.boundaries import BoundaryStrategy, get_boundary
-from langmem_paging.clusters import ClusterOptions, format_cluster_bookmark, materialize, plan_folds
+from langmem_paging.clusters import (
+    ClusterOptions,
+    format_cluster_bookmark,
+    materialize,
+    merge_terms,
+    plan_folds,
+)
 from langmem_paging.effects import (
     ComputeFeatures,
     LoadPages,
@@ -552,7 +558,7 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
     hot_budget = options.tiers.hot_budget(options.budget) if options.tiers else None
     # a page smaller than its bookmark goes straight into the nearest cluster; with none yet, such
     # pages wait until together they outweigh the cluster bookmark the first of them starts
-    clustered = bool(state.clusters) or bool(_unbookmarked(state, result, replace))
+    clustered = _cluster_shown(state, messages, position) or bool(_unbookmarked(state, result, replace))
     waiting, waiting_tokens = [], 0
 
     def hot() -> int:
@@ -580,7 +586,7 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
         if count(bookmark) >= page_tokens and not clustered:
             waiting.append(victim)
             waiting_tokens += page_tokens
-            first_cluster = _cluster_cost(state.pages[waiting[0].key], waiting[0].key, options)
+            first_cluster = _cluster_cost(state.pages[waiting[0].key], waiting[0].key, state, options)
             if waiting_tokens <= first_cluster:
                 continue
             total += first_cluster
@@ -596,13 +602,26 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
     return total
 
 
-def _cluster_cost(page: ResidentPage, page_id: str, options) -> int:
-    """Tokens of a cluster bookmark holding only this page (about)."""
-    ranked = sorted(page.terms.items(), key=lambda tw: (-tw[1], tw[0]))
-    keywords = [t for t, _ in ranked][: options.clusters.max_keywords]
+def _cluster_shown(state: PagingState, messages, position) -> bool:
+    """True when a cluster bookmark is in the view: a page can join it at no cost."""
+    return any(c.anchor in position and library_mark(messages[position[c.anchor]]).get("cluster") == cid
+               for cid, c in state.clusters.items())
+
+
+def _cluster_cost(page: ResidentPage, page_id: str, state: PagingState, options) -> int:
+    """Tokens of the cluster bookmark this page would start, or make joining a cluster not in the
+    view (the largest such): an upper estimate, with a cluster id longer than most."""
     n = page_number(page_id)
-    text = format_cluster_bookmark("c00", keywords, n, n, 1)
-    return options.count_message(cluster_message("c00", text, page.ids[0]))
+    shapes = [(page.terms, n, n, 1)]
+    shapes += [(merge_terms(c.terms, page.terms), min(c.first, n), max(c.last, n), c.size + 1)
+               for c in state.clusters.values()]
+    costs = []
+    for terms, first, last, size in shapes:
+        ranked = sorted(terms.items(), key=lambda tw: (-tw[1], tw[0]))
+        keywords = [t for t, _ in ranked][: options.clusters.max_keywords]
+        text = format_cluster_bookmark("c0000", keywords, first, last, size)
+        costs.append(options.count_message(cluster_message("c0000", text, page.ids[0])))
+    return max(costs)
 
 
 def _evict_page(page_id, state, options, messages, position, replace, result) -> int:

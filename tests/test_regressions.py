@@ -355,3 +355,19 @@ def test_a_new_message_reusing_a_cluster_bookmarks_id_is_kept_and_the_cluster_to
     history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=paging)
     assert {m.id for m in full} <= {m.id for m in history}
     assert sum(m.content == "A new question reusing an old id." for m in history) == 1
+
+
+def test_small_pages_never_grow_the_context_when_the_only_cluster_left_it():
+    """A cluster whose bookmark left the context takes small pages only at the price of a new cluster
+    bookmark: evicting them 'for free' made the context bigger."""
+    long = [m for i in range(6) for m in (
+        HumanMessage(f"Zarko{i} keeps {i} beehives near Lake Bled{i} and sells honey in Radovljica{i}.", id=f"h{i}"),
+        AIMessage(f"Noted {i}.", id=f"a{i}"))]
+    first = page_messages(long, max_tokens=150, boundary="fixed_1", bookmark_share=0.2, text_counter=COUNTER)
+    (cluster,) = first.state.clusters.values()
+    state = add_messages(add_messages(list(long), first.updates), [RemoveMessage(id=cluster.anchor)])
+    state = add_messages(state, [HumanMessage("Summary: bees honey", id="s")] + [
+        m for i in range(6, 9) for m in (HumanMessage("ok", id=f"h{i}"), AIMessage("Fine.", id=f"a{i}"))])
+    second = page_messages(state, max_tokens=60, boundary="fixed_1", state=first.state.to_value(),
+                           bookmark_share=1.0, text_counter=COUNTER)
+    assert second.tokens <= second.tokens_before
