@@ -242,7 +242,7 @@ def paging_step(
     # 2. What nothing may evict, and the free units pages are cut from.
     units = split_units(messages)
     protected = _protected_units(units, messages, keys, newest_user, state, recalled_now, options)
-    calls = _tool_calls_by_id(messages[newest_user:] if newest_user is not None else messages)
+    calls = _tool_calls_by_id(messages)  # a result paged later than its turn still names its call
 
     # 3. Tool results too large for the context are paged on arrival.
     large = [(unit, i) for unit, i in _large_results(units, protected, keys, counts, state, options)

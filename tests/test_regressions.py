@@ -371,3 +371,18 @@ def test_small_pages_never_grow_the_context_when_the_only_cluster_left_it():
     second = page_messages(state, max_tokens=60, boundary="fixed_1", state=first.state.to_value(),
                            bookmark_share=1.0, text_counter=COUNTER)
     assert second.tokens <= second.tokens_before
+
+
+def test_a_tool_result_left_unpaged_is_not_stubbed_a_turn_later_without_its_args():
+    """A result whose stub would be longer stays as it is; a turn later its call was out of the
+    step's sight, so the stub lost the args, came out shorter, and replaced the result then."""
+    call = {"name": "lookup", "args": {"q": "bicycle saffron recipe cobalt oslo orchard"}, "id": "c1"}
+    result_text = ("orchard lake camping garden sunrise copper cobalt festival orchard mountain bicycle garden "
+                   "tundra adoption violin puppy quito lake meadow harbor glacier canyon tundra saffron cobalt")
+    history = [HumanMessage("look it up", id="h1"), AIMessage("", tool_calls=[call], id="t1"),
+               ToolMessage(result_text, tool_call_id="c1", name="lookup", id="r1")]
+    first = page_messages(history, max_tokens=60, text_counter=COUNTER)
+    later = page_messages([*first.view, AIMessage("Found it.", id="a1"), HumanMessage("thanks", id="h2")],
+                          max_tokens=60, state=first.state.to_value(), text_counter=COUNTER)
+    stub = next((m for m in later.view if m.id == "r1"), None)
+    assert stub is None or stub.content == result_text or "bicycle saffron" in stub.content
