@@ -154,6 +154,7 @@ def plan_folds(
     orphans: list[str] = (),
     orphan_clusters: list[str] = (),
     direct: list[str] = (),
+    displaced: list[str] = (),
 ) -> FoldPlan:
     """Decide which bookmarks fold into which clusters (pure; `state` is not changed).
 
@@ -168,6 +169,8 @@ def plan_folds(
             nearest other root.
         direct: Shown pages evicted with no bookmark (smaller than it): they fold into the nearest
             cluster whatever the share, or start one.
+        displaced: Orphan clusters whose bookmark's id another message took: with no other root
+            to merge into, they take the place of the most similar page bookmark in the view.
     """
     plan = FoldPlan()
     roots = {
@@ -229,9 +232,18 @@ def plan_folds(
                         merge_terms(a.terms, b.terms))
         roots[node.key] = node
 
+    def house(orphan: _Root) -> None:
+        homes = [pid for pid, s in state.shown.items()
+                 if pid not in orphans and s.tier == "cold" and s.anchor in position]
+        if homes:
+            fold(max(homes, key=lambda pid: (similarity(state.shown[pid].terms, orphan.terms),
+                                             -position[state.shown[pid].anchor])), force=True)
+
     for cid in orphan_clusters:
         orphan = roots.get(cid)
         others = [r for r in roots.values() if r.key != cid]
+        if orphan is not None and not others and cid in displaced:
+            house(orphan)
         if orphan is None or not others:
             continue
         nearest = max(others, key=lambda r: (similarity(orphan.terms, r.terms), -position.get(r.anchor, 0)))
@@ -245,7 +257,8 @@ def plan_folds(
         if page_id in state.shown and roots:
             fold(page_id, force=True)
     for page_id in direct:
-        fold(page_id, force=True)
+        if page_id not in plan.folded:
+            fold(page_id, force=True)
 
     folded = set(plan.folded)
     cold = sorted(

@@ -736,10 +736,11 @@ def _fold(state, position, keys, options, result, replace, total, orphans, orpha
         return options.count_message(cluster_message("c0", text, "x"))
 
     foreign = _foreign_anchors(state, orphans, orphan_clusters)
+    displaced = [cid for cid in orphan_clusters if state.clusters[cid].anchor in position]
     if foreign:  # another message took their id: it is not ours to replace or remove
         position = {k: i for k, i in position.items() if k not in foreign}
     plan = plan_folds(state, position, options.clusters, count_bookmark=count_bookmark, orphans=orphans,
-                      orphan_clusters=orphan_clusters, direct=direct)
+                      orphan_clusters=orphan_clusters, direct=direct, displaced=displaced)
     # Orphans nothing could take stay recallable by id and search, just not listed.
     for page_id in orphans:
         if page_id not in plan.folded:

@@ -386,3 +386,29 @@ def test_a_tool_result_left_unpaged_is_not_stubbed_a_turn_later_without_its_args
                           max_tokens=60, state=first.state.to_value(), text_counter=COUNTER)
     stub = next((m for m in later.view if m.id == "r1"), None)
     assert stub is None or stub.content == result_text or "bicycle saffron" in stub.content
+
+
+def test_the_only_cluster_keeps_a_place_when_a_new_message_takes_its_id():
+    """With no other cluster to merge into, a cluster whose bookmark's id a new message took was
+    dropped: its pages were out of reach of the checkpoint. It now takes a page bookmark's place."""
+    def turns(a, b):
+        return [m for i in range(a, b) for m in (
+            HumanMessage(f"Zarko{i} keeps {i} beehives near Lake Bled{i} and sells honey in Radovljica{i}.",
+                         id=f"h{i}"),
+            AIMessage(f"Noted {i}.", id=f"a{i}"))]
+
+    options = dict(max_tokens=150, boundary="fixed_1", text_counter=COUNTER)
+    first = page_messages(turns(0, 6), bookmark_share=0.2, **options)
+    (cluster,) = first.state.clusters.values()
+    state = add_messages(add_messages(turns(0, 6), first.updates), turns(6, 10))
+    second = page_messages(state, state=first.state.to_value(), bookmark_share=1.0, **options)
+    assert second.state.shown
+    new = HumanMessage("A new question reusing an old id.", id=cluster.anchor)
+    state = add_messages(add_messages(state, second.updates), [new])
+    third = page_messages(state, state=second.state.to_value(), bookmark_share=1.0, **options)
+    state = add_messages(state, third.updates)
+    assert new in state
+    pages = {p.id: p for r in (first, second, third) for p in r.pages}
+    nodes = {n.id: n for r in (first, second, third) for n in r.nodes}
+    history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=third.state.to_value())
+    assert {m.id for m in turns(0, 10)} <= {m.id for m in history}
