@@ -153,6 +153,8 @@ def plan_folds(
     count_bookmark: Callable[[str], int],
     orphans: list[str] = (),
     orphan_clusters: list[str] = (),
+    direct: list[str] = (),
+    displaced: list[str] = (),
 ) -> FoldPlan:
     """Decide which bookmarks fold into which clusters (pure; `state` is not changed).
 
@@ -165,6 +167,10 @@ def plan_folds(
             they fold into the nearest cluster whatever the share.
         orphan_clusters: Cluster roots whose bookmark left the context: they merge into the
             nearest root still shown; with none (the history was replaced), they are dropped.
+        direct: Shown pages evicted with no bookmark (smaller than it): they fold into the nearest
+            cluster whatever the share, or start one.
+        displaced: Orphan clusters whose bookmark's id another message took: with no other root
+            to merge into, they take the place of the most similar page bookmark in the view.
     """
     plan = FoldPlan()
     roots = {
@@ -226,9 +232,20 @@ def plan_folds(
                         merge_terms(a.terms, b.terms))
         roots[node.key] = node
 
+    def house(orphan: _Root) -> None:
+        homes = [pid for pid, s in state.shown.items()
+                 if pid not in orphans and s.tier == "cold" and s.anchor in position]
+        if homes:
+            fold(max(homes, key=lambda pid: (similarity(state.shown[pid].terms, orphan.terms),
+                                             -position[state.shown[pid].anchor])), force=True)
+
     for cid in orphan_clusters:
         orphan = roots.pop(cid, None)  # merged into a root still shown, or gone with its history
         others = [r for r in roots.values() if r.key not in orphan_clusters]
+        if orphan is not None and not others and cid in displaced:
+            roots[cid] = orphan  # its id was taken by a new message: it takes a page bookmark's place
+            house(orphan)
+            continue
         if orphan is None or not others:
             continue
         roots[cid] = orphan
@@ -241,6 +258,9 @@ def plan_folds(
         roots[node.key] = node
     for page_id in orphans:
         if page_id in state.shown and roots:
+            fold(page_id, force=True)
+    for page_id in direct:
+        if page_id not in plan.folded:
             fold(page_id, force=True)
 
     folded = set(plan.folded)

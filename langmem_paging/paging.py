@@ -32,7 +32,13 @@ from langmem_paging.bookmarks import (
     tool_result_stub,
 )
 from langmem_paging.boundaries import BoundaryStrategy, get_boundary
-from langmem_paging.clusters import ClusterOptions, materialize, plan_folds
+from langmem_paging.clusters import (
+    ClusterOptions,
+    format_cluster_bookmark,
+    materialize,
+    merge_terms,
+    plan_folds,
+)
 from langmem_paging.effects import (
     ComputeFeatures,
     LoadPages,
@@ -237,10 +243,11 @@ def paging_step(
     # 2. What nothing may evict, and the free units pages are cut from.
     units = split_units(messages)
     protected = _protected_units(units, messages, keys, newest_user, state, recalled_now, options)
-    calls = _tool_calls_by_id(messages[newest_user:] if newest_user is not None else messages)
+    calls = _tool_calls_by_id(messages)  # a result paged later than its turn still names its call
 
     # 3. Tool results too large for the context are paged on arrival.
-    large = _large_results(units, protected, keys, counts, state, options)
+    large = [(unit, i) for unit, i in _large_results(units, protected, keys, counts, state, options)
+             if _stub_is_shorter(messages[i], calls.get(messages[i].tool_call_id), counts[i], count)]
     if large:
         drafts = [_Draft([Unit(i, (messages[i],))], kind="tool_result") for _, i in large]
         pages = yield from _form(drafts, state, options, keys, counts, messages, result)
@@ -264,8 +271,10 @@ def paging_step(
         total = yield from _assign_tiers(state, messages, keys, position, options, replace, total, newest_user,
                                          result.evicted_ids)
 
-    # 6. The cold tier: old bookmarks fold into clusters when they pass their share.
-    total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters)
+    # 6. The cold tier: old bookmarks fold into clusters when they pass their share; pages evicted
+    #    with no bookmark of their own (smaller than it) go into the nearest cluster now.
+    total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters,
+                             _unbookmarked(state, result, replace))
 
     # 7. The new view, and the updates that turn the input into it.
     if replace:
@@ -322,7 +331,9 @@ def _number_new_messages(state: PagingState, messages, keys) -> None:
     in_pages = {k for page in state.pages.values() for k in page.ids}
     library = _library_keys(state)
     for key, message in zip(keys, messages):
-        if key in state.order or key in in_pages or key in library:
+        mark = library_mark(message)
+        if key in state.order or key in in_pages or (key in library and mark):
+            continue  # (a message that took a library message's id, or only copies its metadata, is new)
             continue
         state.order[key] = state.next_order
         state.next_order += 1
@@ -380,6 +391,12 @@ def _large_results(units, protected, keys, counts, state, options) -> list[tuple
             ):
                 out.append((unit, i))
     return out
+
+
+def _stub_is_shorter(message: ToolMessage, call, tokens: int, count) -> bool:
+    """True when the result's stub is shorter than the result: a stub must never make the context
+    bigger. Measured with a page id longer than any real one."""
+    return count(tool_result_stub("p999999", message, call, tokens)) < tokens
 
 
 def _form(drafts: list[_Draft], state, options, keys, counts, messages, result):
@@ -447,7 +464,8 @@ def _evict(messages, keys, position, counts, units, protected, newest_user, stat
     context = PolicyContext(turn=state.turn, recent_text=_recent_text(messages, newest_user,
                                                                        options.recent_messages))
     while True:
-        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace)
+        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace,
+                                 options.count_message)
         restored: list[Page] = []
         total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
                             result, total, target, restored)
@@ -484,18 +502,25 @@ def _free_runs(units, protected, keys, formed, library, pinned, order):
     return runs
 
 
-def _candidates(messages, keys, position, counts, units, protected, state, replace) -> list[Candidate]:
-    """Resident pages, and unshrunk recall results outside protected units."""
+def _shrunk_copy(message: BaseMessage | None) -> bool:
+    """True for a recall result this step shrank (its page stays evictable)."""
+    return message is not None and bool(recall_copy_pages(message)) and bool(library_mark(message).get("shrunk"))
+
+
+def _candidates(messages, keys, position, counts, units, protected, state, replace, count) -> list[Candidate]:
+    """Resident pages (as this step left them), and unshrunk recall results outside protected units."""
     out = []
     for page_id, page in state.pages.items():
         where = [position[k] for k in page.ids]
-        if any(replace.get(keys[i], messages[i]) is not messages[i] for i in where):
+        current = [replace.get(keys[i], messages[i]) for i in where]
+        if not all(m is messages[i] or _shrunk_copy(m) for m, i in zip(current, where)):
             continue
         out.append(
             Candidate(
                 key=page_id, kind="page", page_ids=(page_id,), position=where[0],
-                tokens=sum(counts[i] for i in where), created_turn=page.turn, last_access=page.last,
-                access_count=page.count, messages=tuple(messages[i] for i in where), features=page.features,
+                tokens=sum(counts[i] if m is messages[i] else count(m) for m, i in zip(current, where)),
+                created_turn=page.turn, last_access=page.last, access_count=page.count,
+                messages=tuple(current), features=page.features,
             )
         )
     protected_keys = {keys[u.start + j] for k in protected for u in (units[k],) for j in range(len(u.messages))}
@@ -535,6 +560,10 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
                 total, target, restored) -> int:
     count = options.count_message
     hot_budget = options.tiers.hot_budget(options.budget) if options.tiers else None
+    # a page smaller than its bookmark goes straight into the nearest cluster; with none yet, such
+    # pages wait until together they outweigh the cluster bookmark the first of them starts
+    clustered = _cluster_shown(state, messages, position) or bool(_unbookmarked(state, result, replace))
+    waiting, waiting_tokens = [], 0
 
     def hot() -> int:
         return sum(c.tokens for c in candidates if c.kind == "page")
@@ -552,33 +581,29 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
                 continue
             replace[victim.key] = shrunk
             total -= saved
-        else:
-            page = state.pages[victim.key]
-            bookmark = bookmark_message(victim.key, page.bookmark, page.ids[0])
-            cost = count(bookmark)
-            current = [replace.get(k, messages[position[k]]) for k in page.ids]
-            page_tokens = sum(count(m) for m in current if m is not None)
-            direct = cost >= page_tokens  # a bookmark must never make the context bigger...
-            if direct and not state.clusters:
+            context.evicted.append(victim)
+            continue
+        page = state.pages[victim.key]
+        bookmark = bookmark_message(victim.key, page.bookmark, page.ids[0])
+        current = [replace.get(k, messages[position[k]]) for k in page.ids]
+        page_tokens = sum(count(m) for m in current if m is not None)
+        if count(bookmark) >= page_tokens and not clustered:
+            waiting.append(victim)
+            waiting_tokens += page_tokens
+            first_cluster = _cluster_cost(state.pages[waiting[0].key], waiting[0].key, state, options)
+            if waiting_tokens <= first_cluster:
                 continue
-            # ...so a page smaller than its bookmark goes straight into the nearest cluster
-            if messages_digest([_stored_form(m) for m in current if m is not None]) != page.digest:
-                restored.append(_restored_page(victim.key, page, current, options, state))
-            state.pages.pop(victim.key)
-            state.shown[victim.key] = ShownPage(
-                anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
-                count=page.count, terms=dict(page.terms), bookmark=page.bookmark,
-                weight=_importance(m for m in current if m is not None),
-            )
-            replace[page.ids[0]] = None if direct else bookmark
-            for k in page.ids[1:]:
-                replace[k] = None
-            result.evicted_ids[victim.key] = list(page.ids)
+            total += first_cluster
+            clustered, evicting, waiting = True, waiting, []
+        else:
+            evicting = [victim]
+        for chosen in evicting:
+            total -= _evict_page(chosen.key, state, options, messages, position, replace, result,
+                                  restored)
             # copies inside the page leave with it
-            candidates = [c for c in candidates if c.kind != "copy" or c.key not in page.ids]
-            total += (0 if direct else cost) - page_tokens
-            result.evicted.append(victim.key)
-        context.evicted.append(victim)
+            left = result.evicted_ids[chosen.key]
+            candidates = [c for c in candidates if c.kind != "copy" or c.key not in left]
+            context.evicted.append(chosen)
     return total
 
 
@@ -597,6 +622,54 @@ def _renumber(restored: list[Page], state: PagingState, replace, result):
         result.evicted_ids[new] = result.evicted_ids.pop(old)
         result.evicted[result.evicted.index(old)] = new
         result.pages.append(page)
+
+
+def _cluster_shown(state: PagingState, messages, position) -> bool:
+    """True when a cluster bookmark is in the view: a page can join it at no cost."""
+    return any(c.anchor in position and library_mark(messages[position[c.anchor]]).get("cluster") == cid
+               for cid, c in state.clusters.items())
+
+
+def _cluster_cost(page: ResidentPage, page_id: str, state: PagingState, options) -> int:
+    """Tokens of the cluster bookmark this page would start, or make joining a cluster not in the
+    view (the largest such): an upper estimate, with a cluster id longer than most."""
+    n = page_number(page_id)
+    shapes = [(page.terms, n, n, 1)]
+    shapes += [(merge_terms(c.terms, page.terms), min(c.first, n), max(c.last, n), c.size + 1)
+               for c in state.clusters.values()]
+    costs = []
+    for terms, first, last, size in shapes:
+        ranked = sorted(terms.items(), key=lambda tw: (-tw[1], tw[0]))
+        keywords = [t for t, _ in ranked][: options.clusters.max_keywords]
+        text = format_cluster_bookmark("c0000", keywords, first, last, size)
+        costs.append(options.count_message(cluster_message("c0000", text, page.ids[0])))
+    return max(costs)
+
+
+def _evict_page(page_id, state, options, messages, position, replace, result, restored) -> int:
+    """Evict a resident page: its bookmark replaces its messages, or nothing when the bookmark is no
+    smaller (a bookmark must never make the context bigger: the page goes straight into the nearest
+    cluster when the step folds). Returns the tokens saved."""
+    count = options.count_message
+    page = state.pages.pop(page_id)
+    bookmark = bookmark_message(page_id, page.bookmark, page.ids[0])
+    cost = count(bookmark)
+    current = [replace.get(k, messages[position[k]]) for k in page.ids]
+    page_tokens = sum(count(m) for m in current if m is not None)
+    direct = cost >= page_tokens
+    if messages_digest([_stored_form(m) for m in current if m is not None]) != page.digest:
+        restored.append(_restored_page(page_id, page, current, options, state))  # renumbered: see _renumber
+    state.shown[page_id] = ShownPage(
+        anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
+        count=page.count, terms=dict(page.terms), bookmark=page.bookmark,
+        weight=_importance(m for m in current if m is not None),
+    )
+    replace[page.ids[0]] = None if direct else bookmark
+    for k in page.ids[1:]:
+        replace[k] = None
+    result.evicted_ids[page_id] = list(page.ids)
+    result.evicted.append(page_id)
+    return page_tokens - (0 if direct else cost)
 
 
 def _restored_page(page_id, page: ResidentPage, current, options, state) -> Page:
@@ -668,13 +741,30 @@ def _assign_tiers(state, messages, keys, position, options, replace, total, newe
     return total
 
 
-def _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters):
-    """Fold old bookmarks into clusters when they pass their share (a generator)."""
+def _unbookmarked(state: PagingState, result: PagingResult, replace) -> list[str]:
+    """Pages this step evicted straight into a cluster: shown, but no message shows them yet."""
+    return [pid for pid in result.evicted
+            if pid in state.shown and replace.get(state.shown[pid].anchor, "") is None]
+
+
+def _foreign_anchors(state: PagingState, orphans, orphan_clusters) -> set[str]:
+    """Anchors of orphans: the message there now, if any, is someone else's (a new message that
+    reuses the id of a bookmark's first message)."""
+    return {state.shown[p].anchor for p in orphans} | {state.clusters[c].anchor for c in orphan_clusters}
+
+
+def _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters, direct):
+    """Fold old bookmarks into clusters when they pass their share, and the pages evicted with no
+    bookmark (`direct`) into the nearest cluster or a new one (a generator)."""
     def count_bookmark(text: str) -> int:
         return options.count_message(cluster_message("c0", text, "x"))
 
+    foreign = _foreign_anchors(state, orphans, orphan_clusters)
+    displaced = [cid for cid in orphan_clusters if state.clusters[cid].anchor in position]
+    if foreign:  # another message took their id: it is not ours to replace or remove
+        position = {k: i for k, i in position.items() if k not in foreign}
     plan = plan_folds(state, position, options.clusters, count_bookmark=count_bookmark, orphans=orphans,
-                      orphan_clusters=orphan_clusters)
+                      orphan_clusters=orphan_clusters, direct=direct, displaced=displaced)
     # Orphans nothing could take stay recallable by id and search, just not listed.
     for page_id in orphans:
         if page_id not in plan.folded:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import warnings
 
-import pytest
 from conversations import conversation
 from harness import COUNTER, replay
 from langchain_core.messages import HumanMessage
@@ -17,13 +16,6 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import InMemoryBM25Index, Pager, PageStore, PagingConfig, reconstruct_history
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "paging._evict_loop evicts a page smaller than its bookmark 'straight into the nearest cluster' "
-    "(its messages removed, no bookmark written) and records it in state.shown, but _fold folds only "
-    "the orphans _reconcile found at the start of the step, so when no fold takes it the page is shown "
-    "by nothing: the checkpoint's messages no longer reach it and reconstruct_history drops it until a "
-    "later step folds it (and for good if the thread stops there). Fix: pass the pages evicted "
-    "'direct' in this step to _fold as orphans (forced into a cluster), or keep their bookmark."))
 def test_a_page_evicted_straight_into_a_cluster_stays_in_the_history():
     unanchored = []
     for seed in range(5):  # any of these shows it; which turn depends on the bookmarks' lengths

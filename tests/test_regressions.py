@@ -537,3 +537,152 @@ def test_a_warm_digest_never_puts_the_context_over_budget():
             over += [(seed, budget, k, s.tokens) for k, s in enumerate(out.steps)
                      if s.tokens > budget and s.protected_tokens <= budget]
     assert not over
+
+
+def test_a_page_evicted_straight_into_a_cluster_is_in_it_at_once():
+    """A page smaller than its bookmark goes straight into the nearest cluster in the step that
+    evicts it, even when no fold is due: shown by nothing, it was lost to reconstruct_history."""
+    long = [m for i in range(6) for m in (
+        HumanMessage(f"Zarko{i} keeps {i} beehives near Lake Bled{i} and sells honey in Radovljica{i}.", id=f"h{i}"),
+        AIMessage(f"Noted {i}.", id=f"a{i}"))]
+    first = page_messages(long, max_tokens=150, boundary="fixed_1", bookmark_share=0.2, text_counter=COUNTER)
+    assert first.state.clusters
+    tiny = [m for i in range(6, 16) for m in (HumanMessage("ok", id=f"h{i}"), AIMessage("Fine.", id=f"a{i}"))]
+    state = add_messages(add_messages(list(long), first.updates), tiny)
+    second = page_messages(state, max_tokens=150, boundary="fixed_1", state=first.state.to_value(),
+                           bookmark_share=1.0, text_counter=COUNTER)
+    state = add_messages(state, second.updates)
+    assert {m.id for m in state} >= {s.anchor for s in second.state.shown.values()}
+    pages = {p.id: p for r in (first, second) for p in r.pages}
+    nodes = {n.id: n for r in (first, second) for n in r.nodes}
+    history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=second.state.to_value())
+    assert [m.id for m in history] == [m.id for m in long + tiny]
+
+
+def test_pages_smaller_than_their_bookmark_are_paged_out_before_any_cluster_exists():
+    """With no cluster yet, pages no bigger than their bookmark were never evicted: the context grew
+    without bound. Together they now start a cluster (when that saves tokens) and the context fits."""
+    history = [m for i in range(40) for m in (HumanMessage(f"ok {i}", id=f"h{i}"), AIMessage("k", id=f"a{i}"))]
+    result = page_messages(history, max_tokens=120, boundary="fixed_1", text_counter=COUNTER)
+    assert not result.over_budget and result.tokens < result.tokens_before
+    assert len(result.state.clusters) == 1
+    state = add_messages(list(history), result.updates)
+    history_back = reconstruct_history(state, {p.id: p for p in result.pages}, COUNTER,
+                                       clusters={n.id: n for n in result.nodes}, state=result.state.to_value())
+    assert [m.id for m in history_back] == [m.id for m in history]
+
+
+def test_a_page_whose_recall_result_this_step_shrank_can_still_be_evicted():
+    """Shrinking a recall result inside a page formed later in the step took the page out of the
+    candidates: the prompt stayed over budget while an 800-token page could go."""
+    recalled = ToolMessage('<page id="p1">\n<message from="user">' + "old notes about bees " * 40 + "</message>\n</page>",
+                           tool_call_id="c1", name="recall", id="recall-1",
+                           artifact={METADATA_KEY: {"recalled": ["p1"], "spec": {}}})
+    history = [
+        HumanMessage("What did I say about bees?", id="h0"),
+        AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"]}, "id": "c1"}], id="t1"),
+        recalled,
+        AIMessage("Here is everything about bees. " + "Bees make honey in the summer. " * 110, id="a1"),
+        HumanMessage("Thanks. Now something else.", id="h2"),
+    ]
+    result = page_messages(history, max_tokens=900, boundary="fixed_5", policy="lfu", text_counter=COUNTER)
+    assert not result.over_budget and not result.state.pages
+
+
+def test_a_tool_result_just_over_the_large_share_is_not_replaced_by_a_longer_stub():
+    """The stub names the tool, its arguments and the size: for a result just over
+    large_result_share it was longer than the result, and the context grew."""
+    call = {"name": "lookup", "args": {"q": "bicycle saffron recipe cobalt oslo orchard"}, "id": "c1"}
+    result_text = ("orchard lake camping garden sunrise copper cobalt festival orchard mountain bicycle garden "
+                   "tundra adoption violin puppy quito lake meadow harbor glacier canyon tundra saffron cobalt")
+    history = [HumanMessage("look it up", id="h1"), AIMessage("", tool_calls=[call], id="t1"),
+               ToolMessage(result_text, tool_call_id="c1", name="lookup", id="r1")]
+    result = page_messages(history, max_tokens=60, text_counter=COUNTER)
+    assert result.tokens <= result.tokens_before
+    assert result.view[-1].content == result_text
+
+
+def test_a_new_message_reusing_a_cluster_bookmarks_id_is_kept_and_the_cluster_too():
+    """add_messages puts a new message whose id is a cluster bookmark's anchor in the bookmark's
+    place: the next step took that place for a fold and deleted the new message."""
+    state, paging, pages, nodes, full = [], None, {}, {}, []
+
+    def step():
+        nonlocal state, paging
+        result = page_messages(state, max_tokens=320, boundary="fixed_2", state=paging, text_counter=COUNTER)
+        state, paging = add_messages(state, result.updates), result.state.to_value()
+        pages.update({p.id: p for p in result.pages})
+        nodes.update({n.id: n for n in result.nodes})
+        return result
+
+    for i in range(12):
+        full.append(HumanMessage(f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}.",
+                                 id=f"h{i}"))
+        state = add_messages(state, full[-1:])
+        before = step()
+        full.append(AIMessage("Noted.", id=f"a{i}"))
+        state = add_messages(state, full[-1:])
+    assert len(before.state.clusters) == 2 and any(c.anchor == "h0" for c in before.state.clusters.values())
+    state = add_messages(state, [HumanMessage("A new question reusing an old id.", id="h0")])
+    result = step()
+    assert any(m.content == "A new question reusing an old id." for m in result.view)
+    history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=paging)
+    assert {m.id for m in full} <= {m.id for m in history}
+    assert sum(m.content == "A new question reusing an old id." for m in history) == 1
+
+
+def test_small_pages_never_grow_the_context_when_the_only_cluster_left_it():
+    """A cluster whose bookmark left the context takes small pages only at the price of a new cluster
+    bookmark: evicting them 'for free' made the context bigger."""
+    long = [m for i in range(6) for m in (
+        HumanMessage(f"Zarko{i} keeps {i} beehives near Lake Bled{i} and sells honey in Radovljica{i}.", id=f"h{i}"),
+        AIMessage(f"Noted {i}.", id=f"a{i}"))]
+    first = page_messages(long, max_tokens=150, boundary="fixed_1", bookmark_share=0.2, text_counter=COUNTER)
+    (cluster,) = first.state.clusters.values()
+    state = add_messages(add_messages(list(long), first.updates), [RemoveMessage(id=cluster.anchor)])
+    state = add_messages(state, [HumanMessage("Summary: bees honey", id="s")] + [
+        m for i in range(6, 9) for m in (HumanMessage("ok", id=f"h{i}"), AIMessage("Fine.", id=f"a{i}"))])
+    second = page_messages(state, max_tokens=60, boundary="fixed_1", state=first.state.to_value(),
+                           bookmark_share=1.0, text_counter=COUNTER)
+    assert second.tokens <= second.tokens_before
+
+
+def test_a_tool_result_left_unpaged_is_not_stubbed_a_turn_later_without_its_args():
+    """A result whose stub would be longer stays as it is; a turn later its call was out of the
+    step's sight, so the stub lost the args, came out shorter, and replaced the result then."""
+    call = {"name": "lookup", "args": {"q": "bicycle saffron recipe cobalt oslo orchard"}, "id": "c1"}
+    result_text = ("orchard lake camping garden sunrise copper cobalt festival orchard mountain bicycle garden "
+                   "tundra adoption violin puppy quito lake meadow harbor glacier canyon tundra saffron cobalt")
+    history = [HumanMessage("look it up", id="h1"), AIMessage("", tool_calls=[call], id="t1"),
+               ToolMessage(result_text, tool_call_id="c1", name="lookup", id="r1")]
+    first = page_messages(history, max_tokens=60, text_counter=COUNTER)
+    later = page_messages([*first.view, AIMessage("Found it.", id="a1"), HumanMessage("thanks", id="h2")],
+                          max_tokens=60, state=first.state.to_value(), text_counter=COUNTER)
+    stub = next((m for m in later.view if m.id == "r1"), None)
+    assert stub is None or stub.content == result_text or "bicycle saffron" in stub.content
+
+
+def test_the_only_cluster_keeps_a_place_when_a_new_message_takes_its_id():
+    """With no other cluster to merge into, a cluster whose bookmark's id a new message took was
+    dropped: its pages were out of reach of the checkpoint. It now takes a page bookmark's place."""
+    def turns(a, b):
+        return [m for i in range(a, b) for m in (
+            HumanMessage(f"Zarko{i} keeps {i} beehives near Lake Bled{i} and sells honey in Radovljica{i}.",
+                         id=f"h{i}"),
+            AIMessage(f"Noted {i}.", id=f"a{i}"))]
+
+    options = dict(max_tokens=150, boundary="fixed_1", text_counter=COUNTER)
+    first = page_messages(turns(0, 6), bookmark_share=0.2, **options)
+    (cluster,) = first.state.clusters.values()
+    state = add_messages(add_messages(turns(0, 6), first.updates), turns(6, 10))
+    second = page_messages(state, state=first.state.to_value(), bookmark_share=1.0, **options)
+    assert second.state.shown
+    new = HumanMessage("A new question reusing an old id.", id=cluster.anchor)
+    state = add_messages(add_messages(state, second.updates), [new])
+    third = page_messages(state, state=second.state.to_value(), bookmark_share=1.0, **options)
+    state = add_messages(state, third.updates)
+    assert new in state
+    pages = {p.id: p for r in (first, second, third) for p in r.pages}
+    nodes = {n.id: n for r in (first, second, third) for n in r.nodes}
+    history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=third.state.to_value())
+    assert {m.id for m in turns(0, 10)} <= {m.id for m in history}
