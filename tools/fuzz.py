@@ -1067,6 +1067,12 @@ class PureCase:
             )
         except Exception as error:  # noqa: BLE001
             self.fail("recall raised", f"{type(error).__name__}: {error} args={str(args)[:200]}", error)
+        if answer.status == "error":  # the store failed under the recall: the model is told (B12)
+            self.report.notes["recall answered a store error with an error tool message"] += 1
+            self.flags.add("store-error")
+            self.log("recall: store error answered as an error tool message")
+            return ToolMessage(answer.content, tool_call_id=call["id"], name="recall", id=message_id,
+                               status="error")
         self.log(f"recall {str(args)[:80]} -> {answer.artifact[METADATA_KEY]['recalled']}")
         self.check_recall(answer.content, args, branch, self.pager.room_for(branch))
         message = ToolMessage(
