@@ -327,16 +327,27 @@ def _reconcile(state: PagingState, messages, keys, position) -> tuple[list[str],
 
 
 def _number_new_messages(state: PagingState, messages, keys) -> None:
-    """Give messages seen for the first time the next history ordinals (in view order)."""
+    """Give messages seen for the first time the next history ordinals (in view order).
+
+    New messages before all the context's older ones (a rewrite put them first, as
+    ``REMOVE_ALL_MESSAGES`` with a summary does) are numbered below every ordinal given: their
+    pages must rebuild before the older messages and pages, not after them."""
     in_pages = {k for page in state.pages.values() for k in page.ids}
     library = _library_keys(state)
-    for key, message in zip(keys, messages):
-        mark = library_mark(message)
-        if key in state.order or key in in_pages or (key in library and mark):
-            continue  # (a message that took a library message's id, or only copies its metadata, is new)
+    new = [
+        not (key in state.order or key in in_pages or (key in library and library_mark(message)))
+        for key, message in zip(keys, messages)
+    ]  # (a message that took a library message's id, or only copies its metadata, is new)
+    front = new.index(False) if False in new else 0
+    for n, (key, is_new) in enumerate(zip(keys, new)):
+        if not is_new:
             continue
-        state.order[key] = state.next_order
-        state.next_order += 1
+        if n < front:
+            state.order[key] = state.low_order - front + n
+        else:
+            state.order[key] = state.next_order
+            state.next_order += 1
+    state.low_order -= front
 
 
 def _library_keys(state: PagingState) -> set[str]:

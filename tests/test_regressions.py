@@ -686,3 +686,24 @@ def test_the_only_cluster_keeps_a_place_when_a_new_message_takes_its_id():
     nodes = {n.id: n for r in (first, second, third) for n in r.nodes}
     history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=third.state.to_value())
     assert {m.id for m in turns(0, 10)} <= {m.id for m in history}
+
+
+def test_a_summary_put_first_by_a_rewrite_rebuilds_first_once_paged():
+    """``REMOVE_ALL_MESSAGES``, a summary, then the kept messages (what SummarizationMiddleware
+    does): the summary got the next history ordinal, after the kept messages' ordinals, so once
+    it was paged the rebuilt history had it after them. It is now numbered below them."""
+    question = HumanMessage("chess glacier falcon quito falcon marathon orchard falcon lantern concert harvest "
+                            "adoption bicycle recipe novel mountain copper mountain", id="h1")
+    options = dict(max_tokens=60, boundary="fixed_5", policy="lfu", bookmark_share=0.2, text_counter=COUNTER)
+    first = page_messages([question], **options)
+    summary = HumanMessage("Summary: violin saffron falcon saffron saffron cobalt novel sunrise falcon library "
+                           "orchard lantern museum harbor glacier meadow pottery canyon violin zebra tundra kyoto oslo", id="sum1")
+    state = add_messages(add_messages([question], first.updates),
+                         [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, question])
+    second = page_messages(state, state=first.state.to_value(), **options)
+    assert second.evicted
+    state = add_messages(state, second.updates)
+    pages = {p.id: p for r in (first, second) for p in r.pages}
+    nodes = {n.id: n for r in (first, second) for n in r.nodes}
+    history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=second.state.to_value())
+    assert [m.id for m in history] == ["sum1", "h1"]

@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import inspect
 import json
 import logging
 import random
@@ -385,6 +386,22 @@ def tail_of(history: list[BaseMessage], expected: list[BaseMessage]) -> list[Bas
     """What `history` has beyond the messages of `expected` (to compare the rest as a multiset)."""
     seen = {(m.id, repr(m.content)) for m in expected}
     return [m for m in history if (m.id, repr(m.content)) not in seen]
+
+
+def in_history_order(kept: list[BaseMessage], history: list[BaseMessage]) -> list[BaseMessage]:
+    """The messages a rewrite kept (`kept`, bookmarks expanded in place) in the order `history`
+    has them: a kept cluster bookmark stands for pages from several places in the history, and
+    keeping messages never reorders them. Messages `history` lacks leave the order as it is."""
+    where: dict[tuple, list[int]] = {}
+    for i, m in enumerate(history):
+        where.setdefault((m.id, repr(m.content)), []).append(i)
+    found = []
+    for m in kept:
+        spots = where.get((m.id, repr(m.content)))
+        if not spots:
+            return list(kept)
+        found.append(spots.pop(0))
+    return [m for _, m in sorted(zip(found, kept), key=lambda x: x[0])]
 
 
 def stuck_label(state: PagingState, count) -> str:
@@ -1135,7 +1152,8 @@ class PureCase:
         keep = self.msgs[len(self.msgs) - n_keep :] if n_keep else []
         while keep and isinstance(keep[0], ToolMessage):  # never keep a tool result without its call
             keep = keep[1:]
-        expected = reconstruct_history(keep, self.get_page, COUNTER, clusters=self.get_node)
+        expected = in_history_order(reconstruct_history(keep, self.get_page, COUNTER, clusters=self.get_node),
+                                    self.ref)
         self.msgs = add_messages(self.msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *keep])
         self.ref = [summary, *expected]
         self.report.notes["pure REMOVE_ALL_MESSAGES"] += 1
@@ -1455,7 +1473,7 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
     lines = [
         "# pip install -e . ; python this_file.py",
         "from langchain_core.messages import (",
-        "    AIMessage, HumanMessage, SystemMessage, ToolMessage, RemoveMessage,",
+        "    AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, RemoveMessage,",
         ")",
         "from langgraph.graph.message import add_messages, REMOVE_ALL_MESSAGES",
         "from langgraph.store.memory import InMemoryStore",
@@ -1476,6 +1494,9 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         + (", token_counter=len" if params.counter == "len" else "")
         + ")",
         "COUNTER = TokenCounter()",
+        "",
+        *inspect.getsource(in_history_order).splitlines(),
+        "",
     ]
     if params.backend == "store":
         lines += [
@@ -1552,7 +1573,8 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
             lines.append(f"keep = msgs[len(msgs) - {event[1]}:] if {event[1]} else []")
             lines.append("while keep and isinstance(keep[0], ToolMessage): keep = keep[1:]")
             lines.append(f"summary = {event[2]!r}")
-            lines.append("full = [summary, *reconstruct_history(keep, get_page, COUNTER, clusters=get_node)]")
+            lines.append("full = [summary, *in_history_order(reconstruct_history(keep, get_page, COUNTER, "
+                         "clusters=get_node), full)]")
             lines.append("msgs = add_messages(msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *keep])")
         else:
             lines.append(f"# event {kind} omitted")
