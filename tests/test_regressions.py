@@ -707,3 +707,26 @@ def test_a_summary_put_first_by_a_rewrite_rebuilds_first_once_paged():
     nodes = {n.id: n for r in (first, second) for n in r.nodes}
     history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=second.state.to_value())
     assert [m.id for m in history] == ["sum1", "h1"]
+
+
+def test_a_long_message_cut_into_parts_is_never_cut_inside_its_tags():
+    """A long message was cut by tokens from the start of its line, so with a small part size a
+    part ended inside the ``<message from="user" time="...">`` tag, and that half tag swallowed
+    the part's ``</page>``: the recall result was not well-formed."""
+    from langmem_paging.recall_text import page_parts
+    from langmem_paging.records import Page
+
+    text = " ".join(f"word{i} harbor lantern" for i in range(200))
+    message = HumanMessage(text, id="m", additional_kwargs={"timestamp": "2024-01-09T15:30:00+00:00"})
+    page = Page(id="p1", messages=[message], bookmark="[p1:x]", keywords=[], token_count=600,
+                boundary="fixed_1", created_turn=1)
+    parts = page_parts(page, 24, COUNTER)
+    assert len(parts) > 2
+    bodies = [p.split("\n", 1)[1].rsplit("\n", 1)[0] for p in parts]
+    for body in bodies:  # every tag in a part is whole
+        for at in [i for i in range(len(body)) if body.startswith("<message", i)]:
+            assert ">" in body[at:], body
+        assert not body.rstrip().endswith(("<", "</", "</mess")), body
+    assert bodies[0].startswith('<message from="user" time="2024-01-09T15:30:00+00:00">')
+    assert bodies[-1].endswith("</message>")
+    assert "".join(bodies) == render_page(page).split("\n", 1)[1].rsplit("\n", 1)[0]
