@@ -986,7 +986,7 @@ def reconstruct_history(
 
     def restore(message: BaseMessage) -> BaseMessage:
         mark = library_mark(message)
-        if "paged_result" in mark and (page := get_page(mark["paged_result"])) is not None:
+        if "paged_result" in mark and (page := get_page(mark["paged_result"])) is not None and _stub_of(message, page):
             return page.messages[0]
         if isinstance(message, ToolMessage) and recall_copy_pages(message) and mark.get("shrunk"):
             return expand_recall_copy(message, get_page, counter, get_node)
@@ -1017,6 +1017,19 @@ def reconstruct_history(
         _keep_list_order(segments, resident)
         segments.sort(key=lambda s: s[0])
     return [m for _, ms in segments for m in ms]
+
+
+def _stub_of(message: BaseMessage, page: Page) -> bool:
+    """True if `message` is the stub of the tool result `page` holds (same id and call id), not a
+    message that only copies a stub's metadata (a user message carrying it was replaced by the
+    page's first message)."""
+    original = page.messages[0] if page.kind == "tool_result" and len(page.messages) == 1 else None
+    return (
+        isinstance(message, ToolMessage)
+        and isinstance(original, ToolMessage)
+        and original.id == message.id
+        and original.tool_call_id == message.tool_call_id
+    )
 
 
 def _shows_a_page(branch: PagingState | None, message: BaseMessage) -> bool:

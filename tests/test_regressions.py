@@ -730,3 +730,21 @@ def test_a_long_message_cut_into_parts_is_never_cut_inside_its_tags():
     assert bodies[0].startswith('<message from="user" time="2024-01-09T15:30:00+00:00">')
     assert bodies[-1].endswith("</message>")
     assert "".join(bodies) == render_page(page).split("\n", 1)[1].rsplit("\n", 1)[0]
+
+
+def test_a_user_message_copying_a_tool_result_stubs_metadata_rebuilds_as_itself():
+    """A user message carrying a stub's ``paged_result`` metadata, once in a page, was rebuilt as
+    the first message of the page it named (here its own page): the message was lost. Only a
+    real stub (the same tool result's id and call id) expands now."""
+    words = "canyon concert harvest museum meadow bicycle cobalt violin garden sunrise copper orchard "
+    history = [
+        AIMessage("chess garden violin", id="a1"),
+        HumanMessage(words * 12, id="h1", additional_kwargs={METADATA_KEY: {"paged_result": "p1"}}),
+        HumanMessage("tundra violin lantern painting " * 10, id="h2"),
+    ]
+    result = page_messages(history, max_tokens=150, boundary="fixed_3", text_counter=COUNTER)
+    assert result.evicted
+    state = add_messages(list(history), result.updates)
+    pages = {p.id: p for p in result.pages}
+    rebuilt = reconstruct_history(state, pages, COUNTER, state=result.state.to_value())
+    assert rebuilt == history
