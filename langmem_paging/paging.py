@@ -275,6 +275,25 @@ def paging_step(
     #    with no bookmark of their own (smaller than it) go into the nearest cluster now.
     total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters,
                              _unbookmarked(state, result, replace))
+    # A page smaller than its bookmark waited for a cluster; folding may have made one only now:
+    # still over budget, the resident pages are evicted again (such pages go straight into it).
+    if total > options.budget and state.pages and _cluster_shown(state, messages, position, replace):
+        total = sum(c if (new := replace.get(k, m)) is m else count(new)
+                    for k, m, c in zip(keys, messages, counts) if replace.get(k, m) is not None)
+    if total > options.budget and state.pages and _cluster_shown(state, messages, position, replace):
+        target = options.budget if recalled_now else options.low_water
+        before = set(result.evicted)
+        restored: list[Page] = []
+        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace, count)
+        context = PolicyContext(turn=state.turn, recent_text=_recent_text(messages, newest_user,
+                                                                           options.recent_messages))
+        total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
+                            result, total, target, restored)
+        if restored:
+            yield from _renumber(restored, state, replace, result)
+        if not before.issuperset(result.evicted):
+            total = yield from _fold(state, position, keys, options, result, replace, total, [], [],
+                                     [p for p in _unbookmarked(state, result, replace) if p not in before])
 
     # 7. The new view, and the updates that turn the input into it.
     if replace:
@@ -573,7 +592,7 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
     hot_budget = options.tiers.hot_budget(options.budget) if options.tiers else None
     # a page smaller than its bookmark goes straight into the nearest cluster; with none yet, such
     # pages wait until together they outweigh the cluster bookmark the first of them starts
-    clustered = _cluster_shown(state, messages, position) or bool(_unbookmarked(state, result, replace))
+    clustered = _cluster_shown(state, messages, position, replace) or bool(_unbookmarked(state, result, replace))
     waiting, waiting_tokens = [], 0
 
     def hot() -> int:
@@ -635,10 +654,14 @@ def _renumber(restored: list[Page], state: PagingState, replace, result):
         result.pages.append(page)
 
 
-def _cluster_shown(state: PagingState, messages, position) -> bool:
-    """True when a cluster bookmark is in the view: a page can join it at no cost."""
-    return any(c.anchor in position and library_mark(messages[position[c.anchor]]).get("cluster") == cid
-               for cid, c in state.clusters.items())
+def _cluster_shown(state: PagingState, messages, position, replace=None) -> bool:
+    """True when a cluster bookmark is in the view (as this step left it, with `replace`): a page
+    can join it at no cost."""
+    def shown(key: str) -> BaseMessage | None:
+        return (replace or {}).get(key, messages[position[key]])
+
+    return any(c.anchor in position and (m := shown(c.anchor)) is not None
+               and library_mark(m).get("cluster") == cid for cid, c in state.clusters.items())
 
 
 def _cluster_cost(page: ResidentPage, page_id: str, state: PagingState, options) -> int:

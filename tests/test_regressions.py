@@ -748,3 +748,22 @@ def test_a_user_message_copying_a_tool_result_stubs_metadata_rebuilds_as_itself(
     pages = {p.id: p for p in result.pages}
     rebuilt = reconstruct_history(state, pages, COUNTER, state=result.state.to_value())
     assert rebuilt == history
+
+
+def test_a_page_waiting_for_a_cluster_joins_the_one_folding_made_in_the_same_step():
+    """A resident page no bigger than its bookmark waits for a cluster to go into; the step's fold
+    made one (the other evicted pages' bookmarks passed their share) only after eviction was
+    over, so the page stayed and the view stayed over budget. Eviction now resumes."""
+    filler = "harbor lantern museum meadow puppy oslo glacier canyon violin pottery " * 3
+    history = [HumanMessage("Summary: violin concert velvet cobalt recipe library museum falcon quito", id="s"),
+               HumanMessage(filler, id="h1"), AIMessage(filler, id="a1"),
+               HumanMessage("puppy oslo zebra pottery marathon painting concert violin lantern cobalt saffron",
+                            id="h2")]
+    result = page_messages(history, max_tokens=60, boundary="fixed_1", policy="lru", bookmark_share=0.05,
+                           text_counter=COUNTER)
+    assert result.state.clusters
+    assert not result.over_budget and result.tokens <= 60
+    state = add_messages(list(history), result.updates)
+    pages = {p.id: p for p in result.pages}
+    nodes = {n.id: n for n in result.nodes}
+    assert reconstruct_history(state, pages, COUNTER, clusters=nodes, state=result.state.to_value()) == history
