@@ -767,3 +767,20 @@ def test_a_page_waiting_for_a_cluster_joins_the_one_folding_made_in_the_same_ste
     pages = {p.id: p for p in result.pages}
     nodes = {n.id: n for n in result.nodes}
     assert reconstruct_history(state, pages, COUNTER, clusters=nodes, state=result.state.to_value()) == history
+
+
+def test_the_fuzzers_protected_count_takes_a_user_message_with_copied_metadata_as_the_newest_turn():
+    """Fuzzer oracle (seed 204): a user's message carrying a copied bookmark mark is still the
+    newest user turn (only the paging state says what is ours), so it and what follows are
+    protected; the oracle went by the metadata alone and called the over-budget view unexplained."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import fuzz
+
+    view = [HumanMessage("[c1:x|p1-p2]", id="c", additional_kwargs={METADATA_KEY: {"cluster": "c1"}}),
+            HumanMessage("a question", id="u", additional_kwargs={METADATA_KEY: {"bookmark": "p6"}}),
+            AIMessage("a long answer " * 20, id="a")]
+    everything = sum(COUNTER.count_message(m) for m in view)
+    assert fuzz.generous_protected(view, COUNTER.count_message, library={"c"}) == everything

@@ -421,11 +421,19 @@ def library_tokens(view, count) -> int:
     return sum(count(m) for m in view if library_mark(m))
 
 
-def generous_protected(view: list[BaseMessage], count, recalled: set[str] = frozenset()) -> int:
+def generous_protected(
+    view: list[BaseMessage], count, recalled: set[str] = frozenset(), library: set[str] | None = None
+) -> int:
     """Tokens of what no eviction may take, counted generously: system and pinned messages,
     the library's own messages, everything from the newest user message on, unanswered calls,
-    and the tool group of a recall result the last recall added."""
-    newest = max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
+    and the tool group of a recall result the last recall added. With `library` (the ids of the
+    bookmarks the paging state shows), a human message is a user turn unless it is one of them:
+    metadata alone can be copied into a user's message, which is still the newest user turn."""
+    if library is None:
+        newest = max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
+    else:
+        newest = max((i for i, m in enumerate(view) if isinstance(m, HumanMessage) and m.id not in library),
+                     default=len(view))
     answered = {m.tool_call_id for m in view if isinstance(m, ToolMessage)}
     recalled_calls = {m.tool_call_id for m in view if isinstance(m, ToolMessage) and m.id in recalled}
     for m in view:  # the whole tool group of a recall result
@@ -1273,7 +1281,8 @@ class PureCase:
             self.report.notes["pure over_budget steps"] += 1
             self.check("over budget explained")
             generous = generous_protected(
-                result.view, count, set(PagingState.from_value(self.value).recalled)
+                result.view, count, set(PagingState.from_value(self.value).recalled),
+                {s.anchor for s in result.state.shown.values()} | {c.anchor for c in result.state.clusters.values()},
             )
             if generous <= (p.low_water or int(budget * 0.75)) and tokens - generous > 0.25 * budget:
                 self.fail(
