@@ -625,6 +625,9 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
                 continue
             total += first_cluster
             clustered, evicting, waiting = True, waiting, []
+        elif count(bookmark) >= page_tokens and page_tokens <= _join_growth(page, victim.key, state, options,
+                                                                            messages, position, replace):
+            continue  # going straight into the cluster would grow its bookmark by more than it saves
         else:
             evicting = [victim]
         for chosen in evicting:
@@ -662,6 +665,23 @@ def _cluster_shown(state: PagingState, messages, position, replace=None) -> bool
 
     return any(c.anchor in position and (m := shown(c.anchor)) is not None
                and library_mark(m).get("cluster") == cid for cid, c in state.clusters.items())
+
+
+def _join_growth(page: ResidentPage, page_id: str, state: PagingState, options, messages, position,
+                 replace) -> int:
+    """Tokens a cluster bookmark in the view would grow by if this page joined it (the most of
+    any such cluster; 0 with none)."""
+    n = page_number(page_id)
+    growth = 0
+    for cid, c in state.clusters.items():
+        shown = replace.get(c.anchor, messages[position[c.anchor]]) if c.anchor in position else None
+        if shown is None or library_mark(shown).get("cluster") != cid:
+            continue
+        ranked = sorted(merge_terms(c.terms, page.terms).items(), key=lambda tw: (-tw[1], tw[0]))
+        keywords = [t for t, _ in ranked][: options.clusters.max_keywords]
+        text = format_cluster_bookmark(cid, keywords, min(c.first, n), max(c.last, n), c.size + 1)
+        growth = max(growth, options.count_message(cluster_message(cid, text, c.anchor)) - options.count_message(shown))
+    return growth
 
 
 def _cluster_cost(page: ResidentPage, page_id: str, state: PagingState, options) -> int:

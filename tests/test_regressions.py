@@ -784,3 +784,21 @@ def test_the_fuzzers_protected_count_takes_a_user_message_with_copied_metadata_a
             AIMessage("a long answer " * 20, id="a")]
     everything = sum(COUNTER.count_message(m) for m in view)
     assert fuzz.generous_protected(view, COUNTER.count_message, library={"c"}) == everything
+
+
+def test_a_small_page_goes_into_a_cluster_only_when_that_saves_tokens():
+    """Fuzz seed 299 (view mode, after a fork): a 3-token page no bigger than its bookmark went
+    straight into the cluster in the view, counted as saving its 3 tokens, but the cluster's
+    bookmark grew by 4: paging made the context bigger (212 -> 213). Such a page now joins
+    only when the cluster bookmark grows by less than the page."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import fuzz
+
+    report = fuzz.Report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fuzz.run_case("pure", 299, report)
+    assert not [f for f in report.failures if f.invariant.startswith("paging made the context bigger")]
