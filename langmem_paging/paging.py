@@ -275,6 +275,25 @@ def paging_step(
     #    with no bookmark of their own (smaller than it) go into the nearest cluster now.
     total = yield from _fold(state, position, keys, options, result, replace, total, orphans, orphan_clusters,
                              _unbookmarked(state, result, replace))
+    # A page smaller than its bookmark waited for a cluster; folding may have made one only now:
+    # still over budget, the resident pages are evicted again (such pages go straight into it).
+    if total > options.budget and state.pages and _cluster_shown(state, messages, position, replace):
+        total = sum(c if (new := replace.get(k, m)) is m else count(new)
+                    for k, m, c in zip(keys, messages, counts) if replace.get(k, m) is not None)
+    if total > options.budget and state.pages and _cluster_shown(state, messages, position, replace):
+        target = options.budget if recalled_now else options.low_water
+        before = set(result.evicted)
+        restored: list[Page] = []
+        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace, count)
+        context = PolicyContext(turn=state.turn, recent_text=_recent_text(messages, newest_user,
+                                                                           options.recent_messages))
+        total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
+                            result, total, target, restored)
+        if restored:
+            yield from _renumber(restored, state, replace, result)
+        if not before.issuperset(result.evicted):
+            total = yield from _fold(state, position, keys, options, result, replace, total, [], [],
+                                     [p for p in _unbookmarked(state, result, replace) if p not in before])
 
     # 7. The new view, and the updates that turn the input into it.
     if replace:
@@ -327,16 +346,27 @@ def _reconcile(state: PagingState, messages, keys, position) -> tuple[list[str],
 
 
 def _number_new_messages(state: PagingState, messages, keys) -> None:
-    """Give messages seen for the first time the next history ordinals (in view order)."""
+    """Give messages seen for the first time the next history ordinals (in view order).
+
+    New messages before all the context's older ones (a rewrite put them first, as
+    ``REMOVE_ALL_MESSAGES`` with a summary does) are numbered below every ordinal given: their
+    pages must rebuild before the older messages and pages, not after them."""
     in_pages = {k for page in state.pages.values() for k in page.ids}
     library = _library_keys(state)
-    for key, message in zip(keys, messages):
-        mark = library_mark(message)
-        if key in state.order or key in in_pages or (key in library and mark):
-            continue  # (a message that took a library message's id, or only copies its metadata, is new)
+    new = [
+        not (key in state.order or key in in_pages or (key in library and library_mark(message)))
+        for key, message in zip(keys, messages)
+    ]  # (a message that took a library message's id, or only copies its metadata, is new)
+    front = new.index(False) if False in new else 0
+    for n, (key, is_new) in enumerate(zip(keys, new)):
+        if not is_new:
             continue
-        state.order[key] = state.next_order
-        state.next_order += 1
+        if n < front:
+            state.order[key] = state.low_order - front + n
+        else:
+            state.order[key] = state.next_order
+            state.next_order += 1
+    state.low_order -= front
 
 
 def _library_keys(state: PagingState) -> set[str]:
@@ -562,7 +592,7 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
     hot_budget = options.tiers.hot_budget(options.budget) if options.tiers else None
     # a page smaller than its bookmark goes straight into the nearest cluster; with none yet, such
     # pages wait until together they outweigh the cluster bookmark the first of them starts
-    clustered = _cluster_shown(state, messages, position) or bool(_unbookmarked(state, result, replace))
+    clustered = _cluster_shown(state, messages, position, replace) or bool(_unbookmarked(state, result, replace))
     waiting, waiting_tokens = [], 0
 
     def hot() -> int:
@@ -595,6 +625,9 @@ def _evict_loop(candidates, state, options, context, messages, keys, position, c
                 continue
             total += first_cluster
             clustered, evicting, waiting = True, waiting, []
+        elif count(bookmark) >= page_tokens and page_tokens <= _join_growth(page, victim.key, state, options,
+                                                                            messages, position, replace):
+            continue  # going straight into the cluster would grow its bookmark by more than it saves
         else:
             evicting = [victim]
         for chosen in evicting:
@@ -624,10 +657,31 @@ def _renumber(restored: list[Page], state: PagingState, replace, result):
         result.pages.append(page)
 
 
-def _cluster_shown(state: PagingState, messages, position) -> bool:
-    """True when a cluster bookmark is in the view: a page can join it at no cost."""
-    return any(c.anchor in position and library_mark(messages[position[c.anchor]]).get("cluster") == cid
-               for cid, c in state.clusters.items())
+def _cluster_shown(state: PagingState, messages, position, replace=None) -> bool:
+    """True when a cluster bookmark is in the view (as this step left it, with `replace`): a page
+    can join it at no cost."""
+    def shown(key: str) -> BaseMessage | None:
+        return (replace or {}).get(key, messages[position[key]])
+
+    return any(c.anchor in position and (m := shown(c.anchor)) is not None
+               and library_mark(m).get("cluster") == cid for cid, c in state.clusters.items())
+
+
+def _join_growth(page: ResidentPage, page_id: str, state: PagingState, options, messages, position,
+                 replace) -> int:
+    """Tokens a cluster bookmark in the view would grow by if this page joined it (the most of
+    any such cluster; 0 with none)."""
+    n = page_number(page_id)
+    growth = 0
+    for cid, c in state.clusters.items():
+        shown = replace.get(c.anchor, messages[position[c.anchor]]) if c.anchor in position else None
+        if shown is None or library_mark(shown).get("cluster") != cid:
+            continue
+        ranked = sorted(merge_terms(c.terms, page.terms).items(), key=lambda tw: (-tw[1], tw[0]))
+        keywords = [t for t, _ in ranked][: options.clusters.max_keywords]
+        text = format_cluster_bookmark(cid, keywords, min(c.first, n), max(c.last, n), c.size + 1)
+        growth = max(growth, options.count_message(cluster_message(cid, text, c.anchor)) - options.count_message(shown))
+    return growth
 
 
 def _cluster_cost(page: ResidentPage, page_id: str, state: PagingState, options) -> int:
@@ -975,7 +1029,7 @@ def reconstruct_history(
 
     def restore(message: BaseMessage) -> BaseMessage:
         mark = library_mark(message)
-        if "paged_result" in mark and (page := get_page(mark["paged_result"])) is not None:
+        if "paged_result" in mark and (page := get_page(mark["paged_result"])) is not None and _stub_of(message, page):
             return page.messages[0]
         if isinstance(message, ToolMessage) and recall_copy_pages(message) and mark.get("shrunk"):
             return expand_recall_copy(message, get_page, counter, get_node)
@@ -1006,6 +1060,19 @@ def reconstruct_history(
         _keep_list_order(segments, resident)
         segments.sort(key=lambda s: s[0])
     return [m for _, ms in segments for m in ms]
+
+
+def _stub_of(message: BaseMessage, page: Page) -> bool:
+    """True if `message` is the stub of the tool result `page` holds (same id and call id), not a
+    message that only copies a stub's metadata (a user message carrying it was replaced by the
+    page's first message)."""
+    original = page.messages[0] if page.kind == "tool_result" and len(page.messages) == 1 else None
+    return (
+        isinstance(message, ToolMessage)
+        and isinstance(original, ToolMessage)
+        and original.id == message.id
+        and original.tool_call_id == message.tool_call_id
+    )
 
 
 def _shows_a_page(branch: PagingState | None, message: BaseMessage) -> bool:

@@ -82,7 +82,7 @@ def page_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[str]
             if current:
                 chunks.append("\n".join(current))
                 current, used = [], 0
-            chunks.extend(_split_tokens(line, budget, counter))
+            chunks.extend(_split_message(line, budget, counter))
             continue
         if used + cost > budget and current:
             chunks.append("\n".join(current))
@@ -93,6 +93,28 @@ def page_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[str]
         chunks.append("\n".join(current))
     n = len(chunks)
     return [f'<page id="{page.id}" part="{i + 1}" of="{n}">\n{chunk}\n</page>' for i, chunk in enumerate(chunks)]
+
+
+def _split_message(line: str, size: int, counter: TokenCounter) -> list[str]:
+    """A long ``<message ...>text</message>`` line cut into pieces of about `size` tokens, never
+    inside its tags: a cut there left a part ending in a half tag (``<message from="user" ti``),
+    which swallowed the part's ``</page>``. A tag that does not fit with text is a piece alone."""
+    head_end = line.index(">") + 1  # attribute values are escaped: no ">" inside the tag
+    head, body, tail = line[:head_end], line[head_end : -len("</message>")], "</message>"
+    pieces = _split_tokens(body, size, counter) or [""]
+
+    def tokens(text: str) -> int:
+        return len(counter.encoding.encode(text, disallowed_special=()))
+
+    if tokens(head) + tokens(pieces[0]) <= size:
+        pieces[0] = head + pieces[0]
+    else:
+        pieces.insert(0, head)
+    if tokens(pieces[-1]) + tokens(tail) <= size:
+        pieces[-1] += tail
+    else:
+        pieces.append(tail)
+    return [p for p in pieces if p]
 
 
 def _split_tokens(text: str, size: int, counter: TokenCounter) -> list[str]:

@@ -148,6 +148,9 @@ class PagingState:
     """History ordinal of each resident message no page holds yet (pages keep their own)."""
     next_order: int = 0
     """The next history ordinal."""
+    low_order: int = 0
+    """The lowest history ordinal given (messages a rewrite put before all the context's older
+    messages, such as a summary, are numbered below it)."""
     doc_freq: dict[str, int] = field(default_factory=dict)
     """In how many of the thread's pages each of its most frequent terms (stems) occurs: a
     bounded sketch (space-saving, `MAX_TERMS` terms) for bookmark IDF; a term not in it is rare."""
@@ -250,6 +253,7 @@ class PagingState:
             "stats": {k: list(v) for k, v in self.stats.items()},
             "order": dict(self.order),
             "next_order": self.next_order,
+            "low_order": self.low_order,
             "doc_freq": dict(self.doc_freq),
             "n_pages": self.n_pages,
             "skeleton": self.skeleton,
@@ -289,6 +293,7 @@ class PagingState:
             stats={k: list(v) for k, v in value["stats"].items()},
             order=dict(value["order"]),
             next_order=value["next_order"],
+            low_order=value.get("low_order", 0),
             doc_freq=dict(value.get("doc_freq", {})),
             n_pages=value.get("n_pages", 0),
             skeleton=list(value["skeleton"]) if value.get("skeleton") is not None else None,

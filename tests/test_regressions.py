@@ -686,3 +686,119 @@ def test_the_only_cluster_keeps_a_place_when_a_new_message_takes_its_id():
     nodes = {n.id: n for r in (first, second, third) for n in r.nodes}
     history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=third.state.to_value())
     assert {m.id for m in turns(0, 10)} <= {m.id for m in history}
+
+
+def test_a_summary_put_first_by_a_rewrite_rebuilds_first_once_paged():
+    """``REMOVE_ALL_MESSAGES``, a summary, then the kept messages (what SummarizationMiddleware
+    does): the summary got the next history ordinal, after the kept messages' ordinals, so once
+    it was paged the rebuilt history had it after them. It is now numbered below them."""
+    question = HumanMessage("chess glacier falcon quito falcon marathon orchard falcon lantern concert harvest "
+                            "adoption bicycle recipe novel mountain copper mountain", id="h1")
+    options = dict(max_tokens=60, boundary="fixed_5", policy="lfu", bookmark_share=0.2, text_counter=COUNTER)
+    first = page_messages([question], **options)
+    summary = HumanMessage("Summary: violin saffron falcon saffron saffron cobalt novel sunrise falcon library "
+                           "orchard lantern museum harbor glacier meadow pottery canyon violin zebra tundra kyoto oslo", id="sum1")
+    state = add_messages(add_messages([question], first.updates),
+                         [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, question])
+    second = page_messages(state, state=first.state.to_value(), **options)
+    assert second.evicted
+    state = add_messages(state, second.updates)
+    pages = {p.id: p for r in (first, second) for p in r.pages}
+    nodes = {n.id: n for r in (first, second) for n in r.nodes}
+    history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=second.state.to_value())
+    assert [m.id for m in history] == ["sum1", "h1"]
+
+
+def test_a_long_message_cut_into_parts_is_never_cut_inside_its_tags():
+    """A long message was cut by tokens from the start of its line, so with a small part size a
+    part ended inside the ``<message from="user" time="...">`` tag, and that half tag swallowed
+    the part's ``</page>``: the recall result was not well-formed."""
+    from langmem_paging.recall_text import page_parts
+    from langmem_paging.records import Page
+
+    text = " ".join(f"word{i} harbor lantern" for i in range(200))
+    message = HumanMessage(text, id="m", additional_kwargs={"timestamp": "2024-01-09T15:30:00+00:00"})
+    page = Page(id="p1", messages=[message], bookmark="[p1:x]", keywords=[], token_count=600,
+                boundary="fixed_1", created_turn=1)
+    parts = page_parts(page, 24, COUNTER)
+    assert len(parts) > 2
+    bodies = [p.split("\n", 1)[1].rsplit("\n", 1)[0] for p in parts]
+    for body in bodies:  # every tag in a part is whole
+        for at in [i for i in range(len(body)) if body.startswith("<message", i)]:
+            assert ">" in body[at:], body
+        assert not body.rstrip().endswith(("<", "</", "</mess")), body
+    assert bodies[0].startswith('<message from="user" time="2024-01-09T15:30:00+00:00">')
+    assert bodies[-1].endswith("</message>")
+    assert "".join(bodies) == render_page(page).split("\n", 1)[1].rsplit("\n", 1)[0]
+
+
+def test_a_user_message_copying_a_tool_result_stubs_metadata_rebuilds_as_itself():
+    """A user message carrying a stub's ``paged_result`` metadata, once in a page, was rebuilt as
+    the first message of the page it named (here its own page): the message was lost. Only a
+    real stub (the same tool result's id and call id) expands now."""
+    words = "canyon concert harvest museum meadow bicycle cobalt violin garden sunrise copper orchard "
+    history = [
+        AIMessage("chess garden violin", id="a1"),
+        HumanMessage(words * 12, id="h1", additional_kwargs={METADATA_KEY: {"paged_result": "p1"}}),
+        HumanMessage("tundra violin lantern painting " * 10, id="h2"),
+    ]
+    result = page_messages(history, max_tokens=150, boundary="fixed_3", text_counter=COUNTER)
+    assert result.evicted
+    state = add_messages(list(history), result.updates)
+    pages = {p.id: p for p in result.pages}
+    rebuilt = reconstruct_history(state, pages, COUNTER, state=result.state.to_value())
+    assert rebuilt == history
+
+
+def test_a_page_waiting_for_a_cluster_joins_the_one_folding_made_in_the_same_step():
+    """A resident page no bigger than its bookmark waits for a cluster to go into; the step's fold
+    made one (the other evicted pages' bookmarks passed their share) only after eviction was
+    over, so the page stayed and the view stayed over budget. Eviction now resumes."""
+    filler = "harbor lantern museum meadow puppy oslo glacier canyon violin pottery " * 3
+    history = [HumanMessage("Summary: violin concert velvet cobalt recipe library museum falcon quito", id="s"),
+               HumanMessage(filler, id="h1"), AIMessage(filler, id="a1"),
+               HumanMessage("puppy oslo zebra pottery marathon painting concert violin lantern cobalt saffron",
+                            id="h2")]
+    result = page_messages(history, max_tokens=60, boundary="fixed_1", policy="lru", bookmark_share=0.05,
+                           text_counter=COUNTER)
+    assert result.state.clusters
+    assert not result.over_budget and result.tokens <= 60
+    state = add_messages(list(history), result.updates)
+    pages = {p.id: p for p in result.pages}
+    nodes = {n.id: n for n in result.nodes}
+    assert reconstruct_history(state, pages, COUNTER, clusters=nodes, state=result.state.to_value()) == history
+
+
+def test_the_fuzzers_protected_count_takes_a_user_message_with_copied_metadata_as_the_newest_turn():
+    """Fuzzer oracle (seed 204): a user's message carrying a copied bookmark mark is still the
+    newest user turn (only the paging state says what is ours), so it and what follows are
+    protected; the oracle went by the metadata alone and called the over-budget view unexplained."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import fuzz
+
+    view = [HumanMessage("[c1:x|p1-p2]", id="c", additional_kwargs={METADATA_KEY: {"cluster": "c1"}}),
+            HumanMessage("a question", id="u", additional_kwargs={METADATA_KEY: {"bookmark": "p6"}}),
+            AIMessage("a long answer " * 20, id="a")]
+    everything = sum(COUNTER.count_message(m) for m in view)
+    assert fuzz.generous_protected(view, COUNTER.count_message, library={"c"}) == everything
+
+
+def test_a_small_page_goes_into_a_cluster_only_when_that_saves_tokens():
+    """Fuzz seed 299 (view mode, after a fork): a 3-token page no bigger than its bookmark went
+    straight into the cluster in the view, counted as saving its 3 tokens, but the cluster's
+    bookmark grew by 4: paging made the context bigger (212 -> 213). Such a page now joins
+    only when the cluster bookmark grows by less than the page."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import fuzz
+
+    report = fuzz.Report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fuzz.run_case("pure", 299, report)
+    assert not [f for f in report.failures if f.invariant.startswith("paging made the context bigger")]

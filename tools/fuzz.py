@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import inspect
 import json
 import logging
 import random
@@ -387,6 +388,22 @@ def tail_of(history: list[BaseMessage], expected: list[BaseMessage]) -> list[Bas
     return [m for m in history if (m.id, repr(m.content)) not in seen]
 
 
+def in_history_order(kept: list[BaseMessage], history: list[BaseMessage]) -> list[BaseMessage]:
+    """The messages a rewrite kept (`kept`, bookmarks expanded in place) in the order `history`
+    has them: a kept cluster bookmark stands for pages from several places in the history, and
+    keeping messages never reorders them. Messages `history` lacks leave the order as it is."""
+    where: dict[tuple, list[int]] = {}
+    for i, m in enumerate(history):
+        where.setdefault((m.id, repr(m.content)), []).append(i)
+    found = []
+    for m in kept:
+        spots = where.get((m.id, repr(m.content)))
+        if not spots:
+            return list(kept)
+        found.append(spots.pop(0))
+    return [m for _, m in sorted(zip(found, kept), key=lambda x: x[0])]
+
+
 def stuck_label(state: PagingState, count) -> str:
     """The known cause of an unexplained over-budget step: resident pages whose bookmark costs as
     much as the page, and no cluster to fold them into."""
@@ -404,11 +421,19 @@ def library_tokens(view, count) -> int:
     return sum(count(m) for m in view if library_mark(m))
 
 
-def generous_protected(view: list[BaseMessage], count, recalled: set[str] = frozenset()) -> int:
+def generous_protected(
+    view: list[BaseMessage], count, recalled: set[str] = frozenset(), library: set[str] | None = None
+) -> int:
     """Tokens of what no eviction may take, counted generously: system and pinned messages,
     the library's own messages, everything from the newest user message on, unanswered calls,
-    and the tool group of a recall result the last recall added."""
-    newest = max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
+    and the tool group of a recall result the last recall added. With `library` (the ids of the
+    bookmarks the paging state shows), a human message is a user turn unless it is one of them:
+    metadata alone can be copied into a user's message, which is still the newest user turn."""
+    if library is None:
+        newest = max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
+    else:
+        newest = max((i for i, m in enumerate(view) if isinstance(m, HumanMessage) and m.id not in library),
+                     default=len(view))
     answered = {m.tool_call_id for m in view if isinstance(m, ToolMessage)}
     recalled_calls = {m.tool_call_id for m in view if isinstance(m, ToolMessage) and m.id in recalled}
     for m in view:  # the whole tool group of a recall result
@@ -1135,7 +1160,8 @@ class PureCase:
         keep = self.msgs[len(self.msgs) - n_keep :] if n_keep else []
         while keep and isinstance(keep[0], ToolMessage):  # never keep a tool result without its call
             keep = keep[1:]
-        expected = reconstruct_history(keep, self.get_page, COUNTER, clusters=self.get_node)
+        expected = in_history_order(reconstruct_history(keep, self.get_page, COUNTER, clusters=self.get_node),
+                                    self.ref)
         self.msgs = add_messages(self.msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *keep])
         self.ref = [summary, *expected]
         self.report.notes["pure REMOVE_ALL_MESSAGES"] += 1
@@ -1255,7 +1281,8 @@ class PureCase:
             self.report.notes["pure over_budget steps"] += 1
             self.check("over budget explained")
             generous = generous_protected(
-                result.view, count, set(PagingState.from_value(self.value).recalled)
+                result.view, count, set(PagingState.from_value(self.value).recalled),
+                {s.anchor for s in result.state.shown.values()} | {c.anchor for c in result.state.clusters.values()},
             )
             if generous <= (p.low_water or int(budget * 0.75)) and tokens - generous > 0.25 * budget:
                 self.fail(
@@ -1455,7 +1482,7 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
     lines = [
         "# pip install -e . ; python this_file.py",
         "from langchain_core.messages import (",
-        "    AIMessage, HumanMessage, SystemMessage, ToolMessage, RemoveMessage,",
+        "    AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, RemoveMessage,",
         ")",
         "from langgraph.graph.message import add_messages, REMOVE_ALL_MESSAGES",
         "from langgraph.store.memory import InMemoryStore",
@@ -1476,6 +1503,9 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         + (", token_counter=len" if params.counter == "len" else "")
         + ")",
         "COUNTER = TokenCounter()",
+        "",
+        *inspect.getsource(in_history_order).splitlines(),
+        "",
     ]
     if params.backend == "store":
         lines += [
@@ -1552,7 +1582,8 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
             lines.append(f"keep = msgs[len(msgs) - {event[1]}:] if {event[1]} else []")
             lines.append("while keep and isinstance(keep[0], ToolMessage): keep = keep[1:]")
             lines.append(f"summary = {event[2]!r}")
-            lines.append("full = [summary, *reconstruct_history(keep, get_page, COUNTER, clusters=get_node)]")
+            lines.append("full = [summary, *in_history_order(reconstruct_history(keep, get_page, COUNTER, "
+                         "clusters=get_node), full)]")
             lines.append("msgs = add_messages(msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *keep])")
         else:
             lines.append(f"# event {kind} omitted")
