@@ -101,3 +101,31 @@ def test_custom_token_counter_is_used_for_the_budget():
     history = [HumanMessage("x" * 1000, id=f"m{i}") for i in range(10)]
     result = page_messages(history, max_tokens=10, token_counter=len, boundary="fixed_1")
     assert not result.pages  # ten messages = ten "tokens": within budget
+
+
+def test_text_count_cache_is_bounded_and_a_forgotten_text_is_counted_again(monkeypatch):
+    from langmem_paging import tokens
+
+    monkeypatch.setattr(tokens, "MAX_CACHED_TEXTS", 4)
+    counter = tokens.TokenCounter()
+    texts = [f"[p{i}:greyhound,pottery,tuesday]" for i in range(10)]
+    expected = [len(counter.encoding.encode(t)) for t in texts]
+    assert [counter.count_text(t) for t in texts] == expected
+    assert len(counter._text_cache) <= 4 and texts[0] not in counter._text_cache
+    assert counter.count_text(texts[0]) == expected[0]  # recomputed, same count
+
+
+def test_stem_cache_is_bounded_and_a_forgotten_stem_is_recomputed(monkeypatch):
+    from langmem_paging import background
+
+    monkeypatch.setattr(background, "MAX_STEMS", 8)
+    background.stem.cache_clear()
+    words = [f"walk{suffix}{i}" for i in range(20) for suffix in ("ed",)] + ["adopted", "adoption", "farid"]
+    expected = [background.stem.__wrapped__(w) for w in words]
+    assert [background.stem(w) for w in words] == expected
+    assert len(background._STEMS) <= 8
+    assert "walked0" not in background._STEMS
+    assert background.stem("walked0") == background.stem.__wrapped__("walked0")
+    assert background.stem("Adoption") == background.stem("adopted") == "adopt"
+    background.stem.cache_clear()
+    assert not background._STEMS and background.stem("farid") == "farid"
