@@ -129,3 +129,32 @@ def test_stem_cache_is_bounded_and_a_forgotten_stem_is_recomputed(monkeypatch):
     assert background.stem("Adoption") == background.stem("adopted") == "adopt"
     background.stem.cache_clear()
     assert not background._STEMS and background.stem("farid") == "farid"
+
+
+def test_doc_freq_sketch_replaces_the_first_weakest_term_as_a_scan_would():
+    """`count_terms` (space-saving) keeps exactly what a scan for the weakest term per new term keeps."""
+    import random
+
+    from langmem_paging import state as state_module
+    from langmem_paging.state import PagingState
+
+    def by_scan(table: dict, terms: list[str]) -> None:
+        for term in terms:
+            if term in table:
+                table[term] += 1
+            elif len(table) < state_module.MAX_TERMS:
+                table[term] = 1
+            else:
+                weakest = min(table, key=table.__getitem__)
+                table[term] = table.pop(weakest) + 1
+
+    rng = random.Random(3)
+    for _ in range(10):
+        vocab = [f"w{i}" for i in range(rng.choice([300, 800, 3000]))]
+        weights = [1 / (i + 1) for i in range(len(vocab))]
+        state, expected = PagingState(), {}
+        for _ in range(40):
+            terms = list(dict.fromkeys(rng.choices(vocab, weights=weights, k=rng.randint(1, 300))))
+            by_scan(expected, terms)
+            state.count_terms(terms)
+            assert list(state.doc_freq.items()) == list(expected.items())
