@@ -158,3 +158,19 @@ def test_doc_freq_sketch_replaces_the_first_weakest_term_as_a_scan_would():
             by_scan(expected, terms)
             state.count_terms(terms)
             assert list(state.doc_freq.items()) == list(expected.items())
+
+
+def test_cluster_node_to_dict_is_asdict_and_a_copy():
+    from dataclasses import asdict, fields
+
+    from langmem_paging.records import ClusterNode
+
+    node = ClusterNode(id="c3", children=["p1", "c2"], size=3, first_page=1, last_page=4, bookmark="[c3:a,b]",
+                       keywords=["a", "b"], terms={"a": 0.5, "b": 0.25}, digest="x")
+    data = node.to_dict()
+    assert data == asdict(node) and list(data) == [f.name for f in fields(ClusterNode)]
+    data["children"].append("p9")
+    data["terms"]["c"] = 1.0
+    data["keywords"].append("c")
+    assert node.children == ["p1", "c2"] and "c" not in node.terms and node.keywords == ["a", "b"]
+    assert ClusterNode.from_dict(node.to_dict()) == node
