@@ -27,7 +27,6 @@ from __future__ import annotations
 import gzip
 import re
 import threading
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -147,13 +146,13 @@ _STEM_LOCK = threading.Lock()
 _STEMMER = None
 
 
-@lru_cache(maxsize=32768)
-def stem(term: str) -> str:
-    """Snowball (Porter2) English stem of the lower-cased `term`, cached.
+MAX_STEMS = 32768
+"""Stems the process remembers (a bounded cache shared by all threads: it grows with the
+vocabulary seen, not with pages; past the bound the older half is forgotten)."""
+_STEMS: dict[str, str] = {}
 
-    ``stem("Adoption") == stem("adopted") == "adopt"``; names pass through mostly
-    unchanged (``stem("farid") == "farid"``, ``stem("caroline") == "carolin"``).
-    """
+
+def _stem_uncached(term: str) -> str:
     global _STEMMER
     with _STEM_LOCK:  # a Snowball stemmer keeps its working string on the instance
         if _STEMMER is None:
@@ -163,3 +162,34 @@ def stem(term: str) -> str:
 
             _STEMMER = EnglishStemmer()
         return _STEMMER.stemWord(_normal(term))
+
+
+def stem(term: str) -> str:
+    """Snowball (Porter2) English stem of the lower-cased `term`, cached.
+
+    ``stem("Adoption") == stem("adopted") == "adopt"``; names pass through mostly
+    unchanged (``stem("farid") == "farid"``, ``stem("caroline") == "carolin"``).
+    """
+    global _STEMS
+    cached = _STEMS.get(term)
+    if cached is not None:
+        return cached
+    result = _stem_uncached(term)
+    if result == term:
+        result = term  # one string for key and value (most words are their own stem)
+    stems = _STEMS
+    if len(stems) >= MAX_STEMS:
+        # keep the newer half (a plain dict, no per-entry links: about half the memory of functools.lru_cache)
+        _STEMS = stems = dict(list(stems.items())[len(stems) // 2:])
+    stems[term] = result
+    return result
+
+
+stem.__wrapped__ = _stem_uncached  # type: ignore[attr-defined]  (the uncached stemmer)
+
+
+def _clear_stems() -> None:
+    _STEMS.clear()
+
+
+stem.cache_clear = _clear_stems  # type: ignore[attr-defined]

@@ -83,7 +83,10 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
                 continue
             key = lower if digit else stem(lower)
             terms.tf[key] += 1
-            terms.surface.setdefault(key, Counter())[form] += 1
+            surface = terms.surface.get(key)
+            if surface is None:  # (not setdefault: that builds a Counter per word)
+                surface = terms.surface[key] = Counter()
+            surface[form] += 1
             if digit or lower in MONTHS:
                 terms.salient.add(key)
             elif word[0].isupper() and not _sentence_start(text, match.start()):

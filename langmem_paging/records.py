@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
@@ -129,8 +129,11 @@ class ClusterNode:
     """Digest of `children`: tells this node from another one given the same id."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict for a LangGraph store."""
-        return asdict(self)
+        """JSON-safe dict for a LangGraph store (what `asdict` returns: its fields hold strings and
+        numbers, so no recursive copy)."""
+        return {"id": self.id, "children": list(self.children), "size": self.size, "first_page": self.first_page,
+                "last_page": self.last_page, "bookmark": self.bookmark, "keywords": list(self.keywords),
+                "terms": dict(self.terms), "digest": self.digest}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterNode:

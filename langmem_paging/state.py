@@ -203,14 +203,24 @@ class PagingState:
         the place of the least frequent one, inheriting its count, so frequent terms stay)."""
         self.n_pages += 1
         table = self.doc_freq
+        # The weakest term is the first, in the table's order, with the lowest count. Counts only
+        # grow, so the terms at the lowest count are listed once and consumed in order (a term
+        # whose count grew since is skipped), instead of a scan of the table per new term.
+        low, weakest = 0, iter(())
         for term in terms:
             if term in table:
                 table[term] += 1
             elif len(table) < MAX_TERMS:
                 table[term] = 1
             else:
-                weakest = min(table, key=table.__getitem__)
-                table[term] = table.pop(weakest) + 1
+                while True:
+                    victim = next(weakest, None)
+                    if victim is None:
+                        low = min(table.values())
+                        weakest = iter([t for t, n in table.items() if n == low])
+                    elif table.get(victim) == low:
+                        break
+                table[term] = table.pop(victim) + 1
 
     def access(self, page_id: str) -> tuple[int, int]:
         """``(access_count, last_access)`` of a page, wherever its statistics live."""

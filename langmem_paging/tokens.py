@@ -37,6 +37,9 @@ _EXPECTED_SHA256 = {
 PER_MESSAGE_OVERHEAD = 3
 MAX_CACHED_TOOLS = 256
 """Tool schemas whose token count a counter remembers (with the tool itself, so its id stays its own)."""
+MAX_CACHED_TEXTS = 1024
+"""Short strings whose token count a counter remembers (most strings counted, such as a page's
+candidate bookmarks, are counted once: a larger cache only holds text no one asks about again)."""
 
 
 def _tiktoken_cache_dir() -> str | None:
@@ -184,7 +187,7 @@ class TokenCounter:
         cached = self._text_cache.get(text)
         if cached is None:
             cached = self._text_cache[text] = len(self.encoding.encode(text, disallowed_special=()))
-            if len(self._text_cache) > 8192:
+            if len(self._text_cache) > MAX_CACHED_TEXTS:
                 self._text_cache.popitem(last=False)
         return cached
 

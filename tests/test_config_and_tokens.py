@@ -101,3 +101,76 @@ def test_custom_token_counter_is_used_for_the_budget():
     history = [HumanMessage("x" * 1000, id=f"m{i}") for i in range(10)]
     result = page_messages(history, max_tokens=10, token_counter=len, boundary="fixed_1")
     assert not result.pages  # ten messages = ten "tokens": within budget
+
+
+def test_text_count_cache_is_bounded_and_a_forgotten_text_is_counted_again(monkeypatch):
+    from langmem_paging import tokens
+
+    monkeypatch.setattr(tokens, "MAX_CACHED_TEXTS", 4)
+    counter = tokens.TokenCounter()
+    texts = [f"[p{i}:greyhound,pottery,tuesday]" for i in range(10)]
+    expected = [len(counter.encoding.encode(t)) for t in texts]
+    assert [counter.count_text(t) for t in texts] == expected
+    assert len(counter._text_cache) <= 4 and texts[0] not in counter._text_cache
+    assert counter.count_text(texts[0]) == expected[0]  # recomputed, same count
+
+
+def test_stem_cache_is_bounded_and_a_forgotten_stem_is_recomputed(monkeypatch):
+    from langmem_paging import background
+
+    monkeypatch.setattr(background, "MAX_STEMS", 8)
+    background.stem.cache_clear()
+    words = [f"walk{suffix}{i}" for i in range(20) for suffix in ("ed",)] + ["adopted", "adoption", "farid"]
+    expected = [background.stem.__wrapped__(w) for w in words]
+    assert [background.stem(w) for w in words] == expected
+    assert len(background._STEMS) <= 8
+    assert "walked0" not in background._STEMS
+    assert background.stem("walked0") == background.stem.__wrapped__("walked0")
+    assert background.stem("Adoption") == background.stem("adopted") == "adopt"
+    background.stem.cache_clear()
+    assert not background._STEMS and background.stem("farid") == "farid"
+
+
+def test_doc_freq_sketch_replaces_the_first_weakest_term_as_a_scan_would():
+    """`count_terms` (space-saving) keeps exactly what a scan for the weakest term per new term keeps."""
+    import random
+
+    from langmem_paging import state as state_module
+    from langmem_paging.state import PagingState
+
+    def by_scan(table: dict, terms: list[str]) -> None:
+        for term in terms:
+            if term in table:
+                table[term] += 1
+            elif len(table) < state_module.MAX_TERMS:
+                table[term] = 1
+            else:
+                weakest = min(table, key=table.__getitem__)
+                table[term] = table.pop(weakest) + 1
+
+    rng = random.Random(3)
+    for _ in range(10):
+        vocab = [f"w{i}" for i in range(rng.choice([300, 800, 3000]))]
+        weights = [1 / (i + 1) for i in range(len(vocab))]
+        state, expected = PagingState(), {}
+        for _ in range(40):
+            terms = list(dict.fromkeys(rng.choices(vocab, weights=weights, k=rng.randint(1, 300))))
+            by_scan(expected, terms)
+            state.count_terms(terms)
+            assert list(state.doc_freq.items()) == list(expected.items())
+
+
+def test_cluster_node_to_dict_is_asdict_and_a_copy():
+    from dataclasses import asdict, fields
+
+    from langmem_paging.records import ClusterNode
+
+    node = ClusterNode(id="c3", children=["p1", "c2"], size=3, first_page=1, last_page=4, bookmark="[c3:a,b]",
+                       keywords=["a", "b"], terms={"a": 0.5, "b": 0.25}, digest="x")
+    data = node.to_dict()
+    assert data == asdict(node) and list(data) == [f.name for f in fields(ClusterNode)]
+    data["children"].append("p9")
+    data["terms"]["c"] = 1.0
+    data["keywords"].append("c")
+    assert node.children == ["p1", "c2"] and "c" not in node.terms and node.keywords == ["a", "b"]
+    assert ClusterNode.from_dict(node.to_dict()) == node
