@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -136,36 +137,35 @@ def _pg_has_table(conn, table: str) -> bool:
 
 
 @contextlib.contextmanager
-def _pg_store(uri: str, create: bool) -> Iterator[BaseStore]:
+def _pg_connection(uri: str, module: str, name: str) -> Iterator[tuple[Any, Any]]:
+    """An open connection to `uri` and the LangGraph class `module.name` (the extra named if missing)."""
     scheme = scheme_of(uri)
     try:
-        from langgraph.store.postgres import PostgresStore
+        cls = getattr(importlib.import_module(module), name)
     except ImportError as error:
         raise _missing_extra(scheme, error) from error
     conn = _pg_connect(uri, scheme)
     try:
-        store = PostgresStore(conn)
-        if create:
-            store.setup()
-        elif not _pg_has_table(conn, "store"):
-            raise BackendError(f"{uri!r} holds no LangGraph store (no `store` table).")
-        yield store
+        yield conn, cls
     finally:
         conn.close()
 
 
 @contextlib.contextmanager
+def _pg_store(uri: str, create: bool) -> Iterator[BaseStore]:
+    with _pg_connection(uri, "langgraph.store.postgres", "PostgresStore") as (conn, postgres_store):
+        store = postgres_store(conn)
+        if create:
+            store.setup()
+        elif not _pg_has_table(conn, "store"):
+            raise BackendError(f"{uri!r} holds no LangGraph store (no `store` table).")
+        yield store
+
+
+@contextlib.contextmanager
 def _pg_saver(uri: str) -> Iterator[BaseCheckpointSaver | None]:
-    scheme = scheme_of(uri)
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-    except ImportError as error:
-        raise _missing_extra(scheme, error) from error
-    conn = _pg_connect(uri, scheme)
-    try:
-        yield PostgresSaver(conn) if _pg_has_table(conn, "checkpoints") else None
-    finally:
-        conn.close()
+    with _pg_connection(uri, "langgraph.checkpoint.postgres", "PostgresSaver") as (conn, postgres_saver):
+        yield postgres_saver(conn) if _pg_has_table(conn, "checkpoints") else None
 
 
 SCHEMES: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {

@@ -278,22 +278,16 @@ def paging_step(
     # A page smaller than its bookmark waited for a cluster; folding may have made one only now:
     # still over budget, the resident pages are evicted again (such pages go straight into it).
     if total > options.budget and state.pages and _cluster_shown(state, messages, position, replace):
-        total = sum(c if (new := replace.get(k, m)) is m else count(new)
-                    for k, m, c in zip(keys, messages, counts) if replace.get(k, m) is not None)
-    if total > options.budget and state.pages and _cluster_shown(state, messages, position, replace):
-        target = options.budget if recalled_now else options.low_water
-        before = set(result.evicted)
-        restored: list[Page] = []
-        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace, count)
-        context = PolicyContext(turn=state.turn, recent_text=_recent_text(messages, newest_user,
-                                                                           options.recent_messages))
-        total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
-                            result, total, target, restored)
-        if restored:
-            yield from _renumber(restored, state, replace, result)
-        if not before.issuperset(result.evicted):
-            total = yield from _fold(state, position, keys, options, result, replace, total, [], [],
-                                     [p for p in _unbookmarked(state, result, replace) if p not in before])
+        total = _measured_total(messages, keys, counts, replace, count)  # not the running estimate
+        if total > options.budget:
+            before = set(result.evicted)
+            target = options.budget if recalled_now else options.low_water
+            total = yield from _evict_resident(messages, keys, position, counts, units, protected, state, options,
+                                               _policy_context(state, messages, newest_user, options), result,
+                                               replace, total, target)
+            if not before.issuperset(result.evicted):
+                total = yield from _fold(state, position, keys, options, result, replace, total, [], [],
+                                         [p for p in _unbookmarked(state, result, replace) if p not in before])
 
     # 7. The new view, and the updates that turn the input into it.
     if replace:
@@ -491,21 +485,39 @@ def _evict(messages, keys, position, counts, units, protected, newest_user, stat
             open_tails.append(tail)
     if closed:
         yield from _form([_Draft(units_) for units_ in closed], state, options, keys, counts, messages, result)
-    context = PolicyContext(turn=state.turn, recent_text=_recent_text(messages, newest_user,
-                                                                       options.recent_messages))
+    context = _policy_context(state, messages, newest_user, options)
     while True:
-        candidates = _candidates(messages, keys, position, counts, units, protected, state, replace,
-                                 options.count_message)
-        restored: list[Page] = []
-        total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
-                            result, total, target, restored)
-        if restored:
-            yield from _renumber(restored, state, replace, result)
+        total = yield from _evict_resident(messages, keys, position, counts, units, protected, state, options,
+                                           context, result, replace, total, target)
         if total <= target or not open_tails:
             return total
         # Nothing else to evict: the still-open tails become pages too.
         yield from _form([_Draft(t) for t in open_tails], state, options, keys, counts, messages, result)
         open_tails = []
+
+
+def _policy_context(state: PagingState, messages, newest_user, options) -> PolicyContext:
+    return PolicyContext(turn=state.turn, recent_text=_recent_text(messages, newest_user, options.recent_messages))
+
+
+def _evict_resident(messages, keys, position, counts, units, protected, state, options, context, result,
+                    replace, total, target):
+    """Evict resident pages and recall results until `total <= target` (a generator); pages whose
+    messages changed while resident are stored under new numbers."""
+    candidates = _candidates(messages, keys, position, counts, units, protected, state, replace,
+                             options.count_message)
+    restored: list[Page] = []
+    total = _evict_loop(candidates, state, options, context, messages, keys, position, counts, replace,
+                        result, total, target, restored)
+    if restored:
+        yield from _renumber(restored, state, replace, result)
+    return total
+
+
+def _measured_total(messages, keys, counts, replace, count) -> int:
+    """Tokens of the view as the step has left it so far."""
+    return sum(c if (new := replace.get(k, m)) is m else count(new)
+               for k, m, c in zip(keys, messages, counts) if replace.get(k, m) is not None)
 
 
 def _free_runs(units, protected, keys, formed, library, pinned, order):

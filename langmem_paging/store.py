@@ -31,7 +31,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.state import PagingState
 
-__all__ = ["NAMESPACE_ROOT", "PageStore", "thread_namespace"]
+__all__ = ["NAMESPACE_ROOT", "PageStore", "abatch_any", "thread_namespace"]
 
 logger = logging.getLogger("langmem_paging")
 
@@ -40,6 +40,15 @@ Kind = Literal["pages", "clusters", "parents", "stats", "meta"]
 KINDS: tuple[Kind, ...] = ("pages", "clusters", "parents", "stats", "meta")
 _LIST_BATCH = 200
 _NEXT_KEY = "next"
+
+
+async def abatch_any(store: BaseStore, ops: Sequence[Op]) -> list[Any]:
+    """``await store.abatch(ops)``, or ``store.batch(ops)`` in a worker thread for a store with no
+    async implementation (the sync `SqliteStore` raises NotImplementedError)."""
+    try:
+        return await store.abatch(ops)
+    except NotImplementedError:
+        return await asyncio.to_thread(store.batch, ops)
 
 
 def thread_namespace(thread_id: str, kind: Kind) -> tuple[str, str, str]:
@@ -158,10 +167,7 @@ class PageStore:
         store = self._backend()
         for attempt in range(self.retries + 1):
             try:
-                try:
-                    return await store.abatch(ops)
-                except NotImplementedError:  # e.g. the sync SqliteStore: run it in a worker thread
-                    return await asyncio.to_thread(store.batch, ops)
+                return await abatch_any(store, ops)
             except Exception as error:  # noqa: BLE001
                 if attempt == self.retries:
                     raise

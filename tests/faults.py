@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import signal
@@ -11,6 +10,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from langgraph.store.base import BaseStore, Op, Result
+
+from langmem_paging.store import abatch_any
 
 
 class StoreFault(ConnectionError):
@@ -60,11 +61,7 @@ class FaultyStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         self._tick()
-        ops = list(ops)
-        try:
-            return await self.store.abatch(ops)
-        except NotImplementedError:  # a sync-only store: one counted call either way
-            return await asyncio.to_thread(self.store.batch, ops)
+        return await abatch_any(self.store, list(ops))  # a sync-only store: one counted call either way
 
 
 _RECALL_FRAMES = {"recall", "arecall", "members"}

@@ -33,7 +33,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -333,8 +333,10 @@ def report_log_on_failure(
             print(text, file=sys.stderr, flush=True)
 
 
-def server_fixture(config: Path = TEST_CONFIG, *, name: str = "langgraph_server"):
-    """A module-scoped pytest fixture `name` serving `config`; assign it to a module-level name.
+def server_fixture(config: Path | Callable[[pytest.TempPathFactory], Path] = TEST_CONFIG, *,
+                   name: str = "langgraph_server"):
+    """A module-scoped pytest fixture `name` serving `config` (a path, or a function writing one
+    under pytest's `tmp_path_factory`); assign it to a module-level name.
 
     Example: ``demo_server = server_fixture(REPO_ROOT / "langgraph.json", name="demo_server")``.
     """
@@ -342,9 +344,10 @@ def server_fixture(config: Path = TEST_CONFIG, *, name: str = "langgraph_server"
     @pytest.fixture(scope="module", name=name)
     def _server(request: pytest.FixtureRequest) -> Iterator[LangGraphServer]:
         skip_unless_server_available()
+        path = config(request.getfixturevalue("tmp_path_factory")) if callable(config) else config
         failed_before = request.session.testsfailed
         try:
-            with start_langgraph_server(config) as server:
+            with start_langgraph_server(path) as server:
                 yield server
                 report_log_on_failure(request, server, failed_before)
         except LangGraphServerError as exc:

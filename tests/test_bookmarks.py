@@ -64,3 +64,17 @@ def test_bookmarking_is_linear_in_message_length():
     start = time.perf_counter()
     _bookmark("p1", [HumanMessage(text, id="big")], _ctx())
     assert time.perf_counter() - start < 5  # linear: well under a second here; quadratic: many seconds
+
+
+def test_discriminative_bookmarks_drop_what_most_neighbours_share_and_keywords_keep_it():
+    """Swapping the strategies changes the bookmark: a name most neighbouring pages carry cannot tell
+    the page apart, so the discriminative bookmarker leaves it out; the default keeps the name."""
+    from langmem_paging import DiscriminativeBookmarker
+
+    messages = [HumanMessage("Zarko told me Zarko keeps bees. Zarko sells honey at the Radovljica market.", id="m1"),
+                AIMessage("Zarko sounds busy; Radovljica is lovely.", id="m2")]
+    context = BookmarkContext(count_text=TokenCounter().count_text, doc_freq={"zarko": 5}, n_docs=6)
+    default = KeywordBookmarker().bookmark([PageDraft("p7", messages)], context)[0]
+    discriminative = DiscriminativeBookmarker().bookmark([PageDraft("p7", messages)], context)[0]
+    assert "Zarko" in default.keywords and "Radovljica" in default.keywords
+    assert "Zarko" not in discriminative.keywords and "Radovljica" in discriminative.keywords

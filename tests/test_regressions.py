@@ -589,14 +589,20 @@ def test_a_page_whose_recall_result_this_step_shrank_can_still_be_evicted():
     assert not result.over_budget and not result.state.pages
 
 
-def test_a_tool_result_just_over_the_large_share_is_not_replaced_by_a_longer_stub():
-    """The stub names the tool, its arguments and the size: for a result just over
-    large_result_share it was longer than the result, and the context grew."""
+def _lookup_turn():
+    """A turn whose tool result is just over large_result_share of a 60-token budget: its stub (the
+    tool, its arguments, the size) would be longer than the result."""
     call = {"name": "lookup", "args": {"q": "bicycle saffron recipe cobalt oslo orchard"}, "id": "c1"}
     result_text = ("orchard lake camping garden sunrise copper cobalt festival orchard mountain bicycle garden "
                    "tundra adoption violin puppy quito lake meadow harbor glacier canyon tundra saffron cobalt")
-    history = [HumanMessage("look it up", id="h1"), AIMessage("", tool_calls=[call], id="t1"),
-               ToolMessage(result_text, tool_call_id="c1", name="lookup", id="r1")]
+    return [HumanMessage("look it up", id="h1"), AIMessage("", tool_calls=[call], id="t1"),
+            ToolMessage(result_text, tool_call_id="c1", name="lookup", id="r1")], result_text
+
+
+def test_a_tool_result_just_over_the_large_share_is_not_replaced_by_a_longer_stub():
+    """The stub names the tool, its arguments and the size: for a result just over
+    large_result_share it was longer than the result, and the context grew."""
+    history, result_text = _lookup_turn()
     result = page_messages(history, max_tokens=60, text_counter=COUNTER)
     assert result.tokens <= result.tokens_before
     assert result.view[-1].content == result_text
@@ -650,11 +656,7 @@ def test_small_pages_never_grow_the_context_when_the_only_cluster_left_it():
 def test_a_tool_result_left_unpaged_is_not_stubbed_a_turn_later_without_its_args():
     """A result whose stub would be longer stays as it is; a turn later its call was out of the
     step's sight, so the stub lost the args, came out shorter, and replaced the result then."""
-    call = {"name": "lookup", "args": {"q": "bicycle saffron recipe cobalt oslo orchard"}, "id": "c1"}
-    result_text = ("orchard lake camping garden sunrise copper cobalt festival orchard mountain bicycle garden "
-                   "tundra adoption violin puppy quito lake meadow harbor glacier canyon tundra saffron cobalt")
-    history = [HumanMessage("look it up", id="h1"), AIMessage("", tool_calls=[call], id="t1"),
-               ToolMessage(result_text, tool_call_id="c1", name="lookup", id="r1")]
+    history, result_text = _lookup_turn()
     first = page_messages(history, max_tokens=60, text_counter=COUNTER)
     later = page_messages([*first.view, AIMessage("Found it.", id="a1"), HumanMessage("thanks", id="h2")],
                           max_tokens=60, state=first.state.to_value(), text_counter=COUNTER)

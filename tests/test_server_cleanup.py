@@ -7,36 +7,27 @@ Needs ``langgraph-cli[inmem]`` and ``langgraph-sdk`` (skipped without them, fail
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from langgraph_server import (
-    REPO_ROOT,
-    LangGraphServerError,
-    report_log_on_failure,
-    skip_unless_server_available,
-    start_langgraph_server,
-)
+from langgraph_server import REPO_ROOT, server_fixture
 from test_langgraph_server import client_for, pages_in_store, run_turns
 
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="module")
-def cleanup_server(request, tmp_path_factory):
-    skip_unless_server_available()
+def _cleanup_config(tmp_path_factory) -> Path:
+    """The test graph served with the app that deletes pages with their threads."""
     config = tmp_path_factory.mktemp("cleanup-config") / "langgraph.json"
     config.write_text(json.dumps({
         "dependencies": [str(REPO_ROOT)],
         "graphs": {"paging_test": f"{REPO_ROOT / 'graphs' / 'server_test_graph.py'}:graph"},
         "http": {"app": "langmem_paging.server:app"},
     }))
-    failed_before = request.session.testsfailed
-    try:
-        with start_langgraph_server(config) as server:
-            yield server
-            report_log_on_failure(request, server, failed_before)
-    except LangGraphServerError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    return config
+
+
+cleanup_server = server_fixture(_cleanup_config, name="cleanup_server")
 
 
 def test_deleting_a_thread_deletes_its_pages_and_only_its_pages(cleanup_server):

@@ -658,6 +658,12 @@ def targets(report: dict[str, Any], policy: str) -> list[dict[str, Any]]:
     return out
 
 
+def _section_table(title: str, columns: list[str], rows: list[list[str]]) -> list[str]:
+    """Lines of a Markdown section: a heading and a table."""
+    return ["", f"### {title}", "", "| " + " | ".join(columns) + " |", "| " + " | ".join(["---"] * len(columns)) + " |",
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
 def render(report: dict[str, Any], policy: str) -> str:
     h = report["header"]
     lines = [f"Scale benchmark (`tools/bench_scale.py {' '.join(h['argv'])}`), commit {str(h['git_commit'])[:10]}"
@@ -715,26 +721,24 @@ def render(report: dict[str, Any], policy: str) -> str:
                 lines.append(f"- {name}: " + ", ".join(f"{int(k):,}: {points[k]:.2f}" for k in picks))
     recall = report.get("recall")
     if recall:
-        lines += ["", "### Recall on a SQLite file store (ms)", "",
-                  "| pages | messages | write s | recall by id p50 | p95 | search cold (index rebuild) | "
-                  "search p50 | p95 | index postings | RSS + cold start MB |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for r in recall:
-            lines.append(f"| {r['pages']:,} | {r['messages']:,} | {r['write_s']:.1f} | "
-                         f"{_ms(r['recall_by_id_ms']['p50'])} | "
-                         f"{_ms(r['recall_by_id_ms']['p95'])} | {_ms(r['search_cold_ms'])} | "
-                         f"{_ms(r['search_warm_ms']['p50'])} | {_ms(r['search_warm_ms']['p95'])} | "
-                         f"{r['index_postings']:,} | {r['rss_growth_cold_start_bytes'] / 2**20:.0f} |")
+        lines += _section_table(
+            "Recall on a SQLite file store (ms)",
+            ["pages", "messages", "write s", "recall by id p50", "p95", "search cold (index rebuild)",
+             "search p50", "p95", "index postings", "RSS + cold start MB"],
+            [[f"{r['pages']:,}", f"{r['messages']:,}", f"{r['write_s']:.1f}", _ms(r["recall_by_id_ms"]["p50"]),
+              _ms(r["recall_by_id_ms"]["p95"]), _ms(r["search_cold_ms"]), _ms(r["search_warm_ms"]["p50"]),
+              _ms(r["search_warm_ms"]["p95"]), f"{r['index_postings']:,}",
+              f"{r['rss_growth_cold_start_bytes'] / 2**20:.0f}"] for r in recall])
     rss = report.get("rss")
     if rss:
-        lines += ["", "### Memory per idle thread (fresh process; RSS delta / threads)", "",
-                  "| pages per thread | threads | idle KB per thread | + after one search, KB per thread | "
-                  "token cache entries (cap) | index postings (cap) |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for r in rss:
-            lines.append(f"| {r['pages_per_thread']} | {r['threads']} | {r['idle_bytes_per_thread'] / 1024:.0f} | "
-                         f"{r['searched_bytes_per_thread'] / 1024:.0f} | {r['token_cache_entries']:,} "
-                         f"({r['token_cache_cap']:,}) | {r['index_postings']:,} ({r['index_max_postings']:,}) |")
+        lines += _section_table(
+            "Memory per idle thread (fresh process; RSS delta / threads)",
+            ["pages per thread", "threads", "idle KB per thread", "+ after one search, KB per thread",
+             "token cache entries (cap)", "index postings (cap)"],
+            [[str(r["pages_per_thread"]), str(r["threads"]), f"{r['idle_bytes_per_thread'] / 1024:.0f}",
+              f"{r['searched_bytes_per_thread'] / 1024:.0f}",
+              f"{r['token_cache_entries']:,} ({r['token_cache_cap']:,})",
+              f"{r['index_postings']:,} ({r['index_max_postings']:,})"] for r in rss])
     if report.get("targets"):
         lines += ["", "### Targets (reported, not asserted)", ""]
         for t in report["targets"]:
