@@ -17,7 +17,7 @@ from rank_bm25 import BM25Okapi
 from langmem_paging import TokenCounter
 from langmem_paging.background import stem
 from langmem_paging.messages import split_units
-from langmem_paging.recall_text import render_message
+from langmem_paging.recall.render import render_message
 from langmem_paging.text import content_terms
 
 COUNTER = TokenCounter()

@@ -32,7 +32,7 @@ from evals.readers.lexical import (
 from langmem_paging import Page, PageStore, PagingConfig, PagingMiddleware, is_bookmark
 from langmem_paging.messages import METADATA_KEY, recall_copy_pages
 from langmem_paging.pager import Pager, plan_recall
-from langmem_paging.recall_text import render_message
+from langmem_paging.recall.render import render_message
 from langmem_paging.search import InMemoryBM25Index
 from langmem_paging.state import STATE_KEY, paging_reducer, recall_delta
 from langmem_paging.text import content_terms
@@ -92,7 +92,7 @@ class PagingSession:
     @property
     def pages(self) -> dict[str, Page]:
         """Every stored page of the thread, by id."""
-        return {p.id: p for p in self.pager.page_store.list(THREAD)}
+        return {p.id: p for p in self.pager.page_store.list_pages(THREAD)}
 
     def step(self, messages: Sequence[BaseMessage], paging: dict):
         """One paging step on `messages` (what the middleware does before a model call)."""

@@ -22,8 +22,8 @@ _EXPORTS = {
     "Bookmarker": "bookmarks",
     "KeywordBookmarker": "bookmarks",
     "PageDraft": "bookmarks",
-    "format_bookmark": "bookmarks",
-    "parse_bookmark": "bookmarks",
+    "format_bookmark": "library_messages",
+    "parse_bookmark": "library_messages",
     "PagingConfig": "config",
     "PageEvent": "hooks",
     "PagingHooks": "hooks",
@@ -36,7 +36,7 @@ _EXPORTS = {
     "PagingResult": "paging",
     "apage_messages": "paging",
     "page_messages": "paging",
-    "reconstruct_history": "paging",
+    "reconstruct_history": "history",
     "POLICIES": "policies",
     "Candidate": "policies",
     "EvictionPolicy": "policies",
@@ -131,18 +131,18 @@ if TYPE_CHECKING:
         DiscriminativeBookmarker,
         KeywordBookmarker,
         PageDraft,
-        format_bookmark,
-        parse_bookmark,
     )
     from langmem_paging.boundaries import BOUNDARIES, BoundaryStrategy, get_boundary
     from langmem_paging.config import PagingConfig
     from langmem_paging.embeddings import Embedder, HashingEmbedder, get_embedder
+    from langmem_paging.history import reconstruct_history
     from langmem_paging.hooks import PageEvent, PagingHooks
+    from langmem_paging.library_messages import format_bookmark, parse_bookmark
     from langmem_paging.messages import is_bookmark
     from langmem_paging.middleware import PagingAgentState, PagingMiddleware
     from langmem_paging.node import PagingMessagesState, PagingNode
     from langmem_paging.pager import Pager
-    from langmem_paging.paging import PagingResult, apage_messages, page_messages, reconstruct_history
+    from langmem_paging.paging import PagingResult, apage_messages, page_messages
     from langmem_paging.policies import (
         POLICIES,
         Candidate,

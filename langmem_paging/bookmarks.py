@@ -11,21 +11,19 @@ never rewritten once formed (prompt caches stay valid).
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 
 from langmem_paging.background import stem
 from langmem_paging.keywords import PageTerms, page_terms, score_terms
-from langmem_paging.messages import METADATA_KEY, speaker
+from langmem_paging.library_messages import bookmark_safe, format_bookmark
+from langmem_paging.messages import speaker
 
 __all__ = [
     "BOOKMARKERS",
-    "BOOKMARK_PATTERN",
     "Bookmark",
     "BookmarkContext",
     "Bookmarker",
@@ -33,17 +31,8 @@ __all__ = [
     "KeywordBookmarker",
     "PageDraft",
     "as_bookmarker",
-    "bookmark_message",
-    "cluster_message",
-    "format_bookmark",
-    "parse_bookmark",
-    "tool_result_stub",
 ]
 
-BOOKMARK_PATTERN = re.compile(r"\[(p\d+):([^\[\]\n]*)\]")
-"""Matches bookmark-shaped text. Only messages with library metadata are bookmarks."""
-
-_UNSAFE = re.compile(r"[\[\],:|\n]")
 TERMS_KEPT = 24
 """Weighted terms a bookmark keeps for similarity (more than it shows)."""
 
@@ -141,46 +130,6 @@ def as_bookmarker(value: Bookmarker | Callable | str | None) -> Bookmarker:
     )
 
 
-def format_bookmark(page_id: str, keywords: Sequence[str]) -> str:
-    """``format_bookmark("p3", ["Caroline", "adoption"])`` -> ``'[p3:Caroline,adoption]'``."""
-    return f"[{page_id}:{','.join(keywords)}]"
-
-
-def parse_bookmark(text: str) -> tuple[str, list[str]] | None:
-    """Split bookmark-shaped text into ``(page_id, keywords)``, or None."""
-    match = BOOKMARK_PATTERN.fullmatch(text.strip())
-    if match is None:
-        return None
-    keywords = [k for k in match.group(2).split(",") if k]
-    return match.group(1), keywords
-
-
-def bookmark_message(page_id: str, text: str, message_id: str) -> HumanMessage:
-    """The message that shows an evicted page: the id of the page's first message, marked as ours."""
-    return HumanMessage(content=text, id=message_id, additional_kwargs={METADATA_KEY: {"bookmark": page_id}})
-
-
-def cluster_message(cluster_id: str, text: str, message_id: str) -> HumanMessage:
-    """The message that shows a cluster of evicted pages, where its first member page was."""
-    return HumanMessage(content=text, id=message_id, additional_kwargs={METADATA_KEY: {"cluster": cluster_id}})
-
-
-def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping | None, tokens: int) -> ToolMessage:
-    """A large tool result paged on arrival: same id and call id, its text replaced by a
-    bookmark naming the tool, the call's arguments and the size."""
-    name = (call or {}).get("name") or result.name or "tool"
-    args = json.dumps((call or {}).get("args", {}), sort_keys=True, default=str, ensure_ascii=False)
-    if len(args) > 120:
-        args = args[:117] + "..."
-    text = (
-        f"[{page_id}:{_UNSAFE.sub('', name)} result, {tokens} tokens, paged out; "
-        f"args {args}; call recall(page_ids=['{page_id}']) to read it]"
-    )
-    meta = {**result.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
-    return result.model_copy(update={"content": text, "additional_kwargs": {**result.additional_kwargs,
-                                                                           METADATA_KEY: meta}})
-
-
 class KeywordBookmarker(Bookmarker):
     """Distinctive keywords that fit in `min_tokens`..`max_tokens` tiktoken tokens (the default).
 
@@ -244,7 +193,7 @@ class KeywordBookmarker(Bookmarker):
                 misses = 0
             else:
                 misses += 1
-        fillers = [_UNSAFE.sub("", speaker(m)) for m in page.messages] + [f"{len(page.messages)}msgs", "page"]
+        fillers = [bookmark_safe(speaker(m)) for m in page.messages] + [f"{len(page.messages)}msgs", "page"]
         for filler in fillers:
             if context.count_text(format_bookmark(page.id, chosen)) >= self.min_tokens:
                 break

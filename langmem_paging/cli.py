@@ -290,7 +290,7 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         info = inspect_thread(page_store, args.thread, snapshots[-1] if snapshots else None)
         if not any(info.records.values()) and info.checkpoint is None:
             raise _Fail(f"thread {args.thread!r}: no records in the store and no checkpoint", 1)
-        pages = {p.id: p for p in page_store.list(args.thread)}
+        pages = {p.id: p for p in page_store.list_pages(args.thread)}
         verification = (verify_thread(page_store, args.thread, snapshots, counter=TokenCounter(encoding=args.encoding))
                         if snapshots else None)
     html = render_report(info, pages, verification=verification,

@@ -6,29 +6,31 @@ one; past `max_clusters` the closest pair of roots merges. The clusters form a
 union-find forest over pages whose nodes never change: every union creates a new
 node (a new id) with the two things it joined as children, and the checkpoint
 keeps the roots. So `find` (child -> parent pointers, stored with the thread) and
-expanding a cluster (its children) are exact on every branch, and a cluster's
-bookmark stands where its first member page was.
+expanding a cluster (its children) are exact on every branch (`langmem_paging.forest`),
+and a cluster's bookmark stands where its first member page was.
 
 This module only plans: `plan_folds` decides unions with provisional ids, and
-`materialize` turns the plan into `ClusterNode` records and the messages that
-replace or remove bookmarks once real ids are reserved.
+`materialize` turns the plan into `ClusterNode` records once real ids are reserved.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from langchain_core.messages import BaseMessage
+
+from langmem_paging.library_messages import cluster_bookmark_tokens, cluster_keywords, format_cluster_bookmark
 from langmem_paging.records import ClusterNode, page_number
 from langmem_paging.state import ClusterEntry, PagingState
+from langmem_paging.text import cosine
 
 __all__ = [
     "ClusterOptions",
     "FoldPlan",
-    "format_cluster_bookmark",
-    "member_span",
+    "materialize",
     "merge_terms",
     "plan_folds",
     "similarity",
@@ -63,13 +65,7 @@ class ClusterOptions:
 
 def similarity(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     """Cosine similarity of two weighted term maps, case-insensitive; 0.0 when either is empty."""
-    la, lb = _lower(a), _lower(b)
-    if len(la) > len(lb):
-        la, lb = lb, la
-    dot = sum(w * lb.get(t, 0.0) for t, w in la.items())
-    if dot <= 0.0:
-        return 0.0
-    return dot / (math.sqrt(sum(w * w for w in la.values())) * math.sqrt(sum(w * w for w in lb.values())))
+    return cosine(_lower(a), _lower(b))
 
 
 def _lower(terms: Mapping[str, float]) -> dict[str, float]:
@@ -99,20 +95,6 @@ def merge_terms(a: Mapping[str, float], b: Mapping[str, float], *, limit: int = 
     return dict(top)
 
 
-def member_span(first: int, last: int, size: int) -> str:
-    """``p1-p9`` when the members are every page in between, else ``12 of p1-p40``."""
-    if first == last:
-        return f"p{first}"
-    if last - first + 1 == size:
-        return f"p{first}-p{last}"
-    return f"{size} of p{first}-p{last}"
-
-
-def format_cluster_bookmark(cluster_id: str, keywords: list[str], first: int, last: int, size: int) -> str:
-    """``[c2:Farid,greyhound,adoption|p1-p9]``."""
-    return f"[{cluster_id}:{','.join(keywords)}|{member_span(first, last, size)}]"
-
-
 @dataclass
 class _Root:
     """A cluster root while planning: provisional id until ids are reserved."""
@@ -126,6 +108,10 @@ class _Root:
     children: list[str]
     new: bool = True
     digest: str = ""
+
+    @property
+    def span(self) -> tuple[int, int, int]:
+        return self.first, self.last, self.size
 
 
 @dataclass
@@ -145,16 +131,134 @@ class FoldPlan:
         return bool(self.nodes)
 
 
+class _Planner:
+    """The unions of one fold, decided over a working copy of the roots."""
+
+    def __init__(self, state: PagingState, position: Mapping[str, int], options: ClusterOptions,
+                 count_message: Callable[[BaseMessage], int]) -> None:
+        self.state, self.position, self.options, self.count_message = state, position, options, count_message
+        self.plan = FoldPlan()
+        self.roots = {cid: _Root(cid, c.anchor, c.size, c.first, c.last, dict(c.terms), [cid], new=False)
+                      for cid, c in state.clusters.items()}
+        self.digests: dict[str, str] = {}
+
+    def at(self, anchor: str, default: int = 0) -> int:
+        return self.position.get(anchor, default)
+
+    def new_node(self, children: list[str], anchor: str, span: tuple[int, int, int],
+                 terms: dict[str, float]) -> _Root:
+        """A union of `children`; its digest names its content before ids are reserved (a Merkle
+        digest: provisional children count by their own digest)."""
+        parts = "\x1f".join(self.digests.get(c, c) for c in children)
+        first, last, size = span
+        node = _Root(f"?{len(self.plan.nodes) + 1}", anchor, size, first, last, terms, children,
+                     digest=hashlib.blake2b(parts.encode(), digest_size=8).hexdigest())
+        self.digests[node.key] = node.digest
+        self.plan.nodes.append(node)
+        self.roots[node.key] = node
+        return node
+
+    def union(self, keep: _Root, other: _Root) -> None:
+        """Merge two roots; the bookmark of `other` leaves, the new root stands at `keep`'s place."""
+        del self.roots[keep.key], self.roots[other.key]
+        self.plan.removed_anchors.append(other.anchor)
+        self.new_node([keep.key, other.key], keep.anchor,
+                      (min(keep.first, other.first), max(keep.last, other.last), keep.size + other.size),
+                      merge_terms(keep.terms, other.terms))
+
+    def fold(self, page_id: str, *, force: bool) -> None:
+        """A shown page joins the most similar root (above the threshold unless forced), or starts one."""
+        shown = self.state.shown[page_id]
+        best = max(self.roots.values(), key=lambda r: (similarity(shown.terms, r.terms), -self.at(r.anchor)),
+                   default=None)
+        if best is not None and not force and similarity(shown.terms, best.terms) < self.options.threshold:
+            best = None
+        n, terms = page_number(page_id), _unit(shown.terms)
+        if best is None:
+            self.new_node([page_id], shown.anchor, (n, n, 1), terms)
+        else:
+            del self.roots[best.key]
+            first, second = sorted([best.anchor, shown.anchor], key=lambda a: self.at(a, 1 << 60))
+            self.plan.removed_anchors.append(second)
+            self.new_node([best.key, page_id], first, (min(best.first, n), max(best.last, n), best.size + 1),
+                          merge_terms(best.terms, terms))
+        self.plan.folded.append(page_id)
+
+    def merge_closest(self) -> None:
+        """Merge the two most similar roots (the earlier one's place keeps the bookmark)."""
+        ordered = sorted(self.roots.values(), key=lambda r: self.at(r.anchor))
+        pairs = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]]
+        best = max(pairs, key=lambda ab: similarity(ab[0].terms, ab[1].terms))  # the first of equals
+        self.union(*best)
+
+    def rehome(self, orphan_clusters: Sequence[str], orphans: Sequence[str], displaced: Sequence[str]) -> None:
+        """Orphan clusters merge into the nearest root still shown (a displaced one with none takes
+        a page bookmark's place); with none at all (the history was replaced), they are dropped."""
+        for cid in orphan_clusters:
+            orphan = self.roots.pop(cid, None)
+            others = [r for r in self.roots.values() if r.key not in orphan_clusters]
+            if orphan is None:
+                continue
+            self.roots[cid] = orphan
+            if not others and cid in displaced:
+                self._house(orphan, orphans)
+            elif not others:
+                del self.roots[cid]
+            else:
+                nearest = max(others, key=lambda r: (similarity(orphan.terms, r.terms), -self.at(r.anchor)))
+                self.union(nearest, orphan)
+
+    def _house(self, orphan: _Root, orphans: Sequence[str]) -> None:
+        """A cluster whose bookmark's id another message took takes the place of the most similar
+        page bookmark in the view (that page folds into it)."""
+        homes = [pid for pid, s in self.state.shown.items()
+                 if pid not in orphans and s.tier == "cold" and s.anchor in self.position]
+        if homes:
+            self.fold(max(homes, key=lambda pid: (similarity(self.state.shown[pid].terms, orphan.terms),
+                                                  -self.position[self.state.shown[pid].anchor])), force=True)
+
+    def estimate(self, root: _Root) -> int:
+        if not root.new:
+            return self.state.clusters[root.key].tokens
+        return cluster_bookmark_tokens(root.terms, root.span, max_keywords=self.options.max_keywords,
+                                       count_message=self.count_message)
+
+    def fold_old_bookmarks(self) -> None:
+        """Past the share, the oldest cold bookmarks fold until bookmarks are back under `fold_to`
+        of it; past `max_clusters`, the closest roots merge."""
+        folded = set(self.plan.folded)
+        shown = self.state.shown
+        cold = sorted((pid for pid, s in shown.items() if s.tier == "cold" and pid not in folded),
+                      key=lambda pid: self.at(shown[pid].anchor))
+        page_tokens = sum(shown[pid].tokens for pid in cold)
+
+        def total() -> int:
+            return page_tokens + sum(self.estimate(r) for r in self.roots.values())
+
+        if total() <= self.options.bookmark_tokens:
+            return
+        goal = self.options.bookmark_tokens * self.options.fold_to
+        for page_id in cold:
+            if total() <= goal:
+                break
+            page_tokens -= shown[page_id].tokens
+            self.fold(page_id, force=False)
+            while len(self.roots) > self.options.max_clusters:
+                self.merge_closest()
+        while len(self.roots) > 1 and total() > self.options.bookmark_tokens:
+            self.merge_closest()
+
+
 def plan_folds(
     state: PagingState,
     position: Mapping[str, int],
     options: ClusterOptions,
     *,
-    count_bookmark: Callable[[str], int],
-    orphans: list[str] = (),
-    orphan_clusters: list[str] = (),
-    direct: list[str] = (),
-    displaced: list[str] = (),
+    count_message: Callable[[BaseMessage], int],
+    orphans: Sequence[str] = (),
+    orphan_clusters: Sequence[str] = (),
+    direct: Sequence[str] = (),
+    displaced: Sequence[str] = (),
 ) -> FoldPlan:
     """Decide which bookmarks fold into which clusters (pure; `state` is not changed).
 
@@ -162,7 +266,7 @@ def plan_folds(
         state: The branch's paging state after eviction.
         position: View position of every message id.
         options: Folding options.
-        count_bookmark: Tokens of a bookmark message with the given text.
+        count_message: Tokens of a message (cluster bookmarks are measured as they will be shown).
         orphans: Shown pages whose bookmark left the context (replaced by the user):
             they fold into the nearest cluster whatever the share.
         orphan_clusters: Cluster roots whose bookmark left the context: they merge into the
@@ -172,120 +276,17 @@ def plan_folds(
         displaced: Orphan clusters whose bookmark's id another message took: with no other root
             to merge into, they take the place of the most similar page bookmark in the view.
     """
-    plan = FoldPlan()
-    roots = {
-        cid: _Root(cid, c.anchor, c.size, c.first, c.last, dict(c.terms), [cid], new=False)
-        for cid, c in state.clusters.items()
-    }
-    counter = iter(range(1, 1_000_000))
-
-    digests: dict[str, str] = {}
-
-    def new_node(children: list[str], anchor: str, size: int, first: int, last: int, terms) -> _Root:
-        # A Merkle digest: provisional children count by their own digest, so the digest
-        # names the node's content before ids are reserved.
-        parts = "\x1f".join(digests.get(c, c) for c in children)
-        node = _Root(f"?{next(counter)}", anchor, size, first, last, terms, children,
-                     digest=hashlib.blake2b(parts.encode(), digest_size=8).hexdigest())
-        digests[node.key] = node.digest
-        plan.nodes.append(node)
-        return node
-
-    def estimate(root: _Root) -> int:
-        keywords = [t for t, _ in sorted(root.terms.items(), key=lambda tw: (-tw[1], tw[0]))][: options.max_keywords]
-        return count_bookmark(format_cluster_bookmark("c00", keywords, root.first, root.last, root.size))
-
-    def join(root: _Root | None, page_id: str) -> _Root:
-        shown = state.shown[page_id]
-        n = page_number(page_id)
-        terms = _unit(shown.terms)
-        if root is None:
-            return new_node([page_id], shown.anchor, 1, n, n, terms)
-        del roots[root.key]
-        anchors = sorted([root.anchor, shown.anchor], key=lambda a: position.get(a, 1 << 60))
-        plan.removed_anchors.append(anchors[1])
-        return new_node([root.key, page_id], anchors[0], root.size + 1, min(root.first, n), max(root.last, n),
-                        merge_terms(root.terms, terms))
-
-    def fold(page_id: str, *, force: bool) -> None:
-        terms = state.shown[page_id].terms
-        best = max(roots.values(), key=lambda r: (similarity(terms, r.terms), -position.get(r.anchor, 0)),
-                   default=None)
-        if best is not None and not force and similarity(terms, best.terms) < options.threshold:
-            best = None
-        node = join(best, page_id)
-        roots[node.key] = node
-        plan.folded.append(page_id)
-
-    def merge_closest() -> None:
-        ordered = sorted(roots.values(), key=lambda r: position.get(r.anchor, 0))
-        best_pair, best_sim = None, -1.0
-        for i, a in enumerate(ordered):
-            for b in ordered[i + 1 :]:
-                sim = similarity(a.terms, b.terms)
-                if sim > best_sim:
-                    best_pair, best_sim = (a, b), sim
-        a, b = best_pair
-        del roots[a.key], roots[b.key]
-        plan.removed_anchors.append(b.anchor)  # `ordered` puts a before b
-        node = new_node([a.key, b.key], a.anchor, a.size + b.size, min(a.first, b.first), max(a.last, b.last),
-                        merge_terms(a.terms, b.terms))
-        roots[node.key] = node
-
-    def house(orphan: _Root) -> None:
-        homes = [pid for pid, s in state.shown.items()
-                 if pid not in orphans and s.tier == "cold" and s.anchor in position]
-        if homes:
-            fold(max(homes, key=lambda pid: (similarity(state.shown[pid].terms, orphan.terms),
-                                             -position[state.shown[pid].anchor])), force=True)
-
-    for cid in orphan_clusters:
-        orphan = roots.pop(cid, None)  # merged into a root still shown, or gone with its history
-        others = [r for r in roots.values() if r.key not in orphan_clusters]
-        if orphan is not None and not others and cid in displaced:
-            roots[cid] = orphan  # its id was taken by a new message: it takes a page bookmark's place
-            house(orphan)
-            continue
-        if orphan is None or not others:
-            continue
-        roots[cid] = orphan
-        nearest = max(others, key=lambda r: (similarity(orphan.terms, r.terms), -position.get(r.anchor, 0)))
-        del roots[orphan.key], roots[nearest.key]
-        plan.removed_anchors.append(orphan.anchor)
-        node = new_node([nearest.key, orphan.key], nearest.anchor, nearest.size + orphan.size,
-                        min(nearest.first, orphan.first), max(nearest.last, orphan.last),
-                        merge_terms(nearest.terms, orphan.terms))
-        roots[node.key] = node
+    planner = _Planner(state, position, options, count_message)
+    planner.rehome(orphan_clusters, orphans, displaced)
     for page_id in orphans:
-        if page_id in state.shown and roots:
-            fold(page_id, force=True)
+        if page_id in state.shown and planner.roots:
+            planner.fold(page_id, force=True)
     for page_id in direct:
-        if page_id not in plan.folded:
-            fold(page_id, force=True)
-
-    folded = set(plan.folded)
-    cold = sorted(
-        (pid for pid, s in state.shown.items() if s.tier == "cold" and pid not in folded),
-        key=lambda pid: position.get(state.shown[pid].anchor, 0),
-    )
-    shown_tokens = sum(state.shown[pid].tokens for pid in cold)
-
-    def total() -> int:
-        return shown_tokens + sum(estimate(r) if r.new else state.clusters[r.key].tokens for r in roots.values())
-
-    if total() > options.bookmark_tokens:
-        goal = options.bookmark_tokens * options.fold_to
-        for page_id in cold:
-            if total() <= goal:
-                break
-            shown_tokens -= state.shown[page_id].tokens
-            fold(page_id, force=False)
-            while len(roots) > options.max_clusters:
-                merge_closest()
-        while len(roots) > 1 and total() > options.bookmark_tokens:
-            merge_closest()
-    plan.roots = roots
-    return plan
+        if page_id not in planner.plan.folded:
+            planner.fold(page_id, force=True)
+    planner.fold_old_bookmarks()
+    planner.plan.roots = planner.roots
+    return planner.plan
 
 
 def materialize(
@@ -302,41 +303,17 @@ def materialize(
     for root, number in zip(plan.nodes, numbers, strict=True):
         cid = f"c{number}"
         rename[root.key] = cid
-        children = [rename.get(c, c) for c in root.children]
-        keywords = _keywords(root.terms, max_keywords)
-        nodes.append(
-            ClusterNode(
-                id=cid,
-                children=children,
-                size=root.size,
-                first_page=root.first,
-                last_page=root.last,
-                bookmark=format_cluster_bookmark(cid, keywords, root.first, root.last, root.size),
-                keywords=keywords,
-                terms=dict(root.terms),
-                digest=root.digest,
-            )
-        )
+        keywords = cluster_keywords(root.terms, max_keywords)
+        nodes.append(ClusterNode(
+            id=cid, children=[rename.get(c, c) for c in root.children], size=root.size, first_page=root.first,
+            last_page=root.last, bookmark=format_cluster_bookmark(cid, keywords, root.first, root.last, root.size),
+            keywords=keywords, terms=dict(root.terms), digest=root.digest,
+        ))
     by_id = {node.id: node for node in nodes}
     entries = {}
     for root in plan.roots.values():
-        if not root.new:
-            continue
-        node = by_id[rename[root.key]]
-        entries[node.id] = ClusterEntry(
-            anchor=root.anchor, text=node.bookmark, tokens=0, size=root.size, first=root.first,
-            last=root.last, terms=dict(root.terms),
-        )
+        if root.new:
+            node = by_id[rename[root.key]]
+            entries[node.id] = ClusterEntry(anchor=root.anchor, text=node.bookmark, tokens=0, size=root.size,
+                                            first=root.first, last=root.last, terms=dict(root.terms))
     return nodes, entries, rename
-
-
-def _keywords(terms: Mapping[str, float], limit: int) -> list[str]:
-    out: list[str] = []
-    seen: set[str] = set()
-    for term, _ in sorted(terms.items(), key=lambda tw: (-tw[1], tw[0].lower())):
-        if term.lower() not in seen:
-            out.append(term)
-            seen.add(term.lower())
-        if len(out) >= limit:
-            break
-    return out

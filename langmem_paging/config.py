@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -25,9 +25,35 @@ from langmem_paging.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.hooks import PagingHooks
 from langmem_paging.policies import EvictionPolicy, get_policy
 
-__all__ = ["PagingConfig", "resolve_max_tokens"]
+__all__ = ["PagingConfig", "PagingOptions", "resolve_max_tokens"]
 
 Fraction = tuple[Literal["fraction"], float]
+
+
+class PagingOptions(TypedDict, total=False):
+    """The paging options as keyword arguments (everything but `max_tokens`), for typing
+    ``**options`` of `page_messages`, `PagingMiddleware` and `PagingNode`. Defaults and
+    documentation live on `PagingConfig` (``PagingConfig.fields()``); a test keeps the two in step."""
+
+    low_water_tokens: int | None
+    boundary: str | BoundaryStrategy
+    policy: str | EvictionPolicy
+    mode: Literal["replace", "view"]
+    model: Any
+    encoding: str | None
+    token_counter: Callable[[Sequence[Any]], int] | None
+    bookmarker: Bookmarker | Callable[..., Any] | str | None
+    recall_max_tokens: int | None
+    recent_messages: int
+    search_results: int
+    passage_neighbours: int
+    bookmark_share: float
+    large_result_share: float | None
+    cluster_threshold: float
+    max_clusters: int | None
+    hooks: Sequence[PagingHooks]
+    search_embedder: Any
+    tiers: Any
 
 
 class _Options(BaseModel):

@@ -23,7 +23,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langgraph.graph.message import add_messages
 from langgraph.store.base import BaseStore
 
-from langmem_paging.bookmarks import BOOKMARK_PATTERN, BookmarkContext, Bookmarker, PageDraft
+from langmem_paging.bookmarks import BookmarkContext, Bookmarker, PageDraft
+from langmem_paging.library_messages import BOOKMARK_PATTERN
 from langmem_paging.messages import METADATA_KEY, tool_call_ids
 from langmem_paging.paging import page_messages, reconstruct_history
 from langmem_paging.policies import EvictionPolicy

@@ -43,7 +43,7 @@ from langmem_paging.bookmarks import (
     format_bookmark,
 )
 from langmem_paging.hooks import PageEvent, PagingHooks
-from langmem_paging.recall_text import render_message
+from langmem_paging.recall.render import render_message
 from langmem_paging.records import messages_digest
 from langmem_paging.tokens import TokenCounter
 

@@ -15,15 +15,15 @@ from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from langmem_paging.config import PagingConfig
+from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.pager import Pager
-from langmem_paging.paging import PagingResult
-from langmem_paging.recall import make_recall_tool
+from langmem_paging.recall.tool import make_recall_tool
 from langmem_paging.search import SearchIndex
-from langmem_paging.state import STATE_KEY, PagingState, paging_reducer
+from langmem_paging.state import STATE_KEY, paging_reducer
+from langmem_paging.step import PagingResult
 from langmem_paging.store import PageStore
-from langmem_paging.view import key_at, render_view, skeleton_of
 
-__all__ = ["PagingAgentState", "PagingMiddleware", "thread_id_of"]
+__all__ = ["PagingAgentState", "PagingMiddleware", "prepare_view", "state_update", "thread_id_of"]
 
 
 class PagingAgentState(AgentState):
@@ -49,32 +49,6 @@ def thread_id_of(runtime: Runtime | None = None) -> str:
     return str(thread_id)
 
 
-def prepare_view(messages: list[BaseMessage], state: Any, mode: str) -> tuple[list[BaseMessage], dict[int, int]]:
-    """The view a step starts from: the messages themselves (replace) or the rendered skeleton
-    (view), and in view mode where each of its history messages is."""
-    if mode == "replace":
-        return list(messages), {}
-    return render_view(messages, PagingState.from_value(state))
-
-
-def state_update(result: PagingResult, messages: list[BaseMessage], state: Any, mode: str,
-                 positions: dict[int, int] | None = None) -> dict[str, Any]:
-    """The graph update after a step: the new paging state (if it changed) and, in replace mode,
-    the message updates."""
-    if mode == "view":
-        result.state.skeleton = skeleton_of(result.view, messages, positions or {})
-        result.state.seen = key_at(messages, len(messages) - 1) if messages else None
-        result.state.seen_index = len(messages) - 1
-        result.state.head = key_at(messages, 0) if messages else None
-    update: dict[str, Any] = {}
-    value = result.state.to_value()
-    if value != state:
-        update[STATE_KEY] = value
-    if mode == "replace" and result.updates:
-        update["messages"] = result.updates
-    return update
-
-
 class PagingMiddleware(AgentMiddleware):
     """Cooperative memory paging for `create_agent`: bookmarks in place, `recall` to bring pages back.
 
@@ -87,7 +61,8 @@ class PagingMiddleware(AgentMiddleware):
 
     Args:
         config: A `PagingConfig`; or pass its options as keywords (``max_tokens=...``).
-        store: Where pages go; default the graph's store (``create_agent(store=...)``).
+        store: Where pages go; default the graph's store of each call (``create_agent(store=...)``),
+            so one middleware serves any number of agents, each with its own store.
         ttl: Minutes after which the store may expire a thread's pages (stores with TTL support).
         index: Passage search for ``recall(query=...)`` (default in-process BM25).
         on_store_error: ``"raise"`` (default: the turn fails, the next one recovers) or
@@ -128,13 +103,23 @@ class PagingMiddleware(AgentMiddleware):
         if config is not None and options:
             raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
         self.config = config if config is not None else PagingConfig(**options)
-        self.page_store = PageStore(store, ttl=ttl)
-        self.pager = Pager(self.config, self.page_store, index=index, on_store_error=on_store_error)
+        page_store = PageStore(store, ttl=ttl) if store is not None else None
+        self.pager = Pager(self.config, page_store, index=index, on_store_error=on_store_error, ttl=ttl)
         self.tools = [make_recall_tool(self.pager)]
+
+    @property
+    def page_store(self) -> PageStore:
+        """The page store given as ``store=`` (with none, each call uses its graph's store: read
+        pages with ``PageStore(graph_store)``)."""
+        if self.pager.page_store is None:
+            raise ValueError(
+                "This PagingMiddleware has no store of its own: each call uses its graph's store. Read pages "
+                "with `PageStore(store)` over that store, or pass `store=` to the middleware."
+            )
+        return self.pager.page_store
 
     def _prepare(self, request: ModelRequest, counter):
         runtime = request.runtime
-        self.page_store.bind(getattr(runtime, "store", None))
         overhead = (counter.count_message(request.system_message) if request.system_message else 0)
         overhead += counter.count_tools(request.tools or [])
         state = request.state.get(STATE_KEY) if isinstance(request.state, dict) else None
@@ -152,7 +137,8 @@ class PagingMiddleware(AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse:
         thread_id, state, view, overhead, positions = self._prepare(request, self.pager.counter_for(request.model))
-        result = self.pager.step(view, state, thread_id, overhead=overhead, model=request.model)
+        result = self.pager.step(view, state, thread_id, store=_store_of(request), overhead=overhead,
+                                 model=request.model)
         response = handler(request.override(messages=result.view))
         return self._respond(request, response, result, state, positions)
 
@@ -161,6 +147,12 @@ class PagingMiddleware(AgentMiddleware):
     ) -> ModelResponse | ExtendedModelResponse:
         counter = await self.pager.acounter_for(request.model)
         thread_id, state, view, overhead, positions = self._prepare(request, counter)
-        result = await self.pager.astep(view, state, thread_id, overhead=overhead, model=request.model)
+        result = await self.pager.astep(view, state, thread_id, store=_store_of(request), overhead=overhead,
+                                        model=request.model)
         response = await handler(request.override(messages=result.view))
         return self._respond(request, response, result, state, positions)
+
+
+def _store_of(request: ModelRequest) -> BaseStore | None:
+    """The store of the graph running this call."""
+    return getattr(request.runtime, "store", None)

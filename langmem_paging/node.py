@@ -12,9 +12,9 @@ from langgraph.store.base import BaseStore
 from typing_extensions import NotRequired
 
 from langmem_paging.config import PagingConfig
-from langmem_paging.middleware import prepare_view, state_update
+from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.pager import Pager
-from langmem_paging.recall import SCHEMA_HELP, make_recall_tool
+from langmem_paging.recall.tool import SCHEMA_HELP, make_recall_tool
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import STATE_KEY, paging_reducer
 from langmem_paging.store import PageStore
@@ -103,10 +103,20 @@ class PagingNode(Runnable[dict, dict]):
         self.input_messages_key = input_messages_key
         self.output_messages_key = output_messages_key
         self.name = name
-        self.page_store = PageStore(store, ttl=ttl)
-        self.pager = Pager(self.config, self.page_store, index=index, on_store_error=on_store_error)
+        page_store = PageStore(store, ttl=ttl) if store is not None else None
+        self.pager = Pager(self.config, page_store, index=index, on_store_error=on_store_error, ttl=ttl)
         self.recall_tool = make_recall_tool(self.pager)
         self._threads_paged: OrderedDict[str, None] = OrderedDict()  # to spot a missing `paging` key
+
+    @property
+    def page_store(self) -> PageStore:
+        """The page store given as ``store=`` (with none, each call uses its graph's store)."""
+        if self.pager.page_store is None:
+            raise ValueError(
+                "This PagingNode has no store of its own: each call uses its graph's store. Read pages with "
+                "`PageStore(store)` over that store, or pass `store=` to the node."
+            )
+        return self.pager.page_store
 
     def _prepare(self, input: Any, config: RunnableConfig | None):
         state = input if isinstance(input, dict) else vars(input)
@@ -119,7 +129,6 @@ class PagingNode(Runnable[dict, dict]):
         thread_id = str(thread_id)
         if STATE_KEY not in state and thread_id in self._threads_paged:
             raise ValueError(SCHEMA_HELP)
-        self.page_store.bind(_graph_store())
         value = state.get(STATE_KEY)
         view, positions = prepare_view(messages, value, self.config.mode)
         return messages, thread_id, value, view, positions
@@ -137,8 +146,10 @@ class PagingNode(Runnable[dict, dict]):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         messages, thread_id, value, view, positions = self._prepare(input, config)
-        return self._output(self.pager.step(view, value, thread_id), messages, value, thread_id, positions)
+        result = self.pager.step(view, value, thread_id, store=_graph_store())
+        return self._output(result, messages, value, thread_id, positions)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         messages, thread_id, value, view, positions = self._prepare(input, config)
-        return self._output(await self.pager.astep(view, value, thread_id), messages, value, thread_id, positions)
+        result = await self.pager.astep(view, value, thread_id, store=_graph_store())
+        return self._output(result, messages, value, thread_id, positions)

@@ -60,6 +60,8 @@ class Candidate:
     """Its messages as they are in the context."""
     features: Mapping[str, Any] = field(default_factory=dict)
     """Features computed when its page formed (see `EvictionPolicy.features`)."""
+    terms: Mapping[str, float] = field(default_factory=dict)
+    """Its page's strongest terms with weights (from its bookmark; empty for a recall copy)."""
 
     @cached_property
     def text(self) -> str:
@@ -96,6 +98,11 @@ class EvictionPolicy(PagingHooks, ABC):
     def key(self, candidate: Candidate, context: PolicyContext) -> tuple:
         """Sort key; ties must be broken deterministically (position last)."""
         raise TypeError(f"{type(self).__name__} must define `victim` or `key`.")
+
+    def resident_limit(self, budget: int) -> int | None:
+        """Tokens resident pages may take whatever the budget leaves (None: only the budget bounds
+        them). A tiered policy keeps its hot tier small this way."""
+        return None
 
     def features(self, pages: Sequence[Sequence[BaseMessage]]) -> list[dict[str, Any]]:
         """Per-page features to keep with each newly formed page (JSON-safe), computed once."""

@@ -11,6 +11,7 @@ filter (`allow`): the index itself is per thread, across branches.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -42,7 +43,12 @@ class Hit:
 
 
 class SearchIndex(ABC):
-    """Per-thread passage search; implementations may live in the process or in a database."""
+    """Per-thread passage search; implementations may live in the process or in a database.
+
+    Write the sync methods; the async ones run them in a worker thread by default, so an
+    async agent never blocks its event loop on an index (override them where the index has
+    native async I/O, as `PostgresSearchIndex` does on an async connection).
+    """
 
     @abstractmethod
     def has(self, thread_id: str) -> bool:
@@ -63,6 +69,26 @@ class SearchIndex(ABC):
     @abstractmethod
     def drop(self, thread_id: str) -> None:
         """Forget a thread."""
+
+    async def ahas(self, thread_id: str) -> bool:
+        """Async `has` (the sync one in a worker thread)."""
+        return await asyncio.to_thread(self.has, thread_id)
+
+    async def aload(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Async `load` (the sync one in a worker thread)."""
+        await asyncio.to_thread(self.load, thread_id, list(pages))
+
+    async def aadd(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Async `add` (the sync one in a worker thread)."""
+        await asyncio.to_thread(self.add, thread_id, list(pages))
+
+    async def asearch(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
+        """Async `search` (the sync one in a worker thread)."""
+        return await asyncio.to_thread(lambda: self.search(thread_id, query, limit=limit, allow=allow))
+
+    async def adrop(self, thread_id: str) -> None:
+        """Async `drop` (the sync one in a worker thread)."""
+        await asyncio.to_thread(self.drop, thread_id)
 
 
 @dataclass

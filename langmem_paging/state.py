@@ -174,6 +174,9 @@ class PagingState:
     """The message budget the last step used (max_tokens minus prompt and tools)."""
     protected: int = 0
     """Tokens of the last step's view that nothing may evict (sizes recall results)."""
+    encoding: str | None = None
+    """The tiktoken encoding the last step counted with (the model's, which a recall on this
+    branch counts with too: the tool is not told the model)."""
     recalled: list[str] = field(default_factory=list)
     """Ids of recall results the last recall added; the next step keeps them resident."""
     touched: list[str] = field(default_factory=list)
@@ -274,6 +277,7 @@ class PagingState:
             "tokens": self.tokens,
             "budget": self.budget,
             "protected": self.protected,
+            "encoding": self.encoding,
             "recalled": list(self.recalled),
             "touched": list(self.touched),
         }
@@ -314,6 +318,7 @@ class PagingState:
             tokens=value["tokens"],
             budget=value["budget"],
             protected=value.get("protected", 0),
+            encoding=value.get("encoding"),
             recalled=list(value.get("recalled", [])),
             touched=list(value.get("touched", [])),
         )

@@ -4,9 +4,10 @@ Keys are namespaced per thread, built in one place (`thread_namespace`), so a th
 can only ever read its own pages. Records are written once and never rewritten by
 another branch: a page or cluster number is handed out only if no record with
 different content holds it (`reserve`), and a per-thread high-water mark makes forks
-and time travel skip numbers other branches took. Sync and async differ only at the
-store call (`batch` vs `abatch`); failed calls are retried, and every write is
-idempotent, so a retried or repeated step writes the same records again.
+and time travel skip numbers other branches took. Every operation is written once, as a
+generator of store batches; the sync methods run it with `batch`, the async ones with
+`abatch` (nothing else differs). Failed calls are retried, then raise `PageStoreError`;
+every write is idempotent, so a retried or repeated step writes the same records again.
 
 Namespaces under ``("langmem_paging", <thread>)``:
 
@@ -22,24 +23,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import warnings
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
+from typing import Any, Literal, TypeVar
 
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 
+from langmem_paging.effects import adrive, drive
+from langmem_paging.errors import PageStoreError
+from langmem_paging.forest import walk_members, walk_root
 from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.state import PagingState
 
-__all__ = ["NAMESPACE_ROOT", "PageStore", "abatch_any", "thread_namespace"]
+__all__ = ["KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError", "abatch_any", "thread_namespace"]
 
 logger = logging.getLogger("langmem_paging")
+
+T = TypeVar("T")
+Batches = Generator[list[Op], list[Any], T]
+"""An operation written once: it yields store batches and receives their results."""
 
 NAMESPACE_ROOT = "langmem_paging"
 Kind = Literal["pages", "clusters", "parents", "stats", "meta"]
 KINDS: tuple[Kind, ...] = ("pages", "clusters", "parents", "stats", "meta")
 _LIST_BATCH = 200
 _NEXT_KEY = "next"
+_MISUSE = (asyncio.InvalidStateError,)
+"""Errors of how the store is called, not failures of the store: raised as they are, never retried
+(a sync call to an `AsyncPostgresStore` on its own event loop)."""
 
 
 async def abatch_any(store: BaseStore, ops: Sequence[Op]) -> list[Any]:
@@ -60,17 +70,9 @@ def thread_namespace(thread_id: str, kind: Kind) -> tuple[str, str, str]:
     return (NAMESPACE_ROOT, thread_id.replace("%", "%25").replace(".", "%2E"), kind)
 
 
-def _valid_page_id(page_id: Any) -> bool:
+def _valid(ident: Any, number: Any) -> bool:
     try:
-        page_number(page_id)
-    except ValueError:
-        return False
-    return True
-
-
-def _valid_cluster_id(cluster_id: Any) -> bool:
-    try:
-        cluster_number(cluster_id)
+        number(ident)
     except ValueError:
         return False
     return True
@@ -79,15 +81,20 @@ def _valid_cluster_id(cluster_id: Any) -> bool:
 class PageStore:
     """Pages of every thread, over a LangGraph store.
 
+    A thin view: it holds the store and how to call it, nothing per thread or per call, so
+    making one per call is cheap (the middleware does, over the graph's store of that call).
+
     Args:
-        store: Any `BaseStore` (InMemoryStore, SqliteStore, PostgresStore, ...). When None,
-            the middleware binds the graph's store at first use, or an in-memory store with
-            a warning.
+        store: Any `BaseStore` (InMemoryStore, SqliteStore, PostgresStore, ...).
         ttl: Minutes after which the store may expire a thread's records (stores that
             support TTL, e.g. `SqliteStore`/`PostgresStore` with a TTL sweeper); None keeps
             them until `delete_thread`.
         retries: How many times a failed store call is retried (with a short backoff)
-            before the error reaches the caller.
+            before `PageStoreError` reaches the caller.
+
+    Raises:
+        TypeError: `store` is not a LangGraph `BaseStore`.
+        ValueError: `ttl` is not positive, or the store has no TTL support.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
@@ -102,50 +109,22 @@ class PageStore:
         True
     """
 
-    def __init__(self, store: BaseStore | None = None, *, ttl: float | None = None, retries: int = 2) -> None:
-        if store is not None and not isinstance(store, BaseStore):
+    def __init__(self, store: BaseStore, *, ttl: float | None = None, retries: int = 2) -> None:
+        if not isinstance(store, BaseStore):
             raise TypeError(
                 f"`store` must be a LangGraph BaseStore (InMemoryStore, SqliteStore, PostgresStore, ...); "
                 f"got {type(store).__name__}."
             )
         if ttl is not None and ttl <= 0:
             raise ValueError("`ttl` must be a positive number of minutes, or None.")
-        self.store = None
-        self.ttl = ttl
-        self.retries = retries
-        if store is not None:
-            self._set(store)
-
-    # -- binding -------------------------------------------------------------------
-    def bind(self, store: BaseStore | None) -> None:
-        """Use `store` if none was given; with neither, keep pages in memory (and say so once)."""
-        if self.store is not None:
-            return
-        if store is None:
-            from langgraph.store.memory import InMemoryStore
-
-            warnings.warn(
-                "langmem-paging: no store given to the middleware or the graph; evicted pages "
-                "live only in this process's memory and are lost when it exits. Pass "
-                "store=SqliteStore(...) (or any LangGraph store) to keep them.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            store = InMemoryStore()
-        self._set(store)
-
-    def _set(self, store: BaseStore) -> None:
-        if self.ttl is not None and not getattr(store, "supports_ttl", False):
+        if ttl is not None and not getattr(store, "supports_ttl", False):
             raise ValueError(
                 f"`ttl` needs a store with TTL support ({type(store).__name__} has none): use SqliteStore, "
                 "PostgresStore (with a TTL sweeper), or drop `ttl` and call `delete_thread` instead."
             )
         self.store = store
-
-    def _backend(self) -> BaseStore:
-        if self.store is None:
-            raise ValueError("PageStore has no store: pass `store=` or run inside a graph with a store.")
-        return self.store
+        self.ttl = ttl
+        self.retries = retries
 
     # -- the only I/O: batch / abatch, retried ----------------------------------------
     def _batch(self, ops: Sequence[Op]) -> list[Any]:
@@ -153,10 +132,12 @@ class PageStore:
             return []
         for attempt in range(self.retries + 1):
             try:
-                return self._backend().batch(ops)
-            except Exception as error:  # noqa: BLE001 - any backend error is retried, then raised
+                return self.store.batch(ops)
+            except _MISUSE:
+                raise
+            except Exception as error:  # noqa: BLE001 - any backend error is retried, then reported
                 if attempt == self.retries:
-                    raise
+                    raise self._failed(error) from error
                 logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
                 time.sleep(0.01 * 2**attempt)
         raise AssertionError("unreachable")
@@ -164,16 +145,28 @@ class PageStore:
     async def _abatch(self, ops: Sequence[Op]) -> list[Any]:
         if not ops:
             return []
-        store = self._backend()
         for attempt in range(self.retries + 1):
             try:
-                return await abatch_any(store, ops)
+                return await abatch_any(self.store, ops)
+            except _MISUSE:
+                raise
             except Exception as error:  # noqa: BLE001
                 if attempt == self.retries:
-                    raise
+                    raise self._failed(error) from error
                 logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
                 await asyncio.sleep(0.01 * 2**attempt)
         raise AssertionError("unreachable")
+
+    def _failed(self, error: Exception) -> PageStoreError:
+        tries = f" after {self.retries} retries" if self.retries else ""
+        return PageStoreError(f"the page store ({type(self.store).__name__}) failed{tries}: "
+                              f"{type(error).__name__}: {error}")
+
+    def _run(self, operation: Batches[T]) -> T:
+        return drive(operation, self._batch)
+
+    async def _arun(self, operation: Batches[T]) -> T:
+        return await adrive(operation, self._abatch)
 
     def _put(self, thread_id: str, kind: Kind, key: str, value: dict[str, Any] | None) -> PutOp:
         return PutOp(thread_namespace(thread_id, kind), key, value, index=False,
@@ -186,32 +179,6 @@ class PageStore:
         config = getattr(self.store, "ttl_config", None) or {}
         return config.get("default_ttl")
 
-    # -- decoding ------------------------------------------------------------------------
-    @staticmethod
-    def _page(item: Item | None, stats: Item | None = None) -> Page | None:
-        if item is None:
-            return None
-        page = Page.from_dict(item.value)
-        if stats is not None:
-            page.access_count = stats.value.get("count", 0)
-            page.last_access = stats.value.get("last", page.created_turn)
-        return page
-
-    def _get_ops(self, thread_id: str, page_ids: Sequence[str]) -> list[Op]:
-        ops: list[Op] = []
-        for page_id in page_ids:
-            ops.append(GetOp(thread_namespace(thread_id, "pages"), page_id))
-            ops.append(GetOp(thread_namespace(thread_id, "stats"), page_id))
-        return ops
-
-    def _pages_from(self, page_ids: Sequence[str], items: list) -> dict[str, Page]:
-        out = {}
-        for k, page_id in enumerate(page_ids):
-            page = self._page(items[2 * k], items[2 * k + 1])
-            if page is not None:
-                out[page_id] = page
-        return out
-
     # -- reads ---------------------------------------------------------------------------
     def get(self, thread_id: str, page_id: str) -> Page | None:
         """The page, or None if this thread has no such page (or the id is malformed)."""
@@ -223,13 +190,21 @@ class PageStore:
 
     def get_many(self, thread_id: str, page_ids: Iterable[str]) -> dict[str, Page]:
         """The pages that exist among `page_ids`, by id, in one store call."""
-        ids = [p for p in dict.fromkeys(page_ids) if _valid_page_id(p)]
-        return self._pages_from(ids, self._batch(self._get_ops(thread_id, ids)))
+        return self._run(self._get_many(thread_id, page_ids))
 
     async def aget_many(self, thread_id: str, page_ids: Iterable[str]) -> dict[str, Page]:
         """Async `get_many`."""
-        ids = [p for p in dict.fromkeys(page_ids) if _valid_page_id(p)]
-        return self._pages_from(ids, await self._abatch(self._get_ops(thread_id, ids)))
+        return await self._arun(self._get_many(thread_id, page_ids))
+
+    def _get_many(self, thread_id: str, page_ids: Iterable[str]) -> Batches[dict[str, Page]]:
+        ids = [p for p in dict.fromkeys(page_ids) if _valid(p, page_number)]
+        ops: list[Op] = []
+        for page_id in ids:
+            ops += [GetOp(thread_namespace(thread_id, "pages"), page_id),
+                    GetOp(thread_namespace(thread_id, "stats"), page_id)]
+        items = yield ops
+        pages = {pid: _page(items[2 * k], items[2 * k + 1]) for k, pid in enumerate(ids)}
+        return {pid: page for pid, page in pages.items() if page is not None}
 
     def get_cluster(self, thread_id: str, cluster_id: str) -> ClusterNode | None:
         """A cluster node, or None."""
@@ -237,90 +212,83 @@ class PageStore:
 
     def get_clusters(self, thread_id: str, cluster_ids: Iterable[str]) -> dict[str, ClusterNode]:
         """The cluster nodes that exist among `cluster_ids`, in one store call."""
-        ids = [c for c in dict.fromkeys(cluster_ids) if _valid_cluster_id(c)]
-        items = self._batch([GetOp(thread_namespace(thread_id, "clusters"), c) for c in ids])
-        return {c: ClusterNode.from_dict(it.value) for c, it in zip(ids, items) if it is not None}
+        return self._run(self._get_clusters(thread_id, cluster_ids))
 
     async def aget_clusters(self, thread_id: str, cluster_ids: Iterable[str]) -> dict[str, ClusterNode]:
         """Async `get_clusters`."""
-        ids = [c for c in dict.fromkeys(cluster_ids) if _valid_cluster_id(c)]
-        items = await self._abatch([GetOp(thread_namespace(thread_id, "clusters"), c) for c in ids])
-        return {c: ClusterNode.from_dict(it.value) for c, it in zip(ids, items) if it is not None}
+        return await self._arun(self._get_clusters(thread_id, cluster_ids))
 
-    def _list_op(self, thread_id: str, kind: Kind, offset: int) -> SearchOp:
-        return SearchOp(thread_namespace(thread_id, kind), limit=_LIST_BATCH, offset=offset)
+    def _get_clusters(self, thread_id: str, cluster_ids: Iterable[str]) -> Batches[dict[str, ClusterNode]]:
+        ids = [c for c in dict.fromkeys(cluster_ids) if _valid(c, cluster_number)]
+        items = yield [GetOp(thread_namespace(thread_id, "clusters"), c) for c in ids]
+        return {c: ClusterNode.from_dict(it.value) for c, it in zip(ids, items, strict=True) if it is not None}
 
-    def _list_items(self, thread_id: str, kind: Kind) -> list[Item]:
+    def list_items(self, thread_id: str, kind: Kind) -> list[Item]:
+        """Every record of one kind of a thread, as the store holds it (paged through the store)."""
+        return self._run(self._list_items(thread_id, kind))
+
+    async def alist_items(self, thread_id: str, kind: Kind) -> list[Item]:
+        """Async `list_items`."""
+        return await self._arun(self._list_items(thread_id, kind))
+
+    def _list_items(self, thread_id: str, kind: Kind) -> Batches[list[Item]]:
         items: list[Item] = []
         while True:
-            batch = self._batch([self._list_op(thread_id, kind, len(items))])[0]
+            (batch,) = yield [SearchOp(thread_namespace(thread_id, kind), limit=_LIST_BATCH, offset=len(items))]
             items.extend(batch)
             if len(batch) < _LIST_BATCH:
                 return items
 
-    async def _alist_items(self, thread_id: str, kind: Kind) -> list[Item]:
-        items: list[Item] = []
-        while True:
-            batch = (await self._abatch([self._list_op(thread_id, kind, len(items))]))[0]
-            items.extend(batch)
-            if len(batch) < _LIST_BATCH:
-                return items
-
-    def _high_water(self, thread_id: str) -> int | None:
-        (item,) = self._batch([GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)])
+    def _high_water(self, thread_id: str) -> Batches[int | None]:
+        (item,) = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)]
         return item.value.get("p", 1) if item is not None else None
 
-    async def _ahigh_water(self, thread_id: str) -> int | None:
-        (item,) = await self._abatch([GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)])
-        return item.value.get("p", 1) if item is not None else None
+    def _listed_pages(self, thread_id: str) -> Batches[list[Page]]:
+        """Pages written with `put` alone (no high-water mark): listed instead of read by key."""
+        items = yield from self._list_items(thread_id, "pages")
+        stats = yield from self._list_items(thread_id, "stats")
+        by_key = {it.key: it for it in stats}
+        pages = [p for it in items if (p := _page(it, by_key.get(it.key))) is not None]
+        return sorted(pages, key=lambda p: page_number(p.id))
 
     def scan(self, thread_id: str, *, chunk: int = 500) -> Iterator[Page]:
         """Every page of a thread (every branch), in page order, read by key in chunks up to the
         high-water mark: linear in the pages, for operators and index rebuilds, never on a turn's
-        path. (Pages written with `put` alone, with no mark, are listed instead.)"""
-        high = self._high_water(thread_id)
+        path."""
+        high = self._run(self._high_water(thread_id))
         if high is None:
-            yield from self._listed(self._list_items(thread_id, "pages"), self._list_items(thread_id, "stats"))
+            yield from self._run(self._listed_pages(thread_id))
             return
-        for start in range(1, high, chunk):
-            found = self.get_many(thread_id, [f"p{n}" for n in range(start, min(high, start + chunk))])
+        for ids in _chunks(high, chunk):
+            found = self.get_many(thread_id, ids)
             yield from (found[k] for k in sorted(found, key=page_number))
 
     async def ascan(self, thread_id: str, *, chunk: int = 500) -> AsyncIterator[Page]:
         """Async `scan`."""
-        high = await self._ahigh_water(thread_id)
+        high = await self._arun(self._high_water(thread_id))
         if high is None:
-            for page in self._listed(await self._alist_items(thread_id, "pages"),
-                                     await self._alist_items(thread_id, "stats")):
+            for page in await self._arun(self._listed_pages(thread_id)):
                 yield page
             return
-        for start in range(1, high, chunk):
-            found = await self.aget_many(thread_id, [f"p{n}" for n in range(start, min(high, start + chunk))])
+        for ids in _chunks(high, chunk):
+            found = await self.aget_many(thread_id, ids)
             for key in sorted(found, key=page_number):
                 yield found[key]
 
-    def _listed(self, items: list[Item], stats: list[Item]) -> list[Page]:
-        by_key = {it.key: it for it in stats}
-        return sorted((self._page(it, by_key.get(it.key)) for it in items), key=lambda p: page_number(p.id))
-
-    def list(self, thread_id: str) -> list[Page]:
+    def list_pages(self, thread_id: str) -> list[Page]:
         """All pages of a thread (every branch), in page order (see `scan`)."""
         return list(self.scan(thread_id))
 
-    async def alist(self, thread_id: str) -> list[Page]:
-        """Async `list`."""
+    async def alist_pages(self, thread_id: str) -> list[Page]:
+        """Async `list_pages`."""
         return [page async for page in self.ascan(thread_id)]
 
     def list_clusters(self, thread_id: str) -> list[ClusterNode]:
         """All cluster nodes of a thread (every branch), in id order."""
-        nodes = [ClusterNode.from_dict(it.value) for it in self._list_items(thread_id, "clusters")]
+        nodes = [ClusterNode.from_dict(it.value) for it in self.list_items(thread_id, "clusters")]
         return sorted(nodes, key=lambda n: cluster_number(n.id))
 
     # -- the union-find forest -----------------------------------------------------------
-    def _parents(self, thread_id: str, ident: str) -> list[str]:
-        (item,) = self._batch([GetOp(thread_namespace(thread_id, "parents"), ident)])
-        return list(item.value.get("parents", [])) if item is not None else []
-
     def find(self, thread_id: str, ident: str, *, state: PagingState | dict | None = None) -> str | None:
         """The cluster root holding a page (or cluster), or None if it is in no cluster.
 
@@ -329,35 +297,47 @@ class PageStore:
         newest cluster at each level is followed (the most recent branch). Shortcuts found
         on the way are stored (path compression), so later finds take one step.
         """
+        return self._run(self._find(thread_id, ident, state))
+
+    async def afind(self, thread_id: str, ident: str, *, state: PagingState | dict | None = None) -> str | None:
+        """Async `find`."""
+        return await self._arun(self._find(thread_id, ident, state))
+
+    def _find(self, thread_id: str, ident: str, state: PagingState | dict | None) -> Batches[str | None]:
         branch = state if isinstance(state, PagingState) or state is None else PagingState.from_value(state)
-        node, path = ident, []
-        for _ in range(10_000):
-            parents = [p for p in self._parents(thread_id, node) if _valid_cluster_id(p)]
-            if branch is not None:
-                parents = [p for p in parents if branch.owns("c", cluster_number(p))]
-            if not parents or (branch is not None and node in branch.clusters):
-                break
-            path.append(node)
-            node = max(parents, key=cluster_number)
-        if node == ident:
-            return None
-        for child in path[:-1]:  # path compression: point each visited node at the root
-            existing = self._parents(thread_id, child)
-            if node not in existing:
-                self._batch([self._put(thread_id, "parents", child, {"parents": [*existing, node]})])
-        return node
+        walk = walk_root(ident, owned=None if branch is None else (lambda c: branch.owns("c", cluster_number(c))),
+                         roots=None if branch is None else branch.clusters)
+        parents_ns = thread_namespace(thread_id, "parents")
+        try:
+            node = next(walk)
+            while True:
+                (item,) = yield [GetOp(parents_ns, node)]
+                node = walk.send(_parents(item))
+        except StopIteration as stop:
+            found = stop.value
+        shortcut = found.path[:-1]  # path compression: point each visited node at the root
+        existing = yield [GetOp(parents_ns, child) for child in shortcut]
+        yield [self._put(thread_id, "parents", child, {"parents": [*_parents(item), found.root]})
+               for child, item in zip(shortcut, existing, strict=True) if found.root not in _parents(item)]
+        return found.root
 
     def members(self, thread_id: str, cluster_id: str, *, limit: int = 10_000) -> list[str]:
         """Page ids under a cluster node (expanding sub-clusters), oldest first, at most `limit`."""
-        out: list[str] = []
-        frontier = [cluster_id]
-        while frontier and len(out) < limit:
-            nodes = self.get_clusters(thread_id, frontier)
-            frontier = []
-            for cid in sorted(nodes, key=cluster_number):
-                for child in nodes[cid].children:
-                    (out if child.startswith("p") else frontier).append(child)
-        return sorted(set(out), key=page_number)[:limit]
+        return self._run(self._members(thread_id, cluster_id, limit))
+
+    async def amembers(self, thread_id: str, cluster_id: str, *, limit: int = 10_000) -> list[str]:
+        """Async `members`."""
+        return await self._arun(self._members(thread_id, cluster_id, limit))
+
+    def _members(self, thread_id: str, cluster_id: str, limit: int) -> Batches[list[str]]:
+        walk = walk_members(cluster_id, limit=limit)
+        try:
+            frontier = next(walk)
+            while True:
+                nodes = yield from self._get_clusters(thread_id, frontier)
+                frontier = walk.send(nodes)
+        except StopIteration as stop:
+            return stop.value.pages
 
     # -- writes -------------------------------------------------------------------------
     def put(self, thread_id: str, page: Page) -> None:
@@ -368,59 +348,52 @@ class PageStore:
         """Async `put`."""
         await self._abatch([self._put(thread_id, "pages", page.id, page.to_dict())])
 
-    def _reserve_ops(self, thread_id: str, kind: Literal["p", "c"], start: int, n: int) -> list[Op]:
-        ns = thread_namespace(thread_id, "pages" if kind == "p" else "clusters")
-        return [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
-            GetOp(ns, f"{kind}{start + i}") for i in range(n)
-        ]
-
-    @staticmethod
-    def _free_from(items: list, digests: Sequence[str], kind: str, start: int) -> int | None:
-        """None if the numbers from `start` are free (or hold these very records), else where to
-        look next."""
-        high = (items[0].value.get(kind, 1) if items[0] is not None else 1)
-        taken = [i for i, (item, digest) in enumerate(zip(items[1:], digests)) if
-                 item is not None and item.value.get("digest") != digest]
-        if not taken:
-            return None
-        return max(high, start + max(taken) + 1)
-
     def reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState) -> list[int]:
         """Allocate numbers for new records on `state`'s branch (see the module docstring).
 
-        Hold the thread's lock from here to `commit` (the `Pager` does)."""
-        start = state.next[kind]
-        while True:
-            items = self._batch(self._reserve_ops(thread_id, kind, start, len(digests)))
-            moved = self._free_from(items, digests, kind, start)
-            if moved is None:
-                return state.allocate(kind, len(digests), floor=start)
-            start = moved
+        Hold the thread's lock from here to `commit` (the engine does)."""
+        return self._run(self._reserve(thread_id, kind, digests, state))
 
     async def areserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
                        state: PagingState) -> list[int]:
         """Async `reserve`."""
+        return await self._arun(self._reserve(thread_id, kind, digests, state))
+
+    def _reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
+                 state: PagingState) -> Batches[list[int]]:
         start = state.next[kind]
+        records = thread_namespace(thread_id, "pages" if kind == "p" else "clusters")
         while True:
-            items = await self._abatch(self._reserve_ops(thread_id, kind, start, len(digests)))
-            moved = self._free_from(items, digests, kind, start)
-            if moved is None:
+            items = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
+                GetOp(records, f"{kind}{start + i}") for i in range(len(digests))]
+            high = items[0].value.get(kind, 1) if items[0] is not None else 1
+            taken = [i for i, (item, digest) in enumerate(zip(items[1:], digests, strict=True))
+                     if item is not None and item.value.get("digest") != digest]
+            if not taken:  # free, or holding these very records (a retry)
                 return state.allocate(kind, len(digests), floor=start)
-            start = moved
+            start = max(high, start + max(taken) + 1)
 
-    def _commit_reads(self, thread_id: str, nodes: Sequence[ClusterNode]) -> list[Op]:
-        children = [c for node in nodes for c in node.children]
-        return [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
-            GetOp(thread_namespace(thread_id, "parents"), c) for c in dict.fromkeys(children)
-        ]
+    def commit(self, thread_id: str, *, pages: Sequence[Page], nodes: Sequence[ClusterNode],
+               state: PagingState, stats: Iterable[str] = ()) -> None:
+        """Write a step's new records, the parent pointers of its unions, mirrored access
+        statistics and the high-water mark. Idempotent."""
+        self._run(self._commit(thread_id, pages, nodes, state, list(stats)))
 
-    def _commit_writes(self, thread_id: str, pages, nodes, state: PagingState, stats: Iterable[str],
-                       reads: list) -> list[Op]:
+    async def acommit(self, thread_id: str, *, pages: Sequence[Page], nodes: Sequence[ClusterNode],
+                      state: PagingState, stats: Iterable[str] = ()) -> None:
+        """Async `commit`."""
+        await self._arun(self._commit(thread_id, pages, nodes, state, list(stats)))
+
+    def _commit(self, thread_id: str, pages: Sequence[Page], nodes: Sequence[ClusterNode], state: PagingState,
+                stats: list[str]) -> Batches[None]:
+        if not (pages or nodes or stats):
+            return
+        children = list(dict.fromkeys(c for node in nodes for c in node.children))
+        reads = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
+            GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
         ops: list[Op] = [self._put(thread_id, "pages", p.id, p.to_dict()) for p in pages]
         ops += [self._put(thread_id, "clusters", n.id, n.to_dict()) for n in nodes]
-        children = list(dict.fromkeys(c for node in nodes for c in node.children))
-        parents = {c: list(item.value.get("parents", [])) if item is not None else []
-                   for c, item in zip(children, reads[1:])}
+        parents = {c: _parents(item) for c, item in zip(children, reads[1:], strict=True)}
         for node in nodes:
             for child in node.children:
                 if node.id not in parents[child]:
@@ -433,44 +406,41 @@ class PageStore:
         new_high = {k: max(high.get(k, 1), state.next[k]) for k in ("p", "c")}
         if new_high != high:
             ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
-        return ops
-
-    def commit(self, thread_id: str, *, pages: Sequence[Page], nodes: Sequence[ClusterNode],
-               state: PagingState, stats: Iterable[str] = ()) -> None:
-        """Write a step's new records, the parent pointers of its unions, mirrored access
-        statistics and the high-water mark. Idempotent."""
-        stats = list(stats)
-        if not (pages or nodes or stats):
-            return
-        reads = self._batch(self._commit_reads(thread_id, nodes))
-        self._batch(self._commit_writes(thread_id, pages, nodes, state, stats, reads))
-
-    async def acommit(self, thread_id: str, *, pages: Sequence[Page], nodes: Sequence[ClusterNode],
-                      state: PagingState, stats: Iterable[str] = ()) -> None:
-        """Async `commit`."""
-        stats = list(stats)
-        if not (pages or nodes or stats):
-            return
-        reads = await self._abatch(self._commit_reads(thread_id, nodes))
-        await self._abatch(self._commit_writes(thread_id, pages, nodes, state, stats, reads))
+        yield ops
 
     # -- lifecycle ----------------------------------------------------------------------
-    def _delete_ops(self, thread_id: str, listed: dict[Kind, list[Item]]) -> list[Op]:
-        return [self._put(thread_id, kind, item.key, None) for kind, items in listed.items() for item in items]
-
     def delete_thread(self, thread_id: str) -> int:
         """Delete every record of a thread (pages, clusters, statistics); returns how many."""
-        listed = {kind: self._list_items(thread_id, kind) for kind in KINDS}
-        ops = self._delete_ops(thread_id, listed)
-        for i in range(0, len(ops), 500):
-            self._batch(ops[i : i + 500])
-        return len(ops)
+        return self._run(self._delete_thread(thread_id))
 
     async def adelete_thread(self, thread_id: str) -> int:
         """Async `delete_thread`."""
-        listed = {kind: await self._alist_items(thread_id, kind) for kind in KINDS}
-        ops = self._delete_ops(thread_id, listed)
+        return await self._arun(self._delete_thread(thread_id))
+
+    def _delete_thread(self, thread_id: str) -> Batches[int]:
+        ops: list[Op] = []
+        for kind in KINDS:
+            items = yield from self._list_items(thread_id, kind)
+            ops += [self._put(thread_id, kind, item.key, None) for item in items]
         for i in range(0, len(ops), 500):
-            await self._abatch(ops[i : i + 500])
+            yield ops[i : i + 500]
         return len(ops)
 
+
+def _page(item: Item | None, stats: Item | None = None) -> Page | None:
+    if item is None:
+        return None
+    page = Page.from_dict(item.value)
+    if stats is not None:
+        page.access_count = stats.value.get("count", 0)
+        page.last_access = stats.value.get("last", page.created_turn)
+    return page
+
+
+def _parents(item: Item | None) -> list[str]:
+    return list(item.value.get("parents", [])) if item is not None else []
+
+
+def _chunks(high: int, chunk: int) -> Iterator[list[str]]:
+    for start in range(1, high, chunk):
+        yield [f"p{n}" for n in range(start, min(high, start + chunk))]

@@ -30,26 +30,28 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 
 from langmem_paging.background import stem
-from langmem_paging.messages import METADATA_KEY, speaker
-from langmem_paging.text import search_terms
+from langmem_paging.messages import library_mark, speaker
+from langmem_paging.policies import Candidate, EvictionPolicy, PolicyContext
+from langmem_paging.text import cosine, search_terms
 from langmem_paging.tokens import message_text
 
 __all__ = [
     "TIER_MODES",
     "TierItem",
     "TierMode",
+    "TierPolicy",
     "TierScoring",
     "UtilityScoring",
-    "digest_message",
     "extractive_digest",
     "get_tiers",
+    "importance",
 ]
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -82,12 +84,6 @@ def _unit_stems(terms: Mapping[str, float]) -> dict[str, float]:
         out[key] = out.get(key, 0.0) + w
     norm = math.sqrt(sum(w * w for w in out.values())) or 1.0
     return {k: w / norm for k, w in out.items()}
-
-
-def _cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:
-    if len(a) > len(b):
-        a, b = b, a
-    return sum(w * b.get(t, 0.0) for t, w in a.items())
 
 
 @dataclass
@@ -157,10 +153,10 @@ class TierScoring(TierMode):
         for item in items:
             recency = 1 - (turn - item.last_access) / span
             access = math.log1p(item.access_count) / math.log1p(most) if most else 0.0
-            sem = _cosine(vectors[item.id], recent_vec) if recent_vec else 0.0
+            sem = cosine(vectors[item.id], recent_vec) if recent_vec else 0.0
             named = [t for t in item.terms if t[:1].isupper() or t[:1].isdigit()]
             entity = len(named) / len(item.terms) if item.terms else 0.0
-            others = [_cosine(vectors[item.id], vectors[o.id]) for o in items if o.id != item.id]
+            others = [cosine(vectors[item.id], vectors[o.id]) for o in items if o.id != item.id]
             unique = 1 - max(others, default=0.0)
             base = (self.w_rec * recency + self.w_acc * access + self.w_sem * sem + self.w_ent * entity
                     + self.w_uniq * unique)
@@ -233,8 +229,39 @@ def extractive_digest(messages: Sequence[BaseMessage], terms: Mapping[str, float
     return "\n".join(line for _, _, line in sorted(chosen))
 
 
-def digest_message(page_id: str, digest: str, n_messages: int, message_id: str) -> HumanMessage:
-    """The message that shows a warm page: its digest, marked as the page's stand-in."""
-    text = f"[{page_id} digest of {n_messages} messages; recall(page_ids=['{page_id}']) for all of it]\n{digest}"
-    return HumanMessage(content=text, id=message_id,
-                        additional_kwargs={METADATA_KEY: {"bookmark": page_id, "tier": "warm"}})
+def importance(messages: Iterable[BaseMessage]) -> float:
+    """The strongest explicit importance marker among messages (1.0 when none sets one):
+    ``additional_kwargs={"langmem_paging": {"importance": 3.0}}``."""
+    weights = [library_mark(m).get("importance") for m in messages]
+    return max([float(w) for w in weights if isinstance(w, (int, float))], default=1.0)
+
+
+class TierPolicy(EvictionPolicy):
+    """Tier scoring as an eviction policy: the resident page (or recall copy) the tier mode ranks
+    lowest leaves first, and resident pages are kept within the mode's hot tier.
+
+    Example:
+        >>> policy = TierPolicy(UtilityScoring(tau=5, hot_tokens=100))
+        >>> old = Candidate("p1", "page", ("p1",), 0, 60, 1, 1, 0)
+        >>> recalled = Candidate("p2", "page", ("p2",), 1, 60, 2, 9, 3)
+        >>> policy.victim([old, recalled], PolicyContext(turn=10, recent_text="")).key, policy.resident_limit(4000)
+        ('p1', 100)
+    """
+
+    name = "tiers"
+
+    def __init__(self, tiers: TierMode) -> None:
+        self.tiers = tiers
+
+    def __repr__(self) -> str:
+        return f"TierPolicy({self.tiers!r})"
+
+    def victim(self, candidates: Sequence[Candidate], context: PolicyContext) -> Candidate:
+        items = [TierItem(c.key, c.tokens, c.created_turn, c.last_access, c.access_count, c.terms,
+                          importance(c.messages)) for c in candidates]
+        scores = self.tiers.scores(items, turn=context.turn, recent_terms=search_terms(context.recent_text))
+        ranked = zip(candidates, items, strict=True)
+        return min(ranked, key=lambda ci: (self.tiers.rank_key(ci[1], scores[ci[0].key]), ci[0].position))[0]
+
+    def resident_limit(self, budget: int) -> int | None:
+        return self.tiers.hot_budget(budget)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -22,7 +23,7 @@ from typing import Any
 import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage
 
-__all__ = ["TokenCounter", "encoding_for_model", "get_encoding", "message_text", "model_name"]
+__all__ = ["TokenCounter", "encoding_for_model", "get_encoding", "message_text", "loaded_counter", "model_name", "shared_counter"]
 
 _BLOB_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -175,6 +176,7 @@ class TokenCounter:
         self, *, model: str | None = None, encoding: str | None = None, cache_size: int = 20_000
     ) -> None:
         self.encoding = get_encoding(encoding or encoding_for_model(model))
+        self._lock = threading.Lock()  # the caches are shared by every thread paging with this counter
         self._cache: OrderedDict[str, tuple] = OrderedDict()  # message id -> (fingerprint, tokens)
         self._cache_size = cache_size
         self._tool_cache: OrderedDict[int, tuple[Any, int]] = OrderedDict()  # id(tool) -> (tool, tokens)
@@ -186,9 +188,11 @@ class TokenCounter:
             return len(self.encoding.encode(text, disallowed_special=()))
         cached = self._text_cache.get(text)
         if cached is None:
-            cached = self._text_cache[text] = len(self.encoding.encode(text, disallowed_special=()))
-            if len(self._text_cache) > MAX_CACHED_TEXTS:
-                self._text_cache.popitem(last=False)
+            cached = len(self.encoding.encode(text, disallowed_special=()))
+            with self._lock:
+                self._text_cache[text] = cached
+                if len(self._text_cache) > MAX_CACHED_TEXTS:
+                    self._text_cache.popitem(last=False)
         return cached
 
     def truncate_text(self, text: str, max_tokens: int) -> str:
@@ -208,23 +212,26 @@ class TokenCounter:
             text = message_text(message)
             fingerprint = (message.type, hash(text))
         if message.id is not None:
-            entry = self._cache.get(message.id)
-            if entry is not None and entry[0] == fingerprint:
-                self._cache.move_to_end(message.id)
-                return entry[1]
+            with self._lock:
+                entry = self._cache.get(message.id)
+                if entry is not None and entry[0] == fingerprint:
+                    self._cache.move_to_end(message.id)
+                    return entry[1]
         n = len(self.encoding.encode(text, disallowed_special=())) + PER_MESSAGE_OVERHEAD
         if message.id is not None:
-            self._cache[message.id] = (fingerprint, n)
-            self._cache.move_to_end(message.id)
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            with self._lock:
+                self._cache[message.id] = (fingerprint, n)
+                self._cache.move_to_end(message.id)
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
         return n
 
     def forget(self, message_ids: Iterable[str]) -> None:
         """Drop cached counts of messages that left the context (paged out), so the cache holds
         what is resident, not every message a thread ever had."""
-        for message_id in message_ids:
-            self._cache.pop(message_id, None)
+        with self._lock:
+            for message_id in message_ids:
+                self._cache.pop(message_id, None)
 
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
         return sum(self.count_message(m) for m in messages)
@@ -246,9 +253,31 @@ class TokenCounter:
                 schema = {"name": getattr(tool, "name", ""), "description": getattr(tool, "description", "")}
             n = self.count_text(json.dumps(schema, sort_keys=True, default=str)) + PER_MESSAGE_OVERHEAD
             if key is not None:
-                self._tool_cache[key] = (tool, n)
-                while len(self._tool_cache) > MAX_CACHED_TOOLS:
-                    self._tool_cache.popitem(last=False)
+                with self._lock:
+                    self._tool_cache[key] = (tool, n)
+                    while len(self._tool_cache) > MAX_CACHED_TOOLS:
+                        self._tool_cache.popitem(last=False)
             total += n
         return total
 
+
+
+_SHARED: dict[str, TokenCounter] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def loaded_counter(encoding: str) -> TokenCounter | None:
+    """The process's counter for an encoding if it is loaded already (loading reads files)."""
+    return _SHARED.get(encoding)
+
+
+def shared_counter(encoding: str) -> TokenCounter:
+    """The process's counter for an encoding: every pager, node and tool counting with it shares
+    its caches (an encoding is a per-call choice, the counter for it is not)."""
+    counter = _SHARED.get(encoding)
+    if counter is None:
+        with _SHARED_LOCK:
+            counter = _SHARED.get(encoding)
+            if counter is None:
+                counter = _SHARED[encoding] = TokenCounter(encoding=encoding)
+    return counter

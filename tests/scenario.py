@@ -128,7 +128,7 @@ def check_branch(page_store: PageStore, thread: str, values: dict, turns: Sequen
         assert text.startswith(f"[{thread}]"), f"{thread}: a message of another thread: {text!r}"
     branch = PagingState.from_value(values.get("paging"))
     where = {m.id: k for k, m in enumerate(history)}
-    for page in page_store.list(thread):
+    for page in page_store.list_pages(thread):
         if not branch.owns("p", page_number(page.id)):
             continue  # an orphan of a failed attempt or another branch: never shown here
         at = [where.get(m.id) for m in page.messages]

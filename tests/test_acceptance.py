@@ -58,7 +58,7 @@ def test_a_turn_with_50_tool_calls_stays_under_budget(mode):
     for prompt in model.prompts:
         assert_valid_chat(prompt)
         assert prompt[0].content == "Search all fifty topics, one by one."  # the user's message stays
-    assert paging.page_store.list(f"loop-{mode}"), "older tool groups of the turn were paged"
+    assert paging.page_store.list_pages(f"loop-{mode}"), "older tool groups of the turn were paged"
     history = full_history(paging, f"loop-{mode}", state)
     results = [m for m in history if isinstance(m, ToolMessage)]
     assert len(results) == 50 and results[7].content.startswith("Results for topic7:")
@@ -123,7 +123,7 @@ def test_forking_from_a_checkpoint_before_paging_keeps_budget_ids_and_the_abando
     assert not early.values.get("paging", {}).get("shown")
     for fact in FACTS[4:24]:
         agent.invoke({"messages": [fact]}, config)
-    abandoned = {p.id: p for p in paging.page_store.list("fork")}
+    abandoned = {p.id: p for p in paging.page_store.list_pages("fork")}
     assert len(abandoned) >= 5
 
     fork = {"configurable": {"thread_id": "fork", "checkpoint_id": early.config["configurable"]["checkpoint_id"]}}
@@ -200,7 +200,7 @@ def test_two_runs_at_once_on_one_thread_lose_no_page_and_reuse_no_id():
 
     asyncio.run(run())
     state = agent.get_state(config).values
-    stored = {p.id: p for p in paging.page_store.list("twice")}
+    stored = {p.id: p for p in paging.page_store.list_pages("twice")}
     branch = PagingStateView(state)
     # every page the head branch owns is stored and is that branch's own (its messages are the
     # history the head branch rebuilds), and nothing on the branch is lost

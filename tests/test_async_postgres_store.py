@@ -12,6 +12,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langmem_paging import Page, PageStore
+from langmem_paging.errors import PageStoreError
 
 
 def _page(n: int) -> Page:
@@ -42,7 +43,7 @@ def test_sync_calls_on_the_stores_own_loop_are_refused_clearly(apostgres_store_o
         store_loop.run(on_the_loop())
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
+@pytest.mark.xfail(strict=True, raises=PageStoreError, reason=(
     "PageStore._abatch awaits AsyncPostgresStore.abatch on the caller's loop; once two calls contend, "
     "the store's asyncio.Lock binds to one loop and every other loop fails ('bound to a different event "
     "loop'). Fix: run the call on the store's own loop when it is another running loop."))

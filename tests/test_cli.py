@@ -66,7 +66,7 @@ def latest_paging(built):
 
 def test_inspect_lists_every_page_and_cluster_and_the_checkpoint(built, capsys):
     with sqlite_store(built.path) as store:
-        pages = PageStore(store).list(built.thread_id)
+        pages = PageStore(store).list_pages(built.thread_id)
         clusters = PageStore(store).list_clusters(built.thread_id)
     assert len(pages) >= 10 and clusters, "the sample thread should have pages and clusters"
 
@@ -137,7 +137,7 @@ def test_unreachable_stores_are_clear_errors(built, capsys, tmp_path, monkeypatc
 
 def test_show_prints_a_pages_exact_messages(built, capsys):
     with sqlite_store(built.path) as store:
-        page = next(p for p in PageStore(store).list(built.thread_id)
+        page = next(p for p in PageStore(store).list_pages(built.thread_id)
                     if any(m.content == INJECTED for m in p.messages))
 
     code, out, _ = run(capsys, "show", built.thread_id, page.id, "--store", built.uri)

@@ -147,7 +147,7 @@ async def many_threads(store, saver, *, threads: int, base_turns: int, sync_pool
             answer = next(m for m in reversed(history) if isinstance(m, ToolMessage))
             assert f"No such page or cluster in this conversation: {probes[name][0]}" in str(answer.content), (
                 f"{name}: {str(answer.content)[:300]}")
-        stored = await page_store.alist(name)
+        stored = await page_store.alist_pages(name)
         ids = [p.id for p in stored]
         assert len(ids) == len(set(ids))
         pages_per_thread[name] = len(stored)
@@ -220,8 +220,8 @@ async def test_two_runs_at_once_on_one_thread_lose_no_page_and_reuse_no_id(mode)
     page_store = PageStore(store)
     histories = [check_branch(page_store, "t", r["values"], r["said"]) for r in (a, b)]
     owned = [PagingState.from_value(r["values"]["paging"]) for r in (a, b)]
-    shared = [p for p in await page_store.alist("t") if all(o.owns("p", int(p.id[1:])) for o in owned)]
-    private = [p for p in await page_store.alist("t") if sum(o.owns("p", int(p.id[1:])) for o in owned) == 1]
+    shared = [p for p in await page_store.alist_pages("t") if all(o.owns("p", int(p.id[1:])) for o in owned)]
+    private = [p for p in await page_store.alist_pages("t") if sum(o.owns("p", int(p.id[1:])) for o in owned) == 1]
     assert shared and private, "the branches should share the pages formed before they split, and own others"
     assert {m.id for m in histories[0]} & {m.id for m in histories[1]}  # the common prefix
     assert all(prompt_tokens(p, paging) <= MAX_TOKENS for p in model.prompts)

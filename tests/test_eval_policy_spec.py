@@ -73,7 +73,7 @@ def test_tier_modes_go_to_paging_config_or_fail_clearly():
 def test_paging_session_builds_a_fresh_policy_object_per_thread():
     a = PagingSession(800, "fixed_10", "fifo")
     b = PagingSession(800, "fixed_10", "fifo")
-    assert a.pager.policy is not b.pager.policy and a.index is not b.index
+    assert a.pager.engine.components.policy is not b.pager.engine.components.policy and a.index is not b.index
 
 
 def test_ablate_refuses_a_bad_spec_before_running(tmp_path):

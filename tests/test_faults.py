@@ -24,6 +24,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from faults import FaultyStore, StoreFault
+
+from langmem_paging.errors import PageStoreError
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from scenario import (
@@ -169,8 +171,9 @@ def test_a_fault_at_any_store_call_fails_the_turn_and_the_next_turn_recovers(cle
             assert store.failures == 1, where
             _assert_recall_failed_softly(values, turn, inner, paging, model, where)
             continue
-        with pytest.raises(StoreFault):
+        with pytest.raises(PageStoreError) as raised:
             _invoke(agent, {"messages": [turn_message(turn)]}, mode)
+        assert isinstance(raised.value.__cause__, StoreFault), where
         assert store.failures == 1, where
         failed = agent.get_state(CONFIG)
         assert failed.next, f"{where}: the failed run should be pending, to resume"
@@ -199,8 +202,9 @@ def test_transient_faults_are_absorbed_by_the_default_retries(clean, kind):
         values = agent.invoke({"messages": [turn_message(turn)]}, CONFIG)
         _assert_recall_failed_softly(values, turn, inner, paging, model, f"{kind} turn {turn}, three faults")
         return
-    with pytest.raises(StoreFault):
+    with pytest.raises(PageStoreError) as raised:
         agent.invoke({"messages": [turn_message(turn)]}, CONFIG)
+    assert isinstance(raised.value.__cause__, StoreFault)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -250,7 +254,7 @@ def flaky_campaign(*, turns: int = 150, p: float = 0.1, retries: int, on_store_e
                     failing = False
                 sent.append(text)
                 _invoke(agent, {"messages": [turn_message(n)]}, mode)
-            except StoreFault:
+            except PageStoreError:
                 failed_turns += 1
                 failing = True
         unpaged = any("this turn is not paged" in str(w.message) for w in caught)

@@ -16,6 +16,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langmem_paging import (
+    PageStore,
     PagingMessagesState,
     PagingMiddleware,
     PagingNode,
@@ -110,7 +111,7 @@ def test_recall_result_ages_out_as_a_reference_not_a_new_copy(base_store):
         assert prompt_tokens(model, paging) <= 600
     recall_message = model.prompts[15][-1]
     assert isinstance(recall_message, ToolMessage) and FACTS[0] in recall_message.content
-    pages = paging.page_store.list("t")
+    pages = paging.page_store.list_pages("t")
     stored_copies = [m for p in pages for m in p.messages if isinstance(m, ToolMessage)]
     assert stored_copies and all(m.content.startswith("[recalled p1;") for m in stored_copies)
     rebuilt = history_of(paging, "t", state)
@@ -125,12 +126,12 @@ def test_threads_are_isolated_through_the_agent(base_store):
     agent = create_agent(model, tools=[], middleware=[paging], store=base_store, checkpointer=InMemorySaver())
     for fact in FACTS[:10]:
         agent.invoke({"messages": [fact]}, {"configurable": {"thread_id": "alice"}})
-    assert paging.page_store.list("alice")
+    assert paging.page_store.list_pages("alice")
     state = agent.invoke({"messages": ["secrets?"]}, {"configurable": {"thread_id": "bob"}})
     tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert "No such page or cluster in this conversation: p1, p2" in tool_message.content
     assert "Zarko" not in tool_message.content
-    assert paging.page_store.list("bob") == []
+    assert paging.page_store.list_pages("bob") == []
 
 
 @pytest.mark.parametrize(
@@ -197,7 +198,7 @@ def test_state_graph_with_paging_node_recalls_exact_text(base_store, mode):
     tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert FACTS[2] in tool_message.content
     assert state["messages"][-1].content == "Three."
-    assert paging.page_store.get("node", "p2").access_count == 1
+    assert PageStore(base_store).get("node", "p2").access_count == 1  # the graph's store: the node has none
     paging_state = graph.get_state(config).values["paging"]
     assert paging_state["clusters"] or paging_state["shown"]  # the state lives in the checkpoint
 

@@ -21,8 +21,9 @@ from langmem_paging import (
     page_messages,
     reconstruct_history,
 )
+from langmem_paging.errors import PageStoreError, SearchIndexError
 from langmem_paging.messages import METADATA_KEY
-from langmem_paging.recall_text import render_page
+from langmem_paging.recall.render import render_page
 from langmem_paging.testing import ScriptedChatModel
 
 
@@ -145,7 +146,8 @@ def test_a_failing_store_fails_the_turn_and_the_next_turn_recovers():
         store.down = 20 <= i < 26  # the store is down for six turns, then comes back
         try:
             agent.invoke({"messages": [text]}, config)
-        except ConnectionError:
+        except PageStoreError as error:  # the store's own error is the cause
+            assert isinstance(error.__cause__, ConnectionError)
             failed.append(i)
     store.down = False
     assert failed, "turns that had to page while the store was down failed loudly"
@@ -191,7 +193,7 @@ def test_view_mode_survives_a_message_without_an_id():
     history = _turns(8)
     history.insert(5, ToolMessage("Error: bad call", tool_call_id="zz"))  # no id, as create_agent may add
     history.insert(5, AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "zz"}], id="call"))
-    from langmem_paging.middleware import prepare_view, state_update
+    from langmem_paging.graph_state import prepare_view, state_update
 
     state = None
     for point in range(4, len(history) + 1):
@@ -213,7 +215,7 @@ def test_threads_never_read_each_others_pages_through_recall():
                      {"configurable": {"thread_id": "alice"}})
     state = agent.invoke({"messages": ["what about the tide?"]}, {"configurable": {"thread_id": "bob"}})
     result = next(m for m in state["messages"] if isinstance(m, ToolMessage))
-    assert "Secret" not in result.content and PageStore(store).list("bob") == []
+    assert "Secret" not in result.content and PageStore(store).list_pages("bob") == []
 
 
 @pytest.mark.parametrize("length", [100_000])
@@ -273,7 +275,7 @@ def test_a_search_recall_that_fills_the_room_keeps_the_next_prompt_within_budget
     assert COUNTER(model.prompts[-1]) <= message_budget
 
 
-class _StoreDown(RuntimeError):
+class _StoreDown(PageStoreError):
     """What a dropped connection looks like once the page store's retries are spent."""
 
 
@@ -335,8 +337,9 @@ async def test_an_index_failure_with_on_store_error_continue_warns_and_keeps_the
     with pytest.warns(RuntimeWarning, match="search index failed"):
         result = await pager.astep(_FACTS, None, "t")
     assert result.pages and pager.page_store.get("t", result.pages[0].id) is not None
-    with pytest.raises(_StoreDown):
+    with pytest.raises(SearchIndexError) as raised:
         _index_down_pager("raise").step(_FACTS, None, "t")
+    assert isinstance(raised.value.__cause__, _StoreDown)
 
 
 def _paged_pager(turns=20, max_tokens=400):
@@ -715,7 +718,7 @@ def test_a_long_message_cut_into_parts_is_never_cut_inside_its_tags():
     """A long message was cut by tokens from the start of its line, so with a small part size a
     part ended inside the ``<message from="user" time="...">`` tag, and that half tag swallowed
     the part's ``</page>``: the recall result was not well-formed."""
-    from langmem_paging.recall_text import page_parts
+    from langmem_paging.recall.render import page_parts
     from langmem_paging.records import Page
 
     text = " ".join(f"word{i} harbor lantern" for i in range(200))

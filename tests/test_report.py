@@ -36,7 +36,7 @@ def built(tmp_path_factory):
 def stored(built):
     with closing(sqlite3.connect(built.path, check_same_thread=False, isolation_level=None)) as conn:
         page_store = PageStore(SqliteStore(conn))
-        return page_store.list(built.thread_id), page_store.list_clusters(built.thread_id)
+        return page_store.list_pages(built.thread_id), page_store.list_clusters(built.thread_id)
 
 
 @pytest.fixture(scope="module")

@@ -249,7 +249,7 @@ def test_agent_recalls_by_query_through_the_postgres_index(search_database, pg_i
         with pg_index._connection() as conn:
             (rows,) = conn.execute(f"SELECT count(*) FROM {pg_index.table} WHERE thread_id = %s",
                                    (f"agent-{mode}",)).fetchone()
-        assert rows == sum(len(p.messages) for p in paging.page_store.list(f"agent-{mode}"))
+        assert rows == sum(len(p.messages) for p in paging.page_store.list_pages(f"agent-{mode}"))
 
 
 def test_postgres_index_on_one_connection_shared_by_threads(search_database, pg_index):

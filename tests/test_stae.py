@@ -435,7 +435,7 @@ def run_agent(policy, mode, thread):
                                   state=state.get("paging"))
     assert [m.content for m in history if isinstance(m, HumanMessage)] == FACTS
     assert any(is_bookmark(m) for m in state["messages"])
-    return paging.page_store.list(thread)
+    return paging.page_store.list_pages(thread)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

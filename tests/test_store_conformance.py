@@ -42,7 +42,7 @@ async def test_pages_round_trip_exactly(base_store, io):
         await io(store, "put", "thread-1", page)
     assert await io(store, "get", "thread-1", "p2") == pages[1]
     assert await io(store, "get_many", "thread-1", ["p3", "p1", "p9"]) == {"p3": pages[2], "p1": pages[0]}
-    assert await io(store, "list", "thread-1") == pages
+    assert await io(store, "list_pages", "thread-1") == pages
 
 
 async def test_list_pages_past_one_batch_in_page_order(base_store, io):
@@ -50,7 +50,7 @@ async def test_list_pages_past_one_batch_in_page_order(base_store, io):
     history = conversation(1, seed=0, system=False, tools=False)
     for n in range(1, 431):
         await io(store, "put", "t", _page(n, history))
-    assert [p.id for p in await io(store, "list", "t")] == [f"p{n}" for n in range(1, 431)]
+    assert [p.id for p in await io(store, "list_pages", "t")] == [f"p{n}" for n in range(1, 431)]
 
 
 async def test_threads_never_see_each_others_pages(base_store, io):
@@ -59,9 +59,9 @@ async def test_threads_never_see_each_others_pages(base_store, io):
     await io(store, "put", "alice", _page(1, history[:2]))
     await io(store, "put", "alice.v2", _page(7, history[2:]))  # dots are legal thread ids
     assert await io(store, "get", "bob", "p1") is None
-    assert await io(store, "list", "bob") == []
-    assert [p.id for p in await io(store, "list", "alice")] == ["p1"]
-    assert [p.id for p in await io(store, "list", "alice.v2")] == ["p7"]
+    assert await io(store, "list_pages", "bob") == []
+    assert [p.id for p in await io(store, "list_pages", "alice")] == ["p1"]
+    assert [p.id for p in await io(store, "list_pages", "alice.v2")] == ["p7"]
 
 
 async def test_malformed_page_ids_are_not_found(base_store, io):
@@ -117,7 +117,7 @@ async def test_delete_thread_removes_only_that_thread(base_store, io):
     await io(store, "commit", "kept", pages=[_page(1, history[:1])], nodes=[], state=state)
     deleted = await io(store, "delete_thread", "gone")
     assert deleted >= 4  # page, cluster, parent pointer, high-water mark
-    assert await io(store, "get", "gone", "p1") is None and await io(store, "list", "gone") == []
+    assert await io(store, "get", "gone", "p1") is None and await io(store, "list_pages", "gone") == []
     assert (await io(store, "get", "kept", "p1")) is not None
 
 

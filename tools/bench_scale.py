@@ -69,8 +69,8 @@ from langgraph.store.sqlite import SqliteStore
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evals/ sits beside tools/ (not installed)
 from evals.policy_spec import paging_options, split_specs  # noqa: E402  (specs hold commas)
 from langmem_paging import InMemoryBM25Index, Page, PagingConfig, PagingState, TokenCounter
-from langmem_paging.bookmarks import format_bookmark
-from langmem_paging.middleware import prepare_view, state_update
+from langmem_paging.library_messages import format_bookmark
+from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.pager import Pager
 from langmem_paging.records import messages_digest
 from langmem_paging.store import PageStore
@@ -587,13 +587,13 @@ def rss_worker(params: dict[str, Any]) -> dict[str, Any]:
         pager.recall(f"t{t}", paging, query=" ".join(rng.sample(vocabulary.topics, 2)))
     gc.collect()
     searched = rss_bytes()
-    counter = next(iter(pager._counters.values()))
+    counter = pager.counter_for()
     return {
         "threads": params["threads"], "pages_per_thread": params["pages"], "step_every": params["every"],
         "rss_base_bytes": base, "rss_idle_bytes": idle, "rss_searched_bytes": searched,
         "idle_bytes_per_thread": (idle - base) / params["threads"],
         "searched_bytes_per_thread": (searched - idle) / params["threads"],
-        "token_cache_entries": sum(len(c._cache) for c in pager._counters.values()),
+        "token_cache_entries": len(counter._cache),
         "token_cache_cap": counter._cache_size,
         "index_threads": len(index._threads),
         "index_postings": sum(i.size for i in index._threads.values()),

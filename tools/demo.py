@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         state = agent.invoke({"messages": [HumanMessage(text)]}, config)
         received = counter(state["messages"][:-1]) + tools  # the prompt the model got this turn
         most = max(most, received)
-        pages = len(agent.paging.page_store.list(thread_id)) if i % 25 == 0 or i == len(user_turns) else ""
+        pages = len(agent.paging.page_store.list_pages(thread_id)) if i % 25 == 0 or i == len(user_turns) else ""
         if i % 25 == 0 or i == len(user_turns) or i <= 3:
             print(f"{i:>4} {len(state['messages']):>10} {received:>15} {pages!s:>13}")
     print(f"most the model received in one turn: {most} tokens (budget {args.max_tokens})")
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     said = [m.content for m in history if isinstance(m, HumanMessage)]
     lossless = said == user_turns + [probe.question]
     print(f"\nlossless: {lossless} ({len(history)} messages rebuilt from {len(state['messages'])} resident "
-          f"+ {len(store_pages.list(thread_id))} stored pages, in order)")
+          f"+ {len(store_pages.list_pages(thread_id))} stored pages, in order)")
     print(f"inspect it: langmem-paging inspect {thread_id} --store sqlite:///{args.db}")
     return 0 if lossless and most <= args.max_tokens else 1
 

@@ -79,12 +79,13 @@ from langmem_paging import (
     page_messages,
     reconstruct_history,
 )
-from langmem_paging.bookmarks import bookmark_message, tool_result_stub
+from langmem_paging.library_messages import bookmark_message, tool_result_stub
 from langmem_paging.messages import METADATA_KEY, is_pinned, is_user_turn, library_mark, tool_call_ids
-from langmem_paging.middleware import prepare_view, state_update
+from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.pager import Pager
 from langmem_paging.records import page_number
 from langmem_paging.state import paging_reducer, recall_delta
+from langmem_paging.errors import PageStoreError, StorageError
 from langmem_paging.store import PageStore, abatch_any
 
 COUNTER = TokenCounter()
@@ -187,6 +188,11 @@ STRUCTURE_BAITS = [
 
 class InjectedStoreError(RuntimeError):
     """The flaky store's failure (what a dropped connection looks like to the library)."""
+
+
+INJECTED = (InjectedStoreError, StorageError)
+"""An injected failure as the caller sees it: the store's own error, or the `PageStoreError` /
+`SearchIndexError` the library reports it as once retries are spent."""
 
 
 class FuzzFailure(Exception):
@@ -1071,14 +1077,14 @@ class PureCase:
                 msgs = add_messages(msgs, result.updates)
             msgs = add_messages(msgs, [words.ai(id=f"o-a{i}", words=20)])
         self.store.enabled = True
-        self.other_ids = [p.id for p in self.oracle_store.list(other_thread)]
+        self.other_ids = [p.id for p in self.oracle_store.list_pages(other_thread)]
 
     def recall(self, call: dict, message_id: str) -> ToolMessage:
         args = call["args"]
         branch = PagingState.from_value(self.value)
         try:
             answer = self.pager.recall(self.thread, self.value, **args)
-        except InjectedStoreError:
+        except INJECTED:
             self.report.notes["recall raised an injected store error (a tool error for the app)"] += 1
             return ToolMessage(
                 "Error: store unavailable",
@@ -1209,7 +1215,7 @@ class PureCase:
                 result = page_messages(view, max_tokens=p.max_tokens, state=self.value, **options)
             else:
                 result = self.pager.step(view, self.value, self.thread)
-        except InjectedStoreError:
+        except INJECTED:
             self.report.notes["pure steps failed by an injected store error"] += 1
             self.flags.add("store-error")
             self.log("step failed: injected store error")
@@ -1487,7 +1493,7 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         "    PagingConfig, PageStore, TokenCounter, page_messages, reconstruct_history,",
         ")",
         "from langmem_paging.pager import Pager",
-        "from langmem_paging.middleware import prepare_view, state_update",
+        "from langmem_paging.graph_state import prepare_view, state_update",
         "from langmem_paging.state import paging_reducer, recall_delta",
         "from langmem_paging.view import render_view",
         "from langmem_paging import PagingState",
@@ -2158,7 +2164,7 @@ class GraphCase:
             warnings.simplefilter("ignore")
             try:
                 self.invoke({"messages": inputs}, self.config(thread, checkpoint_id))
-            except InjectedStoreError as e:
+            except INJECTED as e:
                 error = e
                 self.flags.add("store-error")
                 self.report.notes["graph runs failed by an injected store error"] += 1
@@ -2169,10 +2175,10 @@ class GraphCase:
                     raise FuzzFailure("recorded") from e
                 cause = e
                 while cause.__cause__ is not None or cause.__context__ is not None:
-                    if isinstance(cause, InjectedStoreError):
+                    if isinstance(cause, INJECTED):
                         break
                     cause = cause.__cause__ or cause.__context__
-                if isinstance(cause, InjectedStoreError):
+                if isinstance(cause, INJECTED):
                     error = e
                     self.flags.add("store-error")
                     self.report.notes["graph runs failed by an injected store error"] += 1
@@ -2353,7 +2359,7 @@ class GraphCase:
             warnings.simplefilter("ignore")
             outcomes = asyncio.run(both())
         for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, InjectedStoreError):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, INJECTED):
                 if isinstance(outcome, FuzzFailure) or self.problems:
                     raise FuzzFailure("recorded")
                 self.fail("concurrent run raised", f"{type(outcome).__name__}: {outcome}", outcome)
@@ -2571,7 +2577,7 @@ def t_flaky_store_recovers(rate: float = 0.1, seed: int = 0, turns: int = 40) ->
     for i in range(turns):
         try:
             agent.invoke({"messages": [HumanMessage(FACTS[i % 40] + f" #{i}", id=f"h{i}")]}, config)
-        except InjectedStoreError:
+        except INJECTED:
             failed += 1
     store.enabled = False
     agent.invoke({"messages": [HumanMessage("last", id="last")]}, config)
@@ -2605,7 +2611,7 @@ def t_recall_no_stale_state() -> str | None:
     got = [m.content for m in history if isinstance(m, HumanMessage)]
     if got != FACTS[:30]:
         return f"history lost after recalls: {len(got)} of 30 user turns"
-    pages = paging.page_store.list("t")
+    pages = paging.page_store.list_pages("t")
     if len({p.id for p in pages}) != len(pages):
         return "page ids reused"
     return None
@@ -3241,7 +3247,7 @@ def t_recall_store_failure_recovers() -> str | None:
     store = paging.page_store
 
     def broken(*args, **kwargs):
-        raise InjectedStoreError("the store is down")
+        raise PageStoreError("the store is down") from InjectedStoreError("the store is down")
 
     store.get_many, saved = broken, store.get_many
     failed = None

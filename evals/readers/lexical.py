@@ -43,7 +43,7 @@ from langchain_core.messages import BaseMessage
 from rank_bm25 import BM25Okapi
 
 from langmem_paging.background import BACKGROUND
-from langmem_paging.bookmarks import parse_bookmark
+from langmem_paging.library_messages import parse_bookmark
 from langmem_paging.messages import is_bookmark, library_mark
 from langmem_paging.text import content_terms
 

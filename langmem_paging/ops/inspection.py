@@ -9,6 +9,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langmem_paging.effects import drive
+from langmem_paging.forest import members_of, parent_index, walk_root
 from langmem_paging.messages import METADATA_KEY, library_mark, recall_copy_pages
 from langmem_paging.ops.records import record_counts
 from langmem_paging.ops.snapshots import Snapshot
@@ -18,14 +20,6 @@ from langmem_paging.store import PageStore
 from langmem_paging.tokens import message_text
 
 __all__ = ["ClusterRow", "Inspection", "PageRow", "RecallRow", "SnapshotInfo", "cluster_roots", "inspect_thread"]
-
-
-def _parents(nodes: Iterable[ClusterNode]) -> dict[str, list[str]]:
-    parents: dict[str, list[str]] = {}
-    for node in nodes:
-        for child in node.children:
-            parents.setdefault(child, []).append(node.id)
-    return parents
 
 
 def cluster_roots(
@@ -38,31 +32,11 @@ def cluster_roots(
     With `state`, only clusters the branch made count and its shown roots end the walk; without,
     the newest cluster at each level is followed.
     """
-    parents = _parents(nodes)
-    out: dict[str, str | None] = {}
-    for ident in idents:
-        node = ident
-        for _ in range(10_000):
-            ups = parents.get(node, [])
-            if state is not None:
-                ups = [p for p in ups if state.owns("c", cluster_number(p))]
-            if not ups or (state is not None and node in state.clusters):
-                break
-            node = max(ups, key=cluster_number)
-        out[ident] = None if node == ident else node
-    return out
-
-
-def _members(nodes: Mapping[str, ClusterNode], cluster_id: str) -> list[str] | None:
-    """Page ids under a cluster (None if a node on the way is missing), in page order."""
-    pages, stack = set(), [cluster_id]
-    while stack:
-        node = nodes.get(stack.pop())
-        if node is None:
-            return None
-        for child in node.children:
-            (pages.add(child) if child.startswith("p") else stack.append(child))
-    return sorted(pages, key=page_number)
+    parents = parent_index(nodes)
+    owned = None if state is None else (lambda c: state.owns("c", cluster_number(c)))
+    roots = None if state is None else state.clusters
+    return {ident: drive(walk_root(ident, owned=owned, roots=roots), lambda node: parents.get(node, [])).root
+            for ident in idents}
 
 
 @dataclass
@@ -230,11 +204,27 @@ def inspect_thread(page_store: PageStore, thread_id: str, snapshot: Snapshot | N
     Returns:
         An `Inspection`; pages in history order (`Page.order`), clusters in id order.
     """
-    store = page_store._backend()
-    pages = page_store.list(thread_id)
+    pages = page_store.list_pages(thread_id)
     nodes = page_store.list_clusters(thread_id)
     state = PagingState.from_value(snapshot.paging) if snapshot is not None else None
     roots = cluster_roots(nodes, [p.id for p in pages] + [n.id for n in nodes], state)
+    clusters = [ClusterRow(
+        id=n.id, size=n.size, span=f"p{n.first_page}-p{n.last_page}", children=list(n.children),
+        root=roots[n.id], shown=state is not None and n.id in state.clusters, bookmark=n.bookmark,
+    ) for n in nodes]
+    return Inspection(
+        thread_id=thread_id,
+        records=record_counts(page_store.store, thread_id),
+        pages=_page_rows(pages, roots, state, snapshot),
+        clusters=clusters,
+        recalls=_recalls(snapshot.messages if snapshot is not None else [], pages),
+        checkpoint=_snapshot_info(snapshot, state, pages, nodes) if snapshot is not None and state else None,
+    )
+
+
+def _page_rows(pages: list[Page], roots: dict[str, str | None], state: PagingState | None,
+               snapshot: Snapshot | None) -> list[PageRow]:
+    """Every page in history order, with where the checkpoint's branch puts it."""
     context = snapshot.messages if snapshot is not None else []
     stubs = {mark["paged_result"] for m in [*context, *(m for p in pages for m in p.messages)]
              if isinstance((mark := library_mark(m)).get("paged_result"), str)}
@@ -247,36 +237,37 @@ def inspect_thread(page_store: PageStore, thread_id: str, snapshot: Snapshot | N
             order=page.order, kind=page.kind, access_count=count, cluster=roots[page.id],
             status=_status(page.id, roots[page.id], state, stubs), bookmark=page.bookmark,
         ))
-    clusters = [ClusterRow(
-        id=n.id, size=n.size, span=f"p{n.first_page}-p{n.last_page}", children=list(n.children),
-        root=roots[n.id], shown=state is not None and n.id in state.clusters, bookmark=n.bookmark,
-    ) for n in nodes]
-    info = None
-    if snapshot is not None and state is not None:
-        by_id = {n.id: n for n in nodes}
-        in_pages = {m.id for p in pages for m in p.messages}
-        info = SnapshotInfo(
-            checkpoint_id=snapshot.checkpoint_id,
-            created_at=snapshot.created_at,
-            messages=len(snapshot.messages),
-            mode="view" if state.skeleton is not None else "replace",
-            turn=state.turn,
-            tokens=state.tokens,
-            budget=state.budget,
-            resident=sorted(state.pages, key=page_number),
-            shown={p: ("bookmark" if s.tier == "cold" else "digest")
-                   for p, s in sorted(state.shown.items(), key=lambda kv: page_number(kv[0]))},
-            clusters={c: _members(by_id, c) or [] for c in sorted(state.clusters, key=cluster_number)},
-            unpaged=sum(1 for m in snapshot.messages if m.id not in in_pages
-                        and not library_mark(m).get("bookmark") and not library_mark(m).get("cluster")),
-            bookmarks=[message_text(m) for m in snapshot.messages
-                       if library_mark(m).get("bookmark") or library_mark(m).get("cluster")],
-        )
-    return Inspection(
-        thread_id=thread_id,
-        records=record_counts(store, thread_id),
-        pages=rows,
-        clusters=clusters,
-        recalls=_recalls(snapshot.messages if snapshot is not None else [], pages),
-        checkpoint=info,
+    return rows
+
+
+def _snapshot_info(snapshot: Snapshot, state: PagingState, pages: list[Page], nodes: list[ClusterNode]) -> SnapshotInfo:
+    """The checkpoint's paging state as `inspect` shows it."""
+    by_id = {n.id: n for n in nodes}
+    in_pages = {m.id for p in pages for m in p.messages}
+    marked = [_is_stand_in(m) for m in snapshot.messages]
+    return SnapshotInfo(
+        checkpoint_id=snapshot.checkpoint_id,
+        created_at=snapshot.created_at,
+        messages=len(snapshot.messages),
+        mode="view" if state.skeleton is not None else "replace",
+        turn=state.turn,
+        tokens=state.tokens,
+        budget=state.budget,
+        resident=sorted(state.pages, key=page_number),
+        shown={p: ("bookmark" if s.tier == "cold" else "digest")
+               for p, s in sorted(state.shown.items(), key=lambda kv: page_number(kv[0]))},
+        clusters={c: _members(by_id, c) for c in sorted(state.clusters, key=cluster_number)},
+        unpaged=sum(1 for m, mark in zip(snapshot.messages, marked, strict=True) if m.id not in in_pages and not mark),
+        bookmarks=[message_text(m) for m, mark in zip(snapshot.messages, marked, strict=True) if mark],
     )
+
+
+def _is_stand_in(message: BaseMessage) -> bool:
+    mark = library_mark(message)
+    return bool(mark.get("bookmark") or mark.get("cluster"))
+
+
+def _members(nodes: Mapping[str, ClusterNode], cluster_id: str) -> list[str]:
+    """Page ids under a cluster in page order ([] if a node on the way is missing)."""
+    members = members_of(cluster_id, nodes.get)
+    return members.pages if members.complete else []

@@ -9,12 +9,11 @@ from typing import Any
 from langgraph.store.base import BaseStore, GetOp, Item, PutOp, SearchOp
 
 from langmem_paging.records import cluster_number, page_number
-from langmem_paging.store import KINDS, thread_namespace
+from langmem_paging.store import KINDS, Kind, PageStore, thread_namespace
 
 __all__ = ["export_records", "import_records", "list_items", "record_counts", "without_ttl_refresh"]
 
-_LIST_BATCH = 500
-
+_WRITE_BATCH = 500
 
 class _WithoutTTLRefresh(BaseStore):
     """A store whose reads never refresh TTLs (writes pass through unchanged)."""
@@ -45,14 +44,9 @@ def without_ttl_refresh(store: BaseStore) -> BaseStore:
 
 
 
-def list_items(store: BaseStore, thread_id: str, kind: str) -> list[Item]:
-    """Every record of one kind of a thread (paged through the store)."""
-    items: list[Item] = []
-    while True:
-        (batch,) = store.batch([SearchOp(thread_namespace(thread_id, kind), limit=_LIST_BATCH, offset=len(items))])
-        items.extend(batch)
-        if len(batch) < _LIST_BATCH:
-            return items
+def list_items(store: BaseStore, thread_id: str, kind: Kind) -> list[Item]:
+    """Every record of one kind of a thread (paged through the store, as `PageStore` lists)."""
+    return PageStore(store, retries=0).list_items(thread_id, kind)
 
 
 def record_counts(store: BaseStore, thread_id: str) -> dict[str, int]:
@@ -126,7 +120,7 @@ def import_records(
     for target, items in by_thread.items():
         ops = [PutOp(thread_namespace(target, r["kind"]), r["key"], dict(r["value"]), index=False, ttl=ttl)
                for r in items]
-        for i in range(0, len(ops), _LIST_BATCH):
-            store.batch(ops[i : i + _LIST_BATCH])
+        for i in range(0, len(ops), _WRITE_BATCH):
+            store.batch(ops[i : i + _WRITE_BATCH])
         written[target] = len(ops)
     return written

@@ -10,9 +10,10 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langmem_paging.forest import members_of
 from langmem_paging.messages import is_user_turn, library_mark, recall_copy_pages
 from langmem_paging.ops.snapshots import Snapshot
-from langmem_paging.paging import reconstruct_history
+from langmem_paging.history import reconstruct_history
 from langmem_paging.records import ClusterNode, Page
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
@@ -108,6 +109,30 @@ class _Fetcher:
 
 def _referenced(state: PagingState, messages: Sequence[BaseMessage], fetch: _Fetcher, issues: list[Issue]) -> None:
     """Every page and cluster the checkpoint points at must be in the store."""
+    wanted = _pointed_at(state, messages)
+    cluster_marks = {mark["cluster"]: m.id for m in messages
+                     if isinstance((mark := library_mark(m)).get("cluster"), str)}
+    for cluster_id in dict.fromkeys([*state.clusters, *cluster_marks]):
+        members = members_of(cluster_id, fetch.node)
+        for cid in members.missing:
+            where = f"under cluster {cluster_id}" if cid != cluster_id else "a shown cluster root"
+            issues.append(Issue("missing-cluster", f"cluster {cid} ({where}) is not in the store"))
+        for page_id in members.pages:
+            wanted.setdefault(page_id, f"member of cluster {cluster_id}")
+    fetch.prefetch(wanted)
+    for page_id, why in wanted.items():
+        if fetch.page(page_id) is None:
+            issues.append(Issue("missing-page", f"page {page_id} ({why}) is not in the store"))
+    for message in messages:
+        mark = library_mark(message)
+        target = mark.get("bookmark") or mark.get("cluster")
+        if isinstance(target, str) and not _resolves(fetch, target):
+            issues.append(Issue("unresolved-bookmark",
+                                f"bookmark {_short(message_text(message))!r} (message {message.id}) does not resolve"))
+
+
+def _pointed_at(state: PagingState, messages: Sequence[BaseMessage]) -> dict[str, str]:
+    """Pages the state and the messages point at, and why (the first reason found)."""
     wanted: dict[str, str] = {}
     for page_id in state.pages:
         wanted.setdefault(page_id, "resident in the checkpoint")
@@ -121,54 +146,15 @@ def _referenced(state: PagingState, messages: Sequence[BaseMessage], fetch: _Fet
             wanted.setdefault(mark["paged_result"], f"paged tool result {message.id}")
         for page_id in recall_copy_pages(message):
             wanted.setdefault(page_id, f"recall result {message.id}")
-    cluster_marks = {mark["cluster"]: m.id for m in messages
-                     if isinstance((mark := library_mark(m)).get("cluster"), str)}
-    for cluster_id in dict.fromkeys([*state.clusters, *cluster_marks]):
-        stack, seen = [cluster_id], set()
-        while stack:
-            cid = stack.pop()
-            if cid in seen:
-                continue
-            seen.add(cid)
-            node = fetch.node(cid)
-            if node is None:
-                where = f"under cluster {cluster_id}" if cid != cluster_id else "a shown cluster root"
-                issues.append(Issue("missing-cluster", f"cluster {cid} ({where}) is not in the store"))
-                continue
-            for child in node.children:
-                if child.startswith("p"):
-                    wanted.setdefault(child, f"member of cluster {cluster_id}")
-                else:
-                    stack.append(child)
-    fetch.prefetch(wanted)
-    for page_id, why in wanted.items():
-        if fetch.page(page_id) is None:
-            issues.append(Issue("missing-page", f"page {page_id} ({why}) is not in the store"))
-    for message in messages:
-        mark = library_mark(message)
-        target = mark.get("bookmark") or mark.get("cluster")
-        if not isinstance(target, str):
-            continue
-        resolved = fetch.page(target) if target.startswith("p") else (
-            fetch.node(target) is not None and _cluster_complete(fetch, target))
-        if not resolved:
-            issues.append(Issue("unresolved-bookmark",
-                                f"bookmark {_short(message_text(message))!r} (message {message.id}) does not resolve"))
+    return wanted
 
 
-def _cluster_complete(fetch: _Fetcher, cluster_id: str) -> bool:
-    stack = [cluster_id]
-    while stack:
-        node = fetch.node(stack.pop())
-        if node is None:
-            return False
-        for child in node.children:
-            if child.startswith("p"):
-                if fetch.page(child) is None:
-                    return False
-            else:
-                stack.append(child)
-    return True
+def _resolves(fetch: _Fetcher, target: str) -> bool:
+    """A page bookmark's page exists; a cluster bookmark's whole subtree and its pages do."""
+    if target.startswith("p"):
+        return fetch.page(target) is not None
+    members = members_of(target, fetch.node)
+    return members.complete and all(fetch.page(p) is not None for p in members.pages)
 
 
 def _ordinals(history: Sequence[BaseMessage], state: PagingState, fetch: _Fetcher) -> dict[str, int]:
@@ -207,27 +193,44 @@ def verify_thread(
         A `Verification`; ``lossless`` is True when no issue was found.
     """
     result = Verification(thread_id=thread_id, lossless=False, checkpoints=len(snapshots))
-    issues = result.issues
     if not snapshots:
-        issues.append(Issue("no-checkpoint", f"thread {thread_id!r} has no checkpoint to rebuild from"))
+        result.issues.append(Issue("no-checkpoint", f"thread {thread_id!r} has no checkpoint to rebuild from"))
         return result
     latest = snapshots[-1]
     state = PagingState.from_value(latest.paging)
     fetch = _Fetcher(page_store, thread_id)
-    _referenced(state, latest.messages, fetch, issues)
-    history = reconstruct_history(latest.messages, fetch.page, counter or TokenCounter(),
-                                  clusters=fetch.node, state=latest.paging)
+    _referenced(state, latest.messages, fetch, result.issues)
+    history = reconstruct_history(latest.messages, fetch.page, counter, clusters=fetch.node, state=latest.paging)
     result.rebuilt = len(history)
     result.pages_used = sum(p is not None for p in fetch.pages.values())
+    result.issues += _duplicates(history) + _ordinal_order(history, state, fetch)
+    first: dict[str, BaseMessage] = {}
+    for snapshot in snapshots:
+        for message in snapshot.messages:
+            first.setdefault(message.id or "", message)
+    result.seen = len(first)
+    result.issues += _compare(first, history, result.unverified) + _arrival_order(first, history)
+    result.user_turns = sum(1 for m in history if is_user_turn(m))
+    seen_turns = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
+    if state.skeleton is None and result.user_turns != seen_turns:
+        result.issues.append(Issue("user-turns", f"the rebuilt history has {result.user_turns} user turns, "
+                                                 f"the checkpoints saw {seen_turns}"))
+    result.lossless = not result.issues
+    return result
 
-    positions: dict[str, list[int]] = {}
+
+def _duplicates(history: Sequence[BaseMessage]) -> list[Issue]:
+    positions: dict[str | None, list[int]] = {}
     for i, message in enumerate(history):
         positions.setdefault(message.id, []).append(i)
-    for key, where in positions.items():
-        if len(where) > 1:
-            issues.append(Issue("duplicate", f"message {key} appears {len(where)} times (positions {where})"))
+    return [Issue("duplicate", f"message {key} appears {len(where)} times (positions {where})")
+            for key, where in positions.items() if len(where) > 1]
 
+
+def _ordinal_order(history: Sequence[BaseMessage], state: PagingState, fetch: _Fetcher) -> list[Issue]:
+    """The rebuilt history's ordinals must increase."""
     ordinals = _ordinals(history, state, fetch)
+    issues = []
     previous: tuple[str, int] | None = None
     for message in history:
         if message.id not in ordinals:
@@ -236,13 +239,13 @@ def verify_thread(
             issues.append(Issue("order", f"message {message.id} (ordinal {ordinals[message.id]}) follows "
                                          f"{previous[0]} (ordinal {previous[1]})"))
         previous = (message.id, ordinals[message.id])
+    return issues
 
-    first: dict[str, BaseMessage] = {}
-    for snapshot in snapshots:
-        for message in snapshot.messages:
-            first.setdefault(message.id, message)
-    result.seen = len(first)
+
+def _compare(first: dict[str, BaseMessage], history: Sequence[BaseMessage], unverified: list[str]) -> list[Issue]:
+    """Every message the checkpoints held is rebuilt, with the content it first had."""
     rebuilt = {m.id: m for m in history}
+    issues = []
     lost = [key for key in first if key not in rebuilt]
     if lost:
         shown = "; ".join(f"{key} ({first[key].type}) {_short(first[key].content, 40)!r}" for key in lost[:5])
@@ -252,23 +255,21 @@ def verify_thread(
         if key not in rebuilt:
             continue
         if not _is_original(original):
-            result.unverified.append(key)
+            unverified.append(key)
         elif not _same(original, rebuilt[key]):
             issues.append(Issue("changed", f"message {key} ({original.type}) differs: checkpoint had "
                                            f"{_short(original.content)!r}, rebuilt {_short(rebuilt[key].content)!r}"))
+    return issues
+
+
+def _arrival_order(first: dict[str, BaseMessage], history: Sequence[BaseMessage]) -> list[Issue]:
+    """The rebuilt history keeps the order messages arrived in."""
+    rebuilt = {m.id for m in history}
     expected = [k for k in first if k in rebuilt]
-    actual = [m.id for m in history if m.id in first]
-    actual = list(dict.fromkeys(actual))
-    if expected != actual:
-        at = next(i for i, (a, b) in enumerate(zip(expected, actual)) if a != b) if any(
-            a != b for a, b in zip(expected, actual)) else min(len(expected), len(actual))
-        issues.append(Issue("order", f"rebuilt history departs from the order messages arrived in at position "
-                                     f"{at}: expected {expected[at] if at < len(expected) else 'end'}, "
-                                     f"got {actual[at] if at < len(actual) else 'end'}"))
-    result.user_turns = sum(1 for m in history if is_user_turn(m))
-    seen_turns = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
-    if state.skeleton is None and result.user_turns != seen_turns:
-        issues.append(Issue("user-turns", f"the rebuilt history has {result.user_turns} user turns, "
-                                          f"the checkpoints saw {seen_turns}"))
-    result.lossless = not issues
-    return result
+    actual = list(dict.fromkeys(m.id for m in history if m.id in first))
+    if expected == actual:
+        return []
+    at = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
+    return [Issue("order", f"rebuilt history departs from the order messages arrived in at position "
+                           f"{at}: expected {expected[at] if at < len(expected) else 'end'}, "
+                           f"got {actual[at] if at < len(actual) else 'end'}")]

@@ -5,9 +5,10 @@ Recalled text is delimited: each page is a ``<page id="p3">`` element and each m
 is escaped, so a stored page cannot impersonate a tool result or another message.
 
 A `recall` ToolMessage carries the text of pages that live in the store. When it ages out
-of the context it is not stored again: its content shrinks to a reference, and because
-rendering is deterministic (`render_recall` from the spec kept in the artifact) the
-original content is rebuilt exactly from the store (`expand_recall_copy`).
+of the context it is not stored again: its content shrinks to a reference
+(`langmem_paging.library_messages.shrink_recall_copy`), and because rendering is
+deterministic (`render_recall` from the `RecallSpec` kept in the artifact) the original
+content is rebuilt exactly from the store (`expand_recall_copy`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from langmem_paging.messages import METADATA_KEY, recall_copy_pages, speaker
+from langmem_paging.messages import METADATA_KEY, speaker
+from langmem_paging.recall.spec import ClusterItem, Item, PageItem, PassageItem, RecallSpec
 from langmem_paging.records import ClusterNode, Page
-from langmem_paging.tokens import TokenCounter, message_text
+from langmem_paging.tokens import TokenCounter, message_text, shared_counter
 
 __all__ = [
     "clip_note",
-    "copy_reference",
     "expand_recall_copy",
     "page_parts",
     "recall_artifact",
@@ -33,7 +34,6 @@ __all__ = [
     "render_passages",
     "render_recall",
     "render_recall_shown",
-    "shrink_recall_copy",
 ]
 
 _TAG = re.compile(r"<(/?)(page|message|recalled|cluster)\b", re.IGNORECASE)
@@ -159,29 +159,22 @@ def _member_line(page: Page) -> str:
     return f"[{page.id}:{keywords}] {page.token_count} tokens"
 
 
-def render_recall(
-    spec: dict[str, Any], get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
-) -> str:
-    """The recall result for `spec` (what was asked and found), within ``spec["max_tokens"]``.
-
-    `spec` holds ``note``, ``max_tokens``, ``part_tokens`` and ``items``:
-    ``{"page": id, "part": k or None}``, ``{"passages": id, "spans": [[start, stop], ...]}``,
-    ``{"cluster": id, "members": [ids], "text": bool, "more": n}``, in the order to show.
-    """
+def render_recall(spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter) -> str:
+    """The recall result for `spec` (what was asked and found), within ``spec.max_tokens``."""
     return render_recall_shown(spec, get_page, get_node, counter)[0]
 
 
 def render_recall_shown(
-    spec: dict[str, Any], get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
+    spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
 ) -> tuple[str, list[str]]:
     """`render_recall`, and the ids of the items that fit (pages and clusters).
 
-    The whole text fits ``spec["max_tokens"]``: the note (clipped), the items that fit, and the
+    The whole text fits ``spec.max_tokens``: the note (clipped), the items that fit, and the
     notice naming those that did not (room for it is kept when something is left out)."""
-    cap = spec["max_tokens"]
-    note = clip_note(spec.get("note") or "", cap, counter)
+    cap = spec.max_tokens
+    note = clip_note(spec.note, cap, counter)
     room = cap - (counter.count_text(note) + 1 if note else 0)
-    bodies = [b for b in (_item_body(item, spec, get_page, get_node, counter) for item in spec["items"]) if b]
+    bodies = [b for b in (_item_body(item, spec, get_page, get_node, counter) for item in spec.items) if b]
     parts, shown, omitted = _fill(bodies, room, counter)
     if omitted:  # keep room for the notice, which may leave out more
         parts, shown, omitted = _fill(bodies, room - _notice_reserve(cap, counter), counter)
@@ -202,31 +195,31 @@ def clip_note(note: str, cap: int, counter: TokenCounter) -> str:
 
 
 def _item_body(
-    item: dict[str, Any], spec: dict[str, Any], get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
+    item: Item, spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
 ) -> tuple[str, str] | None:
     """An item's label and text, or None when what it names is gone."""
-    if "passages" in item:
-        page = get_page(item["passages"])
-        return None if page is None else (item["passages"], render_passages(page, item["spans"]))
-    if "page" in item:
-        page = get_page(item["page"])
+    if isinstance(item, PassageItem):
+        page = get_page(item.page)
+        return None if page is None else (item.page, render_passages(page, item.spans))
+    if isinstance(item, PageItem):
+        page = get_page(item.page)
         if page is None:
             return None
-        if item.get("part"):
-            pieces = page_parts(page, spec["part_tokens"], counter)
-            return item["page"], pieces[min(item["part"], len(pieces)) - 1]
-        return item["page"], render_page(page)
-    node = get_node(item["cluster"]) if get_node else None
+        if item.part:
+            pieces = page_parts(page, spec.part_tokens, counter)
+            return item.page, pieces[min(item.part, len(pieces)) - 1]
+        return item.page, render_page(page)
+    return _cluster_body(item, get_page, get_node)
+
+
+def _cluster_body(item: ClusterItem, get_page: GetPage, get_node: GetNode | None) -> tuple[str, str] | None:
+    node = get_node(item.cluster) if get_node else None
     if node is None:
         return None
-    members = [p for p in (get_page(pid) for pid in item.get("members", [])) if p is not None]
-    inner = (
-        "\n".join(render_page(p) for p in members) if item.get("text")
-        else "\n".join(_member_line(p) for p in members)
-    )
-    more = item.get("more", 0)
-    tail = f"\n({more} more member pages not listed: recall them by id, or search)" if more else ""
-    return item["cluster"], f'<cluster id="{node.id}" pages="{node.size}">\n{inner}{tail}\n</cluster>'
+    members = [p for p in (get_page(pid) for pid in item.members) if p is not None]
+    inner = "\n".join(render_page(p) if item.text else _member_line(p) for p in members)
+    tail = f"\n({item.more} more member pages not listed: recall them by id, or search)" if item.more else ""
+    return item.cluster, f'<cluster id="{node.id}" pages="{node.size}">\n{inner}{tail}\n</cluster>'
 
 
 def _fill(
@@ -276,24 +269,9 @@ def _cap_notice(cap: int, omitted: list[str], room: int, counter: TokenCounter) 
     return ""
 
 
-def recall_artifact(spec: dict[str, Any], page_ids: Sequence[str]) -> dict[str, Any]:
+def recall_artifact(spec: RecallSpec, page_ids: Sequence[str]) -> dict[str, Any]:
     """What a recall ToolMessage keeps (never sent to the model) to be shrunk and re-expanded."""
-    return {METADATA_KEY: {"recalled": list(page_ids), "spec": spec}}
-
-
-def copy_reference(page_ids: Sequence[str]) -> str:
-    """The shrunk form of a recall result."""
-    shown = ", ".join(page_ids) if page_ids else "nothing"
-    return f"[recalled {shown}; text removed from context, call recall again to reread]"
-
-
-def shrink_recall_copy(message: ToolMessage) -> ToolMessage:
-    """The same ToolMessage (same id) with its text replaced by a reference."""
-    meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "shrunk": True}
-    return message.model_copy(update={
-        "content": copy_reference(recall_copy_pages(message)),
-        "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
-    })
+    return {METADATA_KEY: {"recalled": list(page_ids), "spec": spec.to_dict()}}
 
 
 def expand_recall_copy(
@@ -301,9 +279,9 @@ def expand_recall_copy(
 ) -> ToolMessage:
     """Rebuild a shrunk recall result exactly, from the stored pages it referenced (with the
     tokenizer the spec names, else `counter`)."""
-    spec = message.artifact[METADATA_KEY]["spec"]
-    if spec.get("encoding") and spec["encoding"] != counter.encoding.name:
-        counter = TokenCounter(encoding=spec["encoding"])
+    spec = RecallSpec.from_dict(message.artifact[METADATA_KEY]["spec"])
+    if spec.encoding and spec.encoding != counter.encoding.name:
+        counter = shared_counter(spec.encoding)
     content = render_recall(spec, get_page, get_node, counter)
     meta = {k: v for k, v in message.additional_kwargs.get(METADATA_KEY, {}).items() if k != "shrunk"}
     kwargs = {k: v for k, v in message.additional_kwargs.items() if k != METADATA_KEY}

@@ -17,7 +17,8 @@ from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command
 
 from langmem_paging.messages import is_bookmark
-from langmem_paging.pager import Pager, RecallAnswer
+from langmem_paging.pager import Pager
+from langmem_paging.recall.service import RecallAnswer
 from langmem_paging.state import STATE_KEY, recall_delta
 
 __all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
@@ -63,10 +64,12 @@ def _call(runtime: ToolRuntime, name: str) -> tuple[Any, int]:
     return None, 1
 
 
-def _sizing(pager: Pager, runtime: ToolRuntime, name: str) -> dict[str, int]:
+def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any) -> dict[str, Any]:
+    """How the result is sized and where it reads: its share of the room, the calling message's
+    tokens, and the store of this call (the graph's, unless the pager has its own)."""
     message, share = _call(runtime, name)
-    call_tokens = pager.counter_for().count_message(message) if message is not None else 0
-    return {"share": share, "call_tokens": call_tokens}
+    call_tokens = pager.counter_for(state=state).count_message(message) if message is not None else 0
+    return {"share": share, "call_tokens": call_tokens, "store": runtime.store}
 
 
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
@@ -95,8 +98,9 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         thread_id = _thread_id(runtime)
         if thread_id is None:
             return _NO_THREAD
-        answer = pager.recall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query, part=part,
-                              **_sizing(pager, runtime, name))
+        state = _paging_state(runtime)
+        answer = pager.recall(thread_id, state, page_ids=page_ids, query=query, part=part,
+                              **_sizing(pager, runtime, name, state))
         return _command(answer, runtime, name)
 
     async def arecall(
@@ -109,8 +113,9 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         thread_id = _thread_id(runtime)
         if thread_id is None:
             return _NO_THREAD
-        answer = await pager.arecall(thread_id, _paging_state(runtime), page_ids=page_ids, query=query,
-                                     part=part, **_sizing(pager, runtime, name))
+        state = _paging_state(runtime)
+        answer = await pager.arecall(thread_id, state, page_ids=page_ids, query=query, part=part,
+                                     **_sizing(pager, runtime, name, state))
         return _command(answer, runtime, name)
 
     return StructuredTool.from_function(func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION)

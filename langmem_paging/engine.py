@@ -1,0 +1,200 @@
+"""The step engine: a paging step with its I/O, for the middleware, the node and the test driver.
+
+A step is two flows: under the thread's lock, the pure step (`langmem_paging.step`) and the
+commit of what it made (reserve -> decide -> commit, so two runs at once on a thread never take
+the same number); then, outside the lock, indexing the new pages, warnings, tracing and hooks.
+`step` and `astep` differ only in the lock and the driver. Only failures of the page store and
+the index fall under `on_store_error`; anything else propagates with its own type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import warnings
+import weakref
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage
+
+from langmem_paging.config import PagingConfig
+from langmem_paging.effects import Flow, arun, run
+from langmem_paging.errors import SearchIndexError, StorageError
+from langmem_paging.hooks import PageEvent, PagingHooks
+from langmem_paging.state import PagingState
+from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
+from langmem_paging.thread_io import Commit, IndexPages, Notify, ThreadIO, Trace
+
+__all__ = ["OnStoreError", "StepEngine"]
+
+logger = logging.getLogger("langmem_paging")
+
+OnStoreError = Literal["raise", "continue"]
+
+
+class _Locks:
+    """One lock per thread id, sync and async, forgotten when unused."""
+
+    def __init__(self) -> None:
+        self._sync: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        self._async: weakref.WeakValueDictionary[tuple[str, int], asyncio.Lock] = weakref.WeakValueDictionary()
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def hold(self, thread_id: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._sync.get(thread_id)
+            if lock is None:
+                lock = self._sync[thread_id] = threading.Lock()
+        with lock:
+            yield
+
+    @asynccontextmanager
+    async def ahold(self, thread_id: str) -> AsyncIterator[None]:
+        key = (thread_id, id(asyncio.get_running_loop()))
+        with self._guard:
+            lock = self._async.get(key)
+            if lock is None:
+                lock = self._async[key] = asyncio.Lock()
+        async with lock:
+            yield
+
+
+class StepEngine:
+    """Runs paging steps for one configuration.
+
+    Args:
+        config: The paging options.
+        on_store_error: ``"raise"`` (the turn fails; the next turn recovers, nothing lost) or
+            ``"continue"`` (the turn goes on unpaged, with a warning).
+    """
+
+    def __init__(self, config: PagingConfig, *, on_store_error: OnStoreError = "raise") -> None:
+        if on_store_error not in ("raise", "continue"):
+            raise ValueError("`on_store_error` must be 'raise' or 'continue'.")
+        self.config = config
+        self.on_store_error = on_store_error
+        self.components = Components.resolve(config)
+        digester = getattr(self.components.tiers, "digester", None)
+        self.hooks: list[PagingHooks] = [self.components.policy, *config.hooks,
+                                         *([digester] if isinstance(digester, PagingHooks) else [])]
+        self._locks = _Locks()
+        self._page_sizes: list[int] = []
+        self._warned_page_size = False
+
+    def step(self, view: Sequence[BaseMessage], state: Any, io: ThreadIO, options: StepOptions) -> PagingResult:
+        """Page `view` on `state`'s branch; new records are stored before the result returns."""
+        try:
+            with self._locks.hold(io.thread_id):
+                result = run(self._decide_and_commit(view, state, options), io)
+            run(self._after(io.thread_id, result), io)
+        except StorageError as error:
+            return self._unpaged(error, view, state)
+        return result
+
+    async def astep(self, view: Sequence[BaseMessage], state: Any, io: ThreadIO,
+                    options: StepOptions) -> PagingResult:
+        """Async `step`."""
+        try:
+            async with self._locks.ahold(io.thread_id):
+                result = await arun(self._decide_and_commit(view, state, options), io)
+            await arun(self._after(io.thread_id, result), io)
+        except StorageError as error:
+            return self._unpaged(error, view, state)
+        return result
+
+    # -- the flows -----------------------------------------------------------------------
+    @staticmethod
+    def _decide_and_commit(view: Sequence[BaseMessage], state: Any, options: StepOptions) -> Flow[PagingResult]:
+        result = yield from paging_step(view, state, options)
+        touched, result.state.touched = result.state.touched, []
+        yield Commit(result.pages, result.nodes, result.state, touched)
+        return result
+
+    def _after(self, thread_id: str, result: PagingResult) -> Flow[None]:
+        if result.pages:
+            try:
+                yield IndexPages(result.pages)
+            except SearchIndexError as error:
+                self._index_failed(error, thread_id)
+            self._watch_page_sizes(result)
+        self._report(thread_id, result)
+        yield Trace(_trace_data(thread_id, result))
+        events = _events(thread_id, result)
+        if events:
+            yield Notify(self.hooks, events)
+
+    # -- failures and warnings ---------------------------------------------------------------
+    def _unpaged(self, error: StorageError, view: Sequence[BaseMessage], state: Any) -> PagingResult:
+        if self.on_store_error == "raise":
+            raise error
+        warnings.warn(
+            f"langmem-paging: {error}; this turn is not paged. Nothing was lost; the next turn pages again.",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+        return PagingResult(view=list(view), state=PagingState.from_value(state))
+
+    def _index_failed(self, error: SearchIndexError, thread_id: str) -> None:
+        """The index failing is a store failure, except that with ``"continue"`` the turn keeps its
+        paged result: the pages are stored already, and a later `load` of the thread re-indexes them."""
+        if self.on_store_error == "raise":
+            raise error
+        message = (f"langmem-paging: {error}; the new pages of thread {thread_id!r} are stored but not searchable "
+                   "until the index is loaded again.")
+        logger.warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=6)
+
+    def _report(self, thread_id: str, result: PagingResult) -> None:
+        if result.changed:
+            logger.info(
+                "thread %s: %d -> %d tokens (budget %d); formed %s, evicted %s, folded %s",
+                thread_id, result.tokens_before, result.tokens, result.state.budget,
+                result.formed or "-", result.evicted or "-", result.folded or "-",
+            )
+        if result.first_over_budget:
+            message = (
+                f"langmem-paging: thread {thread_id!r} needs {result.tokens} tokens but the budget is "
+                f"{result.state.budget}: what nothing may evict (system prompt and tools, pinned messages, "
+                f"the newest user message, the latest tool group, bookmarks) takes {result.protected_tokens}. "
+                "Raise `max_tokens`, shorten the protected messages, or lower `bookmark_share`."
+            )
+            logger.warning(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=6)
+
+    def _watch_page_sizes(self, result: PagingResult) -> None:
+        """Warn once when pages are usually larger than what one recall returns."""
+        self._page_sizes = [*self._page_sizes, *(p.token_count for p in result.pages if p.kind == "page")][-50:]
+        if self._warned_page_size or len(self._page_sizes) < 3:
+            return
+        cap = self.config.recall_cap_for(result.state.budget)
+        median = sorted(self._page_sizes)[len(self._page_sizes) // 2]
+        if median > cap:
+            self._warned_page_size = True
+            message = (
+                f"langmem-paging: pages ({self.components.boundary.name}) are usually larger than one recall "
+                f"returns (median {median} tokens, recall cap {cap}): a recalled page comes back in parts. Use "
+                "smaller pages (e.g. fixed_10 or tokens_N) or raise `recall_max_tokens`."
+            )
+            logger.warning(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=7)
+
+
+def _trace_data(thread_id: str, result: PagingResult) -> dict[str, Any]:
+    return {"thread_id": thread_id, "tokens_before": result.tokens_before, "tokens": result.tokens,
+            "budget": result.state.budget, "formed": result.formed, "evicted": result.evicted,
+            "folded": result.folded, "over_budget": result.over_budget}
+
+
+def _events(thread_id: str, result: PagingResult) -> list[tuple[str, PageEvent]]:
+    turn = result.state.turn
+    events = []
+    if result.formed:
+        formed = [p for p in result.pages if p.id in result.formed]
+        events.append(("formed", PageEvent(thread_id, list(result.formed), turn, formed)))
+    if result.evicted:
+        events.append(("evicted", PageEvent(thread_id, list(result.evicted), turn)))
+    return events

@@ -1,0 +1,22 @@
+"""The failures `on_store_error` is about: the page store or the search index failed.
+
+Only these fall under ``on_store_error="continue"`` (the turn goes on unpaged); every other
+exception (a policy's bug, a bookmarker's network error) propagates with its own type. The
+original error is the ``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PageStoreError", "SearchIndexError", "StorageError"]
+
+
+class StorageError(Exception):
+    """The page store or the search index failed (after the store's retries)."""
+
+
+class PageStoreError(StorageError):
+    """A call to the page store (a LangGraph `BaseStore`) failed after its retries."""
+
+
+class SearchIndexError(StorageError):
+    """A call to the search index failed."""

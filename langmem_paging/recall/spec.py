@@ -1,0 +1,116 @@
+"""What a recall showed, as a typed, versioned record.
+
+A `recall` ToolMessage keeps its spec in its artifact (never sent to the model); the
+checkpoint stores it, and when the result ages out of the context it shrinks to a reference
+and is rebuilt from the spec and the stored pages (rendering is deterministic). So the spec
+is read back after upgrades: `RecallSpec.from_dict` reads every version written so far
+(version 1, and the unversioned dicts of 0.2, which have the same fields).
+
+Example:
+    >>> spec = RecallSpec(items=[PageItem("p3"), PassageItem("p9", [(2, 5)])], max_tokens=500,
+    ...                   part_tokens=400, note="", encoding="cl100k_base")
+    >>> RecallSpec.from_dict(spec.to_dict()) == spec
+    True
+    >>> RecallSpec.from_dict({"items": [{"page": "p3"}], "max_tokens": 500, "part_tokens": 400,
+    ...                       "note": "", "encoding": "cl100k_base"}).items
+    [PageItem(page='p3', part=None)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ClusterItem", "Item", "PageItem", "PassageItem", "RecallSpec", "SPEC_VERSION"]
+
+SPEC_VERSION = 1
+
+
+@dataclass
+class PageItem:
+    """A whole page, or one part of a long one."""
+
+    page: str
+    """The page id."""
+    part: int | None = None
+    """Which part (1-based) of a page too long for one result; None: the whole page."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"page": self.page, **({"part": self.part} if self.part is not None else {})}
+
+
+@dataclass
+class PassageItem:
+    """Some messages of a page that a search matched, with their neighbours."""
+
+    page: str
+    """The page id."""
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    """Message ranges ``[start, stop)`` of the page, in order."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passages": self.page, "spans": [list(s) for s in self.spans]}
+
+
+@dataclass
+class ClusterItem:
+    """A cluster: its member pages listed (or their text, when it fits)."""
+
+    cluster: str
+    """The cluster id."""
+    members: list[str] = field(default_factory=list)
+    """Member pages shown (visible on the branch), oldest first."""
+    text: bool = False
+    """True: the members' text is shown; False: one line per member (id, keywords, size)."""
+    more: int = 0
+    """Members not listed."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "members": list(self.members), "text": self.text, "more": self.more}
+
+
+Item = PageItem | PassageItem | ClusterItem
+
+
+@dataclass
+class RecallSpec:
+    """What a recall result shows, in order, and how it was sized."""
+
+    items: list[Item]
+    """Pages, passages and clusters, in the order shown."""
+    max_tokens: int
+    """The result's size cap."""
+    part_tokens: int
+    """Size of one part of a long page."""
+    note: str = ""
+    """Notes to the model (unknown ids, nothing found, a long page's parts, ...)."""
+    encoding: str | None = None
+    """The tiktoken encoding the result was sized with (rebuilds use the same)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe, versioned."""
+        return {"v": SPEC_VERSION, "items": [item.to_dict() for item in self.items], "max_tokens": self.max_tokens,
+                "part_tokens": self.part_tokens, "note": self.note, "encoding": self.encoding}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RecallSpec:
+        """Read a stored spec of any version written so far.
+
+        Raises:
+            ValueError: For a spec written by a newer version of the library.
+        """
+        version = data.get("v", 0)
+        if version > SPEC_VERSION:
+            raise ValueError(f"Recall spec version {version} is newer than this langmem-paging reads "
+                             f"({SPEC_VERSION}); upgrade langmem-paging.")
+        return cls(items=[_item(raw) for raw in data.get("items", [])], max_tokens=int(data["max_tokens"]),
+                   part_tokens=int(data.get("part_tokens", data["max_tokens"])), note=data.get("note") or "",
+                   encoding=data.get("encoding"))
+
+
+def _item(raw: dict[str, Any]) -> Item:
+    if "passages" in raw:
+        return PassageItem(raw["passages"], [(int(a), int(b)) for a, b in raw.get("spans", [])])
+    if "page" in raw:
+        return PageItem(raw["page"], raw.get("part") or None)
+    return ClusterItem(raw["cluster"], list(raw.get("members", [])), bool(raw.get("text")), int(raw.get("more", 0)))

@@ -1,0 +1,37 @@
+"""Phase 7: the new view, the `add_messages` updates that turn the input into it, and what the
+step reports (tokens, what is protected, over budget)."""
+
+from __future__ import annotations
+
+from langchain_core.messages import BaseMessage, RemoveMessage
+
+from langmem_paging.step.context import StepContext
+from langmem_paging.step.protect import protected_tokens
+from langmem_paging.step.result import PagingResult
+
+__all__ = ["finish"]
+
+
+def finish(ctx: StepContext) -> PagingResult:
+    """Build the view and its updates from the step's replacements; record the totals in the state."""
+    result, state = ctx.result, ctx.state
+    if ctx.replace:
+        view: list[BaseMessage] = []
+        updates: list[BaseMessage] = []
+        for key, message in zip(ctx.keys, ctx.messages, strict=True):
+            new = ctx.replace.get(key, message)
+            if new is not None:
+                view.append(new)
+            if key in ctx.replace and message.id:
+                updates.append(new if new is not None else RemoveMessage(id=message.id))
+        result.view, result.updates = view, updates
+        ctx.total = sum(ctx.options.count_message(m) for m in view)
+    result.tokens = ctx.total
+    result.protected_tokens = protected_tokens(ctx)
+    result.over_budget = ctx.total > ctx.options.budget
+    if result.over_budget and not state.warned:
+        state.warned = True
+        result.first_over_budget = True
+    state.tokens, state.budget, state.protected = ctx.total, ctx.options.budget, result.protected_tokens
+    state.encoding = ctx.options.encoding or state.encoding
+    return result

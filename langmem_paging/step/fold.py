@@ -1,0 +1,69 @@
+"""Phase 6: the cold tier. Old bookmarks fold into cluster bookmarks when they pass their share;
+pages evicted with no bookmark of their own (smaller than it) go into the nearest cluster now;
+bookmarks whose message the app removed or replaced (orphans) fold into the nearest cluster, or
+are dropped from the view (their pages stay stored and recallable)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langmem_paging.clusters import FoldPlan, materialize, plan_folds
+from langmem_paging.effects import Flow, Reserve
+from langmem_paging.library_messages import cluster_message
+from langmem_paging.state import PagingState
+from langmem_paging.step.context import StepContext
+
+__all__ = ["fold"]
+
+
+def fold(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str], direct: Sequence[str]) -> Flow[None]:
+    """Plan the unions, reserve cluster numbers, and show the new roots where their first member was."""
+    state = ctx.state
+    foreign = {state.shown[p].anchor for p in orphans} | {state.clusters[c].anchor for c in orphan_clusters}
+    displaced = [cid for cid in orphan_clusters if state.clusters[cid].anchor in ctx.position]
+    # another message took an orphan's id: it is not ours to replace or remove
+    position = {k: i for k, i in ctx.position.items() if k not in foreign} if foreign else ctx.position
+    plan = plan_folds(state, position, ctx.options.clusters, count_message=ctx.options.count_message,
+                      orphans=orphans, orphan_clusters=orphan_clusters, direct=direct, displaced=displaced)
+    _forget_unhoused(state, plan, orphans, orphan_clusters)
+    if not plan:
+        return
+    numbers = yield Reserve("c", [n.digest for n in plan.nodes], state)
+    nodes, entries, _ = materialize(plan, numbers, max_keywords=ctx.options.clusters.max_keywords)
+    consumed = {state.shown[p].anchor for p in plan.folded} | set(plan.removed_anchors)
+    for page_id in plan.folded:
+        _retire(state, page_id)
+    for cluster_id in list(state.clusters):
+        if cluster_id not in plan.roots:
+            consumed.add(state.clusters.pop(cluster_id).anchor)
+    for cluster_id, entry in entries.items():
+        message = cluster_message(cluster_id, entry.text, entry.anchor)
+        entry.tokens = ctx.options.count_message(message)
+        state.clusters[cluster_id] = entry
+        if entry.anchor in position:
+            ctx.replace[entry.anchor] = message
+    kept = {e.anchor for e in state.clusters.values()}
+    for anchor in consumed - kept:
+        if anchor in position:
+            ctx.replace[anchor] = None
+    ctx.result.nodes.extend(nodes)
+    ctx.result.folded.extend(plan.folded)
+
+
+def _forget_unhoused(state: PagingState, plan: FoldPlan, orphans: Sequence[str],
+                     orphan_clusters: Sequence[str]) -> None:
+    """Orphans nothing could take stay recallable by id and search, just not listed."""
+    for page_id in orphans:
+        if page_id not in plan.folded:
+            _retire(state, page_id)
+    for cluster_id in orphan_clusters:
+        if not any(cluster_id in n.children for n in plan.nodes):
+            state.clusters.pop(cluster_id)
+            plan.roots.pop(cluster_id, None)
+
+
+def _retire(state: PagingState, page_id: str) -> None:
+    """A shown page leaves the view's list (folded or orphaned); its access statistics stay."""
+    shown = state.shown.pop(page_id)
+    if shown.count:
+        state.stats[page_id] = [shown.count, shown.last]

@@ -1,0 +1,148 @@
+"""Phase 3: pages are cut from the free units (forward only: a page, once cut, keeps its
+boundaries) and formed: numbered, bookmarked, given their policy features, recorded as resident."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from langchain_core.messages import BaseMessage
+
+from langmem_paging.bookmarks import Bookmark, BookmarkContext, PageDraft
+from langmem_paging.effects import ComputeFeatures, Flow, MakeBookmarks, Reserve
+from langmem_paging.library_messages import stored_form
+from langmem_paging.messages import Unit, is_pinned
+from langmem_paging.records import Page, messages_digest
+from langmem_paging.state import ResidentPage
+from langmem_paging.step.context import StepContext
+from langmem_paging.text import search_terms
+from langmem_paging.tokens import message_text
+
+__all__ = ["Draft", "FreeRun", "cut_pages", "form_pages", "free_runs"]
+
+
+@dataclass
+class Draft:
+    """A page being formed in this step."""
+
+    units: list[Unit]
+    """Its units, in order."""
+    kind: Literal["page", "tool_result"] = "page"
+    """``page``, or ``tool_result`` (one large tool result paged on arrival)."""
+
+    @property
+    def indexes(self) -> Iterator[int]:
+        """Positions of its messages in the view."""
+        return (i for u in self.units for i in range(u.start, u.end))
+
+    @property
+    def messages(self) -> list[BaseMessage]:
+        """Its messages as they are in the view."""
+        return [m for u in self.units for m in u.messages]
+
+
+@dataclass
+class FreeRun:
+    """A maximal run of units no page holds and nothing protects."""
+
+    units: list[Unit]
+    """The run."""
+    following: Unit | None
+    """The unit after it that could still join its last page (None: nothing can)."""
+    closed: bool
+    """True when nothing can ever join it (a page, a bookmark, a pinned message or a gap follows)."""
+
+
+def free_runs(ctx: StepContext) -> list[FreeRun]:
+    """The free runs of the view: runs end at protected or paged units, and where a page once stood
+    between two units (the history is not contiguous there)."""
+    formed = {k for page in ctx.state.pages.values() for k in page.ids}
+    library = ctx.library_keys()
+    order = ctx.state.order
+    runs: list[FreeRun] = []
+    current: list[Unit] = []
+    last = -2
+    for k, unit in enumerate(ctx.units):
+        keys = ctx.keys[unit.start:unit.end]
+        free = k not in ctx.protected and not any(key in formed for key in keys)
+        if free and current and order.get(keys[0], -2) != last + 1:
+            runs.append(FreeRun(current, None, True))
+            current = []
+        if free:
+            current.append(unit)
+            last = order.get(keys[-1], -2)
+        elif current:
+            closed = any(key in formed or key in library for key in keys) or any(is_pinned(m) for m in unit.messages)
+            runs.append(FreeRun(current, None if closed else unit, closed))
+            current = []
+    if current:
+        runs.append(FreeRun(current, None, False))
+    return runs
+
+
+def cut_pages(ctx: StepContext, run: FreeRun) -> tuple[list[list[Unit]], list[Unit]]:
+    """Cut a free run into closed pages and an open tail (which may still grow)."""
+    boundary, count = ctx.options.boundary, ctx.options.count_message
+    closed: list[list[Unit]] = []
+    running: list[Unit] = []
+    for unit in run.units:
+        if running and boundary.starts_new_page(running, unit, count):
+            closed.append(running)
+            running = []
+        running.append(unit)
+    if running and run.following is not None and boundary.starts_new_page(running, run.following, count):
+        closed.append(running)
+        running = []
+    return closed, running
+
+
+def form_pages(ctx: StepContext, drafts: list[Draft]) -> Flow[list[Page]]:
+    """Give drafts page ids, bookmarks and features, and record them as resident pages."""
+    stored = [[stored_form(m) for m in d.messages] for d in drafts]
+    digests = [messages_digest(msgs) for msgs in stored]
+    numbers = yield Reserve("p", digests, ctx.state)
+    page_drafts = [PageDraft(f"p{n}", msgs) for n, msgs in zip(numbers, stored, strict=True)]
+    bookmarks: list[Bookmark] = yield MakeBookmarks(ctx.options.bookmarker, page_drafts,
+                                                    _bookmark_context(ctx, stored))
+    if len(bookmarks) != len(page_drafts):
+        raise ValueError(f"The bookmarker returned {len(bookmarks)} bookmarks for {len(page_drafts)} pages.")
+    features = yield ComputeFeatures(ctx.options.policy, stored)
+    pages = [_record(ctx, draft, page_draft, digest, bookmark, feats) for draft, page_draft, digest, bookmark, feats
+             in zip(drafts, page_drafts, digests, bookmarks, features, strict=True)]
+    ctx.result.pages.extend(pages)
+    ctx.result.formed.extend(p.id for p in pages)
+    return pages
+
+
+def _record(ctx: StepContext, draft: Draft, page_draft: PageDraft, digest: str, bookmark: Bookmark,
+            features: dict) -> Page:
+    """The page record, and its resident entry in the state."""
+    state = ctx.state
+    tokens = sum(ctx.counts[i] for i in draft.indexes)
+    ids = [ctx.keys[i] for i in draft.indexes]
+    order = state.order.get(ids[0], state.next_order)
+    if draft.kind == "page":  # a tool result paged on arrival keeps its stub's ordinal
+        for key in ids:
+            state.order.pop(key, None)
+    page = Page(
+        id=page_draft.id, messages=list(page_draft.messages), bookmark=bookmark.text,
+        keywords=list(bookmark.keywords), token_count=tokens,
+        boundary="tool_result" if draft.kind == "tool_result" else ctx.options.boundary.name,
+        created_turn=state.turn, order=order, digest=digest, kind=draft.kind,
+        features={**features, "terms": dict(bookmark.terms)}, last_access=state.turn,
+    )
+    state.pages[page.id] = ResidentPage(
+        ids=ids, order=order, tokens=tokens, turn=state.turn, last=state.turn, bookmark=bookmark.text,
+        digest=digest, terms=dict(bookmark.terms), features=dict(features),
+    )
+    return page
+
+
+def _bookmark_context(ctx: StepContext, drafts: list[list[BaseMessage]]) -> BookmarkContext:
+    """Page frequencies over the thread (a bounded sketch of its frequent terms), counting the
+    pages formed now."""
+    for msgs in drafts:
+        ctx.state.count_terms(set(search_terms("\n".join(message_text(m) for m in msgs))))
+    return BookmarkContext(count_text=ctx.options.count_text, doc_freq=dict(ctx.state.doc_freq),
+                           n_docs=ctx.state.n_pages)

@@ -1,0 +1,75 @@
+"""Phase 2: what nothing may evict.
+
+Protected: system and pinned messages, the newest user message, the latest tool group of the
+turn (an AI message with all its results; before any, everything after the newest user
+message), calls not answered yet, the library's own stand-ins, the results of the last recall,
+and (replace mode) messages with no id, which no update could remove.
+"""
+
+from __future__ import annotations
+
+from langmem_paging.messages import Unit, is_pinned, split_units
+from langmem_paging.step.context import StepContext
+
+__all__ = ["protect", "protected_tokens"]
+
+
+def protect(ctx: StepContext) -> None:
+    """Cut the view into units and mark the protected ones; index the view's tool calls."""
+    ctx.units = split_units(ctx.messages)
+    latest_group = _latest_tool_group(ctx)
+    library = ctx.library_keys()
+    ctx.protected = {k for k, unit in enumerate(ctx.units)
+                     if _in_current_turn(ctx, k, unit, latest_group) or _kept(ctx, unit, library)}
+    for message in ctx.messages:
+        for call in getattr(message, "tool_calls", None) or []:
+            if call.get("id"):
+                ctx.calls[call["id"]] = call
+
+
+def _latest_tool_group(ctx: StepContext) -> int | None:
+    """Index of the unit holding the turn's latest tool call, if the turn made one."""
+    if ctx.newest_user is None:
+        return None
+    for k in range(len(ctx.units) - 1, -1, -1):
+        unit = ctx.units[k]
+        if unit.start <= ctx.newest_user:
+            return None
+        if len(unit.messages) > 1 or getattr(unit.messages[0], "tool_calls", None):
+            return k
+    return None
+
+
+def _in_current_turn(ctx: StepContext, k: int, unit: Unit, latest_group: int | None) -> bool:
+    """The newest user message, the latest tool group and what follows it (or, before the turn
+    made a call, everything after the user message); with no user message, the last unit."""
+    newest = ctx.newest_user
+    if newest is None:
+        return k == len(ctx.units) - 1
+    if unit.start <= newest < unit.end:
+        return True
+    if latest_group is not None:
+        return k >= latest_group
+    return unit.start > newest
+
+
+def _kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
+    """Protected whatever the turn: unanswered, ours, pinned, just recalled, or without an id."""
+    keys = ctx.keys[unit.start:unit.end]
+    return (
+        not unit.answered
+        or keys[0] in library
+        or any(is_pinned(m) for m in unit.messages)
+        or any(key in ctx.recalled_now for key in keys)
+        or (ctx.options.keep_ids_without_id and any(not m.id for m in unit.messages))
+    )
+
+
+def protected_tokens(ctx: StepContext) -> int:
+    """Tokens no eviction can free: the protected units (measured on the input) and the
+    bookmarks and clusters the step leaves (an estimate good enough to warn and size recalls)."""
+    library = ctx.library_keys()
+    total = sum(ctx.counts[i] for k in ctx.protected for i in range(ctx.units[k].start, ctx.units[k].end)
+                if ctx.keys[ctx.units[k].start] not in library)
+    state = ctx.state
+    return total + sum(s.tokens for s in state.shown.values()) + sum(c.tokens for c in state.clusters.values())

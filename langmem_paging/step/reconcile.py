@@ -1,0 +1,64 @@
+"""Phase 1: make the branch's state agree with the context it is shown (the app may have removed,
+replaced or rewritten messages since the last step), advance the turn clock, and give messages
+seen for the first time their history ordinals."""
+
+from __future__ import annotations
+
+from langmem_paging.messages import library_mark
+from langmem_paging.step.context import StepContext
+
+__all__ = ["number_new_messages", "reconcile"]
+
+
+def reconcile(ctx: StepContext) -> None:
+    """Advance the turn on a new user message; drop what left the context from the state; note
+    the bookmarks and cluster bookmarks whose message is gone (orphans)."""
+    state, position = ctx.state, ctx.position
+    if ctx.newest_user is not None and ctx.keys[ctx.newest_user] != state.last_user:
+        state.turn += 1
+        state.last_user = ctx.keys[ctx.newest_user]
+    for page_id in list(state.pages):
+        page = state.pages[page_id]
+        ids = [i for i in page.ids if i in position]
+        if not ids:  # every message was removed: the page stays stored and recallable
+            state.pages.pop(page_id)
+            if page.count:
+                state.stats[page_id] = [page.count, page.last]
+        elif len(ids) != len(page.ids):
+            page.ids = ids
+    for key in [k for k in state.order if k not in position]:
+        del state.order[key]
+    ctx.orphans = [pid for pid, shown in state.shown.items() if not _shows(ctx, shown.anchor, "bookmark", pid)]
+    ctx.orphan_clusters = [cid for cid, c in state.clusters.items() if not _shows(ctx, c.anchor, "cluster", cid)]
+    ctx.recalled_now = {k for k in state.recalled if k in position}
+    state.recalled = []
+
+
+def _shows(ctx: StepContext, anchor: str, kind: str, ident: str) -> bool:
+    at = ctx.position.get(anchor)
+    return at is not None and library_mark(ctx.messages[at]).get(kind) == ident
+
+
+def number_new_messages(ctx: StepContext) -> None:
+    """Give messages seen for the first time the next history ordinals (in view order).
+
+    New messages before all the context's older ones (a rewrite put them first, as
+    ``REMOVE_ALL_MESSAGES`` with a summary does) are numbered below every ordinal given: their
+    pages must rebuild before the older messages and pages, not after them."""
+    state = ctx.state
+    in_pages = {k for page in state.pages.values() for k in page.ids}
+    library = ctx.library_keys()
+    new = [
+        not (key in state.order or key in in_pages or (key in library and library_mark(message)))
+        for key, message in zip(ctx.keys, ctx.messages, strict=True)
+    ]  # (a message that took a library message's id, or only copies its metadata, is new)
+    front = new.index(False) if False in new else 0
+    for n, (key, is_new) in enumerate(zip(ctx.keys, new, strict=True)):
+        if not is_new:
+            continue
+        if n < front:
+            state.order[key] = state.low_order - front + n
+        else:
+            state.order[key] = state.next_order
+            state.next_order += 1
+    state.low_order -= front

@@ -1,0 +1,96 @@
+"""Phase 5 (tiers on): which evicted pages stay warm, shown as a digest of their key lines instead
+of a keyword bookmark: best rank first, while their digests fit the warm budget and the room the
+budget leaves. Pages that fall out of the warm tier go back to their bookmark (cold)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage
+
+from langmem_paging.effects import Flow, LoadPages, MakeDigests
+from langmem_paging.library_messages import bookmark_message, digest_message, stored_form
+from langmem_paging.records import page_number
+from langmem_paging.state import ShownPage
+from langmem_paging.step.context import StepContext
+from langmem_paging.text import search_terms
+from langmem_paging.tiers import TierItem, TierMode, extractive_digest
+
+__all__ = ["present_warm"]
+
+
+def present_warm(ctx: StepContext) -> Flow[None]:
+    """Promote the best-ranked shown pages to warm digests and demote the others to cold."""
+    tiers = ctx.options.tiers
+    if tiers is None or not ctx.state.shown:
+        return
+    shown = {pid: s for pid, s in ctx.state.shown.items() if s.anchor in ctx.position}
+    costs = {pid: max(8, int(s.page_tokens * tiers.digest_ratio)) for pid, s in shown.items()}
+    warm = _choose_warm(ctx, tiers, shown, costs)
+    promote = [pid for pid in warm if shown[pid].tier == "cold"]
+    sources = yield from _sources(ctx, promote)
+    texts = yield from _written(tiers, sources, costs)
+    for pid in promote:
+        if sources[pid]:
+            digest = texts.get(pid) or extractive_digest(sources[pid], shown[pid].terms, max_tokens=costs[pid],
+                                                         count_text=ctx.options.count_text)
+            if digest:
+                _show_warm(ctx, pid, shown[pid], digest_message(pid, digest, len(sources[pid]), shown[pid].anchor))
+    for pid in shown:
+        if shown[pid].tier == "warm" and pid not in warm:
+            _show(ctx, shown[pid], bookmark_message(pid, shown[pid].bookmark, shown[pid].anchor), "cold")
+
+
+def _choose_warm(ctx: StepContext, tiers: TierMode, shown: dict[str, ShownPage], costs: dict[str, int]) -> list[str]:
+    """The pages the tier mode ranks best whose digests fit the warm room."""
+    items = [TierItem(pid, costs[pid], s.turn, s.last, s.count, s.terms, s.weight) for pid, s in shown.items()]
+    recent = search_terms(ctx.policy_context().recent_text)
+    scores = tiers.scores(items, turn=ctx.state.turn, recent_terms=recent)
+    ranked = sorted(items, key=lambda i: (-tiers.rank_key(i, scores[i.id]), page_number(i.id)))
+    budget = ctx.options.budget
+    room = min(tiers.warm_budget(budget),
+               budget - ctx.total + sum(s.tokens for s in shown.values() if s.tier == "warm"))
+    warm, used = [], 0
+    for item in ranked:
+        if used + costs[item.id] <= room:
+            warm.append(item.id)
+            used += costs[item.id]
+    return warm
+
+
+def _sources(ctx: StepContext, promote: list[str]) -> Flow[dict[str, list[BaseMessage]]]:
+    """The messages to digest: still in the view for a page evicted by this step, else stored."""
+    in_view = {pid: [ctx.messages[ctx.position[k]] for k in ctx.result.evicted_ids.get(pid, []) if k in ctx.position]
+               for pid in promote}
+    missing = [pid for pid in promote if not in_view[pid]]
+    loaded = (yield LoadPages(missing)) if missing else {}
+    return {pid: [stored_form(m) for m in in_view[pid]] or (loaded[pid].messages if pid in loaded else [])
+            for pid in promote}
+
+
+def _written(tiers: TierMode, sources: dict[str, list[BaseMessage]], costs: dict[str, int]) -> Flow[dict[str, str]]:
+    """Digests a digester has written (or writes now, when it does not work in the background)."""
+    digester = tiers.digester
+    if digester is None:
+        return {}
+    written: dict[str, str | None] = {pid: digester.ready(msgs) for pid, msgs in sources.items() if msgs}
+    todo = [pid for pid, text in written.items() if text is None]
+    if todo and not getattr(digester, "background", True):
+        pages: list[Sequence[BaseMessage]] = [sources[p] for p in todo]
+        texts = yield MakeDigests(digester, pages, [costs[p] for p in todo])
+        written.update(zip(todo, texts, strict=True))
+    return {pid: text for pid, text in written.items() if text}
+
+
+def _show_warm(ctx: StepContext, page_id: str, shown: ShownPage, message: BaseMessage) -> None:
+    """Show a page's digest, unless its header and framing do not fit after all (it stays cold)."""
+    if ctx.total - shown.tokens + ctx.options.count_message(message) > ctx.options.budget:
+        return
+    _show(ctx, shown, message, "warm")
+
+
+def _show(ctx: StepContext, shown: ShownPage, message: BaseMessage, tier: str) -> None:
+    before = shown.tokens
+    shown.tier, shown.tokens = tier, ctx.options.count_message(message)  # type: ignore[assignment]
+    ctx.replace[shown.anchor] = message
+    ctx.total += shown.tokens - before
