@@ -17,9 +17,11 @@ dropped); passages matching the whole query as `websearch_to_tsquery` reads it (
 Pages are indexed when they form, so `has` is always True. Adding a page again replaces its
 passages (a retried step, or a page stored again with new content under its id).
 
-Sync and async: the `SearchIndex` methods are sync; each has an async twin (`aadd`, `asearch`,
-...). Given a sync connection, pool or URI, the async twins run the sync calls in a worker
-thread; given an async connection or pool, only the async twins work.
+Sync and async: every operation is written once, as the statements of one transaction
+(`_Statement`), run by a sync or an async executor. Given a sync connection, pool or URI, the
+async methods run the sync ones in a worker thread; given an async connection or pool
+(`psycopg.AsyncConnection`, `AsyncConnectionPool`), the async methods await it natively and
+the sync ones refuse with a message saying so.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from langmem_paging.effects import adrive, drive
 from langmem_paging.records import Page, page_number
 from langmem_paging.search import Hit, SearchIndex
 from langmem_paging.tokens import message_text
@@ -41,6 +45,7 @@ MAX_PASSAGE_CHARS = 100_000
 """Characters of one message that are indexed: a tsvector must stay under 1 MB, and the start of
 a huge tool result is what a search can usefully match."""
 MAX_QUERY_CHARS = 10_000
+T = TypeVar("T")
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 _SEARCH = """
@@ -160,7 +165,7 @@ class PostgresSearchIndex(SearchIndex):
             yield conn
 
     @asynccontextmanager
-    async def _aconnection(self):
+    async def _aconnection(self) -> AsyncIterator[Any]:
         source = self._async
         if self._aconn_lock is None:
             self._aconn_lock = asyncio.Lock()
@@ -178,6 +183,23 @@ class PostgresSearchIndex(SearchIndex):
             self._owned_pool.close()
             self._owned_pool = self._sync = None
 
+    # -- one transaction, sync or async ------------------------------------------------------
+    def _transact(self, work: Work[T]) -> T:
+        with self._connection() as conn:
+            return drive(work, lambda statement: _execute(conn, statement))
+
+    async def _atransact(self, work: Work[T]) -> T:
+        async with self._aconnection() as conn:
+            async def execute(statement: _Statement) -> Any:
+                cursor = conn.cursor()
+                if statement.many:
+                    await cursor.executemany(statement.sql, statement.params)
+                    return None
+                await cursor.execute(statement.sql, statement.params)
+                return await cursor.fetchall() if statement.fetch else None
+
+            return await adrive(work, execute)
+
     # -- SearchIndex ------------------------------------------------------------------------
     def has(self, thread_id: str) -> bool:
         """Always True: pages are indexed in the database when they form."""
@@ -190,95 +212,77 @@ class PostgresSearchIndex(SearchIndex):
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Replace a thread's passages with those of `pages` (e.g. to index pages stored before this
         index was in use)."""
-        _, rows = _passages(thread_id, pages)
-        with self._connection() as conn:
-            conn.execute(f"DELETE FROM {self.table} WHERE thread_id = %s", (thread_id,))
-            self._insert(conn.cursor(), rows)
+        self._transact(self._load(thread_id, list(pages)))
 
-    def add(self, thread_id: str, pages: Iterable[Page]) -> None:
-        """Index new pages of a thread; a page indexed before has its passages replaced."""
-        ids, rows = _passages(thread_id, pages)
-        if not ids:
-            return
-        with self._connection() as conn:
-            conn.execute(f"DELETE FROM {self.table} WHERE thread_id = %s AND page_id = ANY(%s)", (thread_id, ids))
-            self._insert(conn.cursor(), rows)
-
-    def drop(self, thread_id: str) -> None:
-        """Delete a thread's passages."""
-        with self._connection() as conn:
-            conn.execute(f"DELETE FROM {self.table} WHERE thread_id = %s", (thread_id,))
-
-    def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
-        """The best `limit` passages of pages `allow` accepts, best first."""
-        if limit <= 0 or not isinstance(query, str) or not query.strip():
-            return []
-        fetch = limit * 4
-        while True:
-            with self._connection() as conn:
-                rows = conn.execute(self._search_sql(), self._search_args(thread_id, query, fetch)).fetchall()
-            hits = self._hits(rows, allow)
-            if len(hits) >= limit or len(rows) < fetch:
-                return hits[:limit]
-            fetch *= 4  # the best passages belong to pages the caller may not see: look further
-
-    # -- async twins --------------------------------------------------------------------------
     async def aload(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Async `load`."""
         if self._async is None:
-            return await asyncio.to_thread(self.load, thread_id, list(pages))
-        _, rows = _passages(thread_id, pages)
-        async with self._aconnection() as conn:
-            await conn.execute(f"DELETE FROM {self.table} WHERE thread_id = %s", (thread_id,))
-            await self._ainsert(conn.cursor(), rows)
+            return await super().aload(thread_id, pages)
+        await self._atransact(self._load(thread_id, list(pages)))
+
+    def add(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Index new pages of a thread; a page indexed before has its passages replaced."""
+        self._transact(self._add(thread_id, list(pages)))
 
     async def aadd(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Async `add`."""
         if self._async is None:
-            return await asyncio.to_thread(self.add, thread_id, list(pages))
-        ids, rows = _passages(thread_id, pages)
-        if not ids:
-            return
-        async with self._aconnection() as conn:
-            await conn.execute(f"DELETE FROM {self.table} WHERE thread_id = %s AND page_id = ANY(%s)",
-                               (thread_id, ids))
-            await self._ainsert(conn.cursor(), rows)
+            return await super().aadd(thread_id, pages)
+        await self._atransact(self._add(thread_id, list(pages)))
+
+    def drop(self, thread_id: str) -> None:
+        """Delete a thread's passages."""
+        self._transact(self._drop(thread_id))
 
     async def adrop(self, thread_id: str) -> None:
         """Async `drop`."""
         if self._async is None:
-            return await asyncio.to_thread(self.drop, thread_id)
-        async with self._aconnection() as conn:
-            await conn.execute(f"DELETE FROM {self.table} WHERE thread_id = %s", (thread_id,))
+            return await super().adrop(thread_id)
+        await self._atransact(self._drop(thread_id))
+
+    def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
+        """The best `limit` passages of pages `allow` accepts, best first."""
+        return self._transact(self._search(thread_id, query, limit, allow))
 
     async def asearch(self, thread_id: str, query: str, *, limit: int,
                       allow: Callable[[str], bool]) -> list[Hit]:
         """Async `search`."""
         if self._async is None:
-            return await asyncio.to_thread(self.search, thread_id, query, limit=limit, allow=allow)
+            return await super().asearch(thread_id, query, limit=limit, allow=allow)
+        return await self._atransact(self._search(thread_id, query, limit, allow))
+
+    # -- the statements, written once ---------------------------------------------------------
+    def _load(self, thread_id: str, pages: list[Page]) -> Work[None]:
+        _, rows = _passages(thread_id, pages)
+        yield _Statement(f"DELETE FROM {self.table} WHERE thread_id = %s", (thread_id,))
+        if rows:
+            yield _Statement(self._insert_sql(), rows, many=True)
+
+    def _add(self, thread_id: str, pages: list[Page]) -> Work[None]:
+        ids, rows = _passages(thread_id, pages)
+        if not ids:
+            return
+        yield _Statement(f"DELETE FROM {self.table} WHERE thread_id = %s AND page_id = ANY(%s)", (thread_id, ids))
+        if rows:
+            yield _Statement(self._insert_sql(), rows, many=True)
+
+    def _drop(self, thread_id: str) -> Work[None]:
+        yield _Statement(f"DELETE FROM {self.table} WHERE thread_id = %s", (thread_id,))
+
+    def _search(self, thread_id: str, query: str, limit: int, allow: Callable[[str], bool]) -> Work[list[Hit]]:
         if limit <= 0 or not isinstance(query, str) or not query.strip():
             return []
         fetch = limit * 4
         while True:
-            async with self._aconnection() as conn:
-                cursor = await conn.execute(self._search_sql(), self._search_args(thread_id, query, fetch))
-                rows = await cursor.fetchall()
+            rows = yield _Statement(self._search_sql(), self._search_args(thread_id, query, fetch), fetch=True)
             hits = self._hits(rows, allow)
             if len(hits) >= limit or len(rows) < fetch:
                 return hits[:limit]
-            fetch *= 4
+            fetch *= 4  # the best passages belong to pages the caller may not see: look further
 
     # -- helpers ----------------------------------------------------------------------------
     def _insert_sql(self) -> str:
         return f"INSERT INTO {self.table} (thread_id, page_id, position, body) VALUES (%s, %s, %s, %s)"
-
-    def _insert(self, cursor, rows) -> None:
-        if rows:
-            cursor.executemany(self._insert_sql(), rows)
-
-    async def _ainsert(self, cursor, rows) -> None:
-        if rows:
-            await cursor.executemany(self._insert_sql(), rows)
 
     def _search_sql(self) -> str:
         return _SEARCH.format(config=f"'{self.config}'::regconfig", table=self.table)
@@ -288,7 +292,7 @@ class PostgresSearchIndex(SearchIndex):
         return {"thread": thread_id, "query": query[:MAX_QUERY_CHARS].replace("\x00", " "), "limit": fetch}
 
     @staticmethod
-    def _hits(rows, allow: Callable[[str], bool]) -> list[Hit]:
+    def _hits(rows: list[Any], allow: Callable[[str], bool]) -> list[Hit]:
         hits = []
         for row in rows:
             page_id, position, score = (row["page_id"], row["position"], row["score"]) if isinstance(row, dict) \
@@ -297,6 +301,29 @@ class PostgresSearchIndex(SearchIndex):
             if allow(page_id):
                 hits.append(Hit(page_id, int(position), float(score)))
         return hits
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """One SQL statement of an operation: executed (`many`: once per row), its rows fetched if `fetch`."""
+
+    sql: str
+    params: Any
+    many: bool = False
+    fetch: bool = False
+
+
+Work = Generator[_Statement, Any, T]
+"""An index operation written once: the statements of one transaction, run sync or async."""
+
+
+def _execute(conn: Any, statement: _Statement) -> Any:
+    cursor = conn.cursor()
+    if statement.many:
+        cursor.executemany(statement.sql, statement.params)
+        return None
+    cursor.execute(statement.sql, statement.params)
+    return cursor.fetchall() if statement.fetch else None
 
 
 @contextmanager

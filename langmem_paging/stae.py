@@ -140,25 +140,19 @@ class STAEPolicy(EvictionPolicy):
         embedder: str | Embedder | None = None,
         seed: int = 0,
     ) -> None:
-        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta <= 1.0:
-            raise ValueError(f"`beta` must be a number in [0, 1], got {beta!r}.")
-        if redundancy not in REDUNDANCIES:
-            raise ValueError(f"`redundancy` must be one of {', '.join(map(repr, REDUNDANCIES))}, got {redundancy!r}.")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"`k` must be a positive integer, got {k!r}.")
-        if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or not h > 0):
-            raise ValueError(f"`h` must be a positive number or None, got {h!r}.")
-        if grouping not in GROUPINGS:
-            raise ValueError(f"`grouping` must be one of {', '.join(map(repr, GROUPINGS))}, got {grouping!r}.")
+        _check_number("beta", beta, low=0.0, high=1.0, what="a number in [0, 1]")
+        _check_choice("redundancy", redundancy, REDUNDANCIES)
+        _check_integer("k", k, low=1, what="a positive integer")
+        if h is not None:
+            _check_number("h", h, low=0.0, high=None, what="a positive number or None", strict=True)
+        _check_choice("grouping", grouping, GROUPINGS)
         if n_groups is not None:
-            if isinstance(n_groups, bool) or not isinstance(n_groups, int) or n_groups < 1:
-                raise ValueError(f"`n_groups` must be a positive integer or None, got {n_groups!r}.")
+            _check_integer("n_groups", n_groups, low=1, what="a positive integer or None")
             if grouping == "global":
                 raise ValueError("`n_groups` needs `grouping='kmeans'` or `'temporal'`.")
         if not isinstance(inverted, bool):
             raise ValueError(f"`inverted` must be a bool, got {inverted!r}.")  # noqa: TRY004 (spec strings)
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}.")
+        _check_integer("seed", seed, low=0, what="a non-negative integer")
         self.beta = float(beta)
         self.redundancy = redundancy
         self.k = k
@@ -324,6 +318,23 @@ class STAEPolicy(EvictionPolicy):
             return kmeans(vectors, min(self.n_groups, n), seed=self.seed).labels
         low, high = _SILHOUETTE_K
         return choose_k(vectors, k_min=low, k_max=high, seed=self.seed, sq_distances=sq).labels
+
+
+def _check_number(name: str, value: Any, *, low: float, high: float | None, what: str, strict: bool = False) -> None:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    ok = ok and (value > low if strict else value >= low) and (high is None or value <= high)
+    if not ok:
+        raise ValueError(f"`{name}` must be {what}, got {value!r}.")
+
+
+def _check_integer(name: str, value: Any, *, low: int, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"`{name}` must be {what}, got {value!r}.")
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {', '.join(map(repr, choices))}, got {value!r}.")
 
 
 def _text_key(candidate: Candidate) -> Any:

@@ -393,11 +393,7 @@ class PageStore:
             GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
         ops: list[Op] = [self._put(thread_id, "pages", p.id, p.to_dict()) for p in pages]
         ops += [self._put(thread_id, "clusters", n.id, n.to_dict()) for n in nodes]
-        parents = {c: _parents(item) for c, item in zip(children, reads[1:], strict=True)}
-        for node in nodes:
-            for child in node.children:
-                if node.id not in parents[child]:
-                    parents[child].append(node.id)
+        parents = _joined({c: _parents(item) for c, item in zip(children, reads[1:], strict=True)}, nodes)
         ops += [self._put(thread_id, "parents", c, {"parents": p}) for c, p in parents.items()]
         for page_id in stats:
             count, last = state.access(page_id)
@@ -439,6 +435,15 @@ def _page(item: Item | None, stats: Item | None = None) -> Page | None:
 
 def _parents(item: Item | None) -> list[str]:
     return list(item.value.get("parents", [])) if item is not None else []
+
+
+def _joined(parents: dict[str, list[str]], nodes: Sequence[ClusterNode]) -> dict[str, list[str]]:
+    """Parent pointers with the new unions added (each once)."""
+    for node in nodes:
+        for child in node.children:
+            if node.id not in parents[child]:
+                parents[child].append(node.id)
+    return parents
 
 
 def _chunks(high: int, chunk: int) -> Iterator[list[str]]:

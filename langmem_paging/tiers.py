@@ -146,22 +146,24 @@ class TierScoring(TierMode):
         recent = Counter(recent_terms)
         norm = math.sqrt(sum(c * c for c in recent.values())) or 1.0
         recent_vec = {t: c / norm for t, c in recent.items()}
-        oldest = min(i.last_access for i in items)
-        span = max(1, turn - oldest)
+        span = max(1, turn - min(i.last_access for i in items))
         most = max(i.access_count for i in items)
         out = {}
         for item in items:
-            recency = 1 - (turn - item.last_access) / span
-            access = math.log1p(item.access_count) / math.log1p(most) if most else 0.0
-            sem = cosine(vectors[item.id], recent_vec) if recent_vec else 0.0
-            named = [t for t in item.terms if t[:1].isupper() or t[:1].isdigit()]
-            entity = len(named) / len(item.terms) if item.terms else 0.0
             others = [cosine(vectors[item.id], vectors[o.id]) for o in items if o.id != item.id]
-            unique = 1 - max(others, default=0.0)
-            base = (self.w_rec * recency + self.w_acc * access + self.w_sem * sem + self.w_ent * entity
-                    + self.w_uniq * unique)
+            base = (self.w_rec * (1 - (turn - item.last_access) / span)
+                    + self.w_acc * (math.log1p(item.access_count) / math.log1p(most) if most else 0.0)
+                    + self.w_sem * (cosine(vectors[item.id], recent_vec) if recent_vec else 0.0)
+                    + self.w_ent * _entity_share(item.terms)
+                    + self.w_uniq * (1 - max(others, default=0.0)))
             out[item.id] = base * item.weight
         return out
+
+
+def _entity_share(terms: Mapping[str, float]) -> float:
+    """The share of names, numbers and dates among a page's terms."""
+    named = [t for t in terms if t[:1].isupper() or t[:1].isdigit()]
+    return len(named) / len(terms) if terms else 0.0
 
 
 @dataclass

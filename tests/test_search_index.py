@@ -10,6 +10,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
 from langgraph.graph.message import add_messages
 from postgres_server import fresh_database
 
@@ -250,6 +251,27 @@ def test_agent_recalls_by_query_through_the_postgres_index(search_database, pg_i
             (rows,) = conn.execute(f"SELECT count(*) FROM {pg_index.table} WHERE thread_id = %s",
                                    (f"agent-{mode}",)).fetchone()
         assert rows == sum(len(p.messages) for p in paging.page_store.list_pages(f"agent-{mode}"))
+
+
+async def test_async_agent_pages_and_searches_with_a_postgres_index_on_an_async_connection(search_database, pg_index):
+    """The async step awaited the index's sync methods: on an AsyncConnection (a setup the index
+    offers) every paging step raised TypeError inside astep."""
+    import psycopg
+
+    call = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "beehives Lake Bled5"}, "id": "q1"}])
+    model = ScriptedChatModel(responses=["Noted."] * 12 + [call, "Five."])
+    async with await psycopg.AsyncConnection.connect(search_database, autocommit=True) as conn:
+        index = PostgresSearchIndex(conn)
+        paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", index=index)
+        agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=InMemoryStore())
+        config = {"configurable": {"thread_id": "async-conn"}}
+        for fact in [*FACTS[:12], "How many beehives near Lake Bled5?"]:
+            state = await agent.ainvoke({"messages": [fact]}, config)
+        cursor = await conn.execute(f"SELECT count(*) FROM {index.table} WHERE thread_id = %s", ("async-conn",))
+        (rows,) = await cursor.fetchone()
+    tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert FACTS[5] in tool_message.content
+    assert rows > 0
 
 
 def test_postgres_index_on_one_connection_shared_by_threads(search_database, pg_index):

@@ -73,6 +73,27 @@ def export_records(store: BaseStore, thread_id: str) -> list[dict[str, Any]]:
     return records
 
 
+def _by_target_thread(records: Iterable[Mapping[str, Any]], thread_id: str | None) -> dict[str, list[Mapping[str, Any]]]:
+    """Validated records grouped by the thread they go into."""
+    by_thread: dict[str, list[Mapping[str, Any]]] = {}
+    sources: set[str] = set()
+    for n, record in enumerate(records, 1):
+        if not isinstance(record, Mapping) or not {"kind", "key", "value"} <= record.keys():
+            raise ValueError(f"record {n} is not an exported record (needs kind, key and value): {record!r:.80}")
+        if record["kind"] not in KINDS:
+            raise ValueError(f"record {n} has unknown kind {record['kind']!r}. Available: "
+                             f"{', '.join(repr(k) for k in KINDS)}.")
+        source = record.get("thread")
+        if thread_id is None and not source:
+            raise ValueError(f"record {n} names no thread: pass a target thread id.")
+        sources.add(str(source))
+        by_thread.setdefault(thread_id or str(source), []).append(record)
+    if thread_id is not None and len(sources) > 1:
+        raise ValueError(f"the records come from {len(sources)} threads ({', '.join(sorted(sources))}); "
+                         "import them without a target thread id, or one thread at a time.")
+    return by_thread
+
+
 def import_records(
     store: BaseStore, records: Iterable[Mapping[str, Any]], *, thread_id: str | None = None,
     ttl: float | None = None,
@@ -95,22 +116,7 @@ def import_records(
     """
     if ttl is not None and not getattr(store, "supports_ttl", False):
         raise ValueError(f"`ttl` needs a store with TTL support ({type(store).__name__} has none).")
-    by_thread: dict[str, list[Mapping[str, Any]]] = {}
-    sources: set[str] = set()
-    for n, record in enumerate(records, 1):
-        if not isinstance(record, Mapping) or not {"kind", "key", "value"} <= record.keys():
-            raise ValueError(f"record {n} is not an exported record (needs kind, key and value): {record!r:.80}")
-        if record["kind"] not in KINDS:
-            raise ValueError(f"record {n} has unknown kind {record['kind']!r}. Available: "
-                             f"{', '.join(repr(k) for k in KINDS)}.")
-        source = record.get("thread")
-        if thread_id is None and not source:
-            raise ValueError(f"record {n} names no thread: pass a target thread id.")
-        sources.add(str(source))
-        by_thread.setdefault(thread_id or str(source), []).append(record)
-    if thread_id is not None and len(sources) > 1:
-        raise ValueError(f"the records come from {len(sources)} threads ({', '.join(sorted(sources))}); "
-                         "import them without a target thread id, or one thread at a time.")
+    by_thread = _by_target_thread(records, thread_id)
     for target in by_thread:
         existing = {k: n for k, n in record_counts(store, target).items() if n}
         if existing:

@@ -5,12 +5,12 @@ are dropped from the view (their pages stay stored and recallable)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from langmem_paging.clusters import FoldPlan, materialize, plan_folds
 from langmem_paging.effects import Flow, Reserve
 from langmem_paging.library_messages import cluster_message
-from langmem_paging.state import PagingState
+from langmem_paging.state import ClusterEntry, PagingState
 from langmem_paging.step.context import StepContext
 
 __all__ = ["fold"]
@@ -19,10 +19,8 @@ __all__ = ["fold"]
 def fold(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str], direct: Sequence[str]) -> Flow[None]:
     """Plan the unions, reserve cluster numbers, and show the new roots where their first member was."""
     state = ctx.state
-    foreign = {state.shown[p].anchor for p in orphans} | {state.clusters[c].anchor for c in orphan_clusters}
     displaced = [cid for cid in orphan_clusters if state.clusters[cid].anchor in ctx.position]
-    # another message took an orphan's id: it is not ours to replace or remove
-    position = {k: i for k, i in ctx.position.items() if k not in foreign} if foreign else ctx.position
+    position = _ours(ctx, orphans, orphan_clusters)
     plan = plan_folds(state, position, ctx.options.clusters, count_message=ctx.options.count_message,
                       orphans=orphans, orphan_clusters=orphan_clusters, direct=direct, displaced=displaced)
     _forget_unhoused(state, plan, orphans, orphan_clusters)
@@ -36,18 +34,31 @@ def fold(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str
     for cluster_id in list(state.clusters):
         if cluster_id not in plan.roots:
             consumed.add(state.clusters.pop(cluster_id).anchor)
-    for cluster_id, entry in entries.items():
-        message = cluster_message(cluster_id, entry.text, entry.anchor)
-        entry.tokens = ctx.options.count_message(message)
-        state.clusters[cluster_id] = entry
-        if entry.anchor in position:
-            ctx.replace[entry.anchor] = message
+    _show_roots(ctx, entries, position)
     kept = {e.anchor for e in state.clusters.values()}
     for anchor in consumed - kept:
         if anchor in position:
             ctx.replace[anchor] = None
     ctx.result.nodes.extend(nodes)
     ctx.result.folded.extend(plan.folded)
+
+
+def _show_roots(ctx: StepContext, entries: dict[str, ClusterEntry], position: Mapping[str, int]) -> None:
+    """The new roots' cluster bookmarks, each where its first member was."""
+    for cluster_id, entry in entries.items():
+        message = cluster_message(cluster_id, entry.text, entry.anchor)
+        entry.tokens = ctx.options.count_message(message)
+        ctx.state.clusters[cluster_id] = entry
+        if entry.anchor in position:
+            ctx.replace[entry.anchor] = message
+
+
+def _ours(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str]) -> Mapping[str, int]:
+    """View positions the step may replace: not the orphans' anchors, whose message now is someone
+    else's (a new message that took the id of a bookmark's first message)."""
+    state = ctx.state
+    foreign = {state.shown[p].anchor for p in orphans} | {state.clusters[c].anchor for c in orphan_clusters}
+    return {k: i for k, i in ctx.position.items() if k not in foreign} if foreign else ctx.position
 
 
 def _forget_unhoused(state: PagingState, plan: FoldPlan, orphans: Sequence[str],

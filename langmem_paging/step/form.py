@@ -59,26 +59,34 @@ def free_runs(ctx: StepContext) -> list[FreeRun]:
     between two units (the history is not contiguous there)."""
     formed = {k for page in ctx.state.pages.values() for k in page.ids}
     library = ctx.library_keys()
-    order = ctx.state.order
     runs: list[FreeRun] = []
     current: list[Unit] = []
-    last = -2
     for k, unit in enumerate(ctx.units):
         keys = ctx.keys[unit.start:unit.end]
         free = k not in ctx.protected and not any(key in formed for key in keys)
-        if free and current and order.get(keys[0], -2) != last + 1:
+        if free and current and not _contiguous(ctx, current[-1], unit):
             runs.append(FreeRun(current, None, True))
             current = []
         if free:
             current.append(unit)
-            last = order.get(keys[-1], -2)
         elif current:
-            closed = any(key in formed or key in library for key in keys) or any(is_pinned(m) for m in unit.messages)
+            closed = _ends_for_good(unit, keys, formed | library)
             runs.append(FreeRun(current, None if closed else unit, closed))
             current = []
     if current:
         runs.append(FreeRun(current, None, False))
     return runs
+
+
+def _ends_for_good(unit: Unit, keys: list[str], taken: set[str]) -> bool:
+    """A run before a page, a bookmark or a pinned message can never grow into it."""
+    return any(key in taken for key in keys) or any(is_pinned(m) for m in unit.messages)
+
+
+def _contiguous(ctx: StepContext, before: Unit, unit: Unit) -> bool:
+    """True when `unit` follows `before` in the history (no page left from between them)."""
+    order = ctx.state.order
+    return order.get(ctx.keys[unit.start], -2) == order.get(ctx.keys[before.end - 1], -2) + 1
 
 
 def cut_pages(ctx: StepContext, run: FreeRun) -> tuple[list[list[Unit]], list[Unit]]:

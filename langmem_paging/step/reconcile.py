@@ -13,14 +13,25 @@ __all__ = ["number_new_messages", "reconcile"]
 def reconcile(ctx: StepContext) -> None:
     """Advance the turn on a new user message; drop what left the context from the state; note
     the bookmarks and cluster bookmarks whose message is gone (orphans)."""
-    state, position = ctx.state, ctx.position
+    state = ctx.state
     if ctx.newest_user is not None and ctx.keys[ctx.newest_user] != state.last_user:
         state.turn += 1
         state.last_user = ctx.keys[ctx.newest_user]
+    _forget_removed(ctx)
+    ctx.orphans = [pid for pid, shown in state.shown.items() if not _shows(ctx, shown.anchor, "bookmark", pid)]
+    ctx.orphan_clusters = [cid for cid, c in state.clusters.items() if not _shows(ctx, c.anchor, "cluster", cid)]
+    ctx.recalled_now = {k for k in state.recalled if k in ctx.position}
+    state.recalled = []
+
+
+def _forget_removed(ctx: StepContext) -> None:
+    """Resident pages and ordinals of messages the app removed: a page whose every message left
+    stays stored and recallable (its access statistics are kept)."""
+    state, position = ctx.state, ctx.position
     for page_id in list(state.pages):
         page = state.pages[page_id]
         ids = [i for i in page.ids if i in position]
-        if not ids:  # every message was removed: the page stays stored and recallable
+        if not ids:
             state.pages.pop(page_id)
             if page.count:
                 state.stats[page_id] = [page.count, page.last]
@@ -28,10 +39,6 @@ def reconcile(ctx: StepContext) -> None:
             page.ids = ids
     for key in [k for k in state.order if k not in position]:
         del state.order[key]
-    ctx.orphans = [pid for pid, shown in state.shown.items() if not _shows(ctx, shown.anchor, "bookmark", pid)]
-    ctx.orphan_clusters = [cid for cid, c in state.clusters.items() if not _shows(ctx, c.anchor, "cluster", cid)]
-    ctx.recalled_now = {k for k in state.recalled if k in position}
-    state.recalled = []
 
 
 def _shows(ctx: StepContext, anchor: str, kind: str, ident: str) -> bool:
