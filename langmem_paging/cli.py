@@ -44,6 +44,7 @@ from langmem_paging.ops import (
     inspect_thread,
     list_threads,
     load_snapshots,
+    paging_steps,
     record_counts,
     verify_thread,
     without_ttl_refresh,
@@ -361,7 +362,7 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         verification = (verify_thread(page_store, args.thread, snapshots, counter=TokenCounter(encoding=args.encoding))
                         if snapshots else None)
     html = render_report(info, pages, verification=verification,
-                         context=snapshots[-1].messages if snapshots else None)
+                         context=snapshots[-1].messages if snapshots else None, steps=paging_steps(snapshots))
     Path(args.out).write_text(html, encoding="utf-8")
     out.write(f"wrote {args.out}: {len(info.pages)} pages, {len(info.clusters)} clusters\n")
     return 0
