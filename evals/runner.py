@@ -10,14 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import langmem_paging
 from evals import methods as method_lib
 from evals.conversation import to_messages
 from evals.datasets.records import Conversation
 from evals.metrics import aggregate, evidence_coverage, page_selection
 from evals.paging_method import PagingSession, method_name, reader_of
 from evals.readers.lexical import READER_VERSION
-
-import langmem_paging
 
 
 class _NoBar:

@@ -369,10 +369,10 @@ def render_report(
         ("verification", "Verification", _verification_html(verification)),
         ("tokens", "Tokens per model call", tokens_chart(steps or [])),
         ("timeline", "Timeline: pages in history order",
-         '<button type="button" onclick="setAll(true)">Expand all</button>'
-         '<button type="button" onclick="setAll(false)">Collapse all</button>'
-         f'{_bar_scale(scale)}<ul class="legend muted">{legend}</ul>'
-         f'<ol class="timeline">{timeline or "<li class=muted>No pages.</li>"}{_tail_html(info, context)}</ol>'),
+         ('<button type="button" onclick="setAll(true)">Expand all</button>'
+          '<button type="button" onclick="setAll(false)">Collapse all</button>'
+          f'{_bar_scale(scale)}<ul class="legend muted">{legend}</ul>'
+          f'<ol class="timeline">{timeline or "<li class=muted>No pages.</li>"}{_tail_html(info, context)}</ol>')),
         ("clusters", "Cluster forest", _forest_html(info.clusters, statuses)),
         ("bookmarks", "Bookmarks in the context",
          f'<ul class="bookmarks">{bookmarks}</ul>' if bookmarks

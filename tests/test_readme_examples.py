@@ -49,7 +49,8 @@ def test_readme_postgres_example_pages_into_postgres_and_searches_there(postgres
             .replace(invoke, invoke + '    for text in TEXTS:\n'
                                       '        agent.invoke({"messages": [text]}, {"configurable": {"thread_id": "user-42"}})\n'))
     model = ScriptedChatModel(responses=[_respond] * 40)
-    exec(compile(code, "README.md (PostgreSQL example)", "exec"), {"model": model, "TEXTS": [*FACTS, QUESTION]})
+    namespace = {"model": model, "TEXTS": [*FACTS, QUESTION]}
+    exec(compile(code, "README.md (PostgreSQL example)", "exec"), namespace)  # noqa: S102 - the README's own code
 
     with PostgresStore.from_conn_string(db) as store:
         pages = store.search(("langmem_paging", "user-42", "pages"), limit=100)
