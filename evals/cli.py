@@ -18,7 +18,8 @@ def _csv(cast=str):
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output directory (re-running resumes)")
-    p.add_argument("--budgets", type=_csv(int), default=[2000, 4000, 8000])
+    p.add_argument("--budgets", type=_csv(int), default=[2000, 4000, 8000],
+                   help="token budgets B, comma-separated (default 2000,4000,8000)")
     p.add_argument("--reader", choices=["lexical", "llm"], default="lexical",
                    help="lexical: offline, deterministic; llm: a real model via OPENAI_API_KEY/OPENAI_BASE_URL")
     p.add_argument("--model", default=None, help="llm reader: model name (default $OPENAI_MODEL or gpt-4o-mini)")
@@ -29,14 +30,18 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="lexical reader: units (conversation x method x budget) run in this many processes")
     p.add_argument("--max-questions", type=int, default=None,
                    help="ask only each conversation's first N questions (to bound llm cost)")
-    p.add_argument("--protocol", choices=["end", "streaming"], default="end")
+    p.add_argument("--protocol", choices=["end", "streaming"], default="end",
+                   help="end: every question after the whole conversation (default); streaming: each right after "
+                        "the session following its evidence")
     p.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
     p.add_argument("--data", default=None, help="LoCoMo file (official format); default $LOCOMO_PATH or shared dev")
     p.add_argument("--dataset", choices=["locomo", "synthetic"], default=None, help=argparse.SUPPRESS)
-    p.add_argument("--synthetic-turns", type=int, default=600)
-    p.add_argument("--synthetic-facts", type=int, default=30)
-    p.add_argument("--synthetic-conversations", type=int, default=5)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--synthetic-turns", type=int, default=600, help="synthetic: turns per conversation (default 600)")
+    p.add_argument("--synthetic-facts", type=int, default=30,
+                   help="synthetic: planted facts per conversation, one question each (default 30)")
+    p.add_argument("--synthetic-conversations", type=int, default=5,
+                   help="synthetic: conversations generated, seeds 0..N-1 (default 5)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (it counts questions asked)")
     p.add_argument("--paging-reader", default="bookmarks",
                    help=f"lexical reader mode(s) for paging, comma-separated: {', '.join(READER_MODES)}, or all "
                         "(each mode is its own method, paging[mode]; semantic needs the embeddings extra)")
@@ -85,18 +90,22 @@ def _conversations(dataset: str, args):
     return convs[: args.limit], None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m evals`` parser (every option says what it does)."""
+    parser = argparse.ArgumentParser(prog="python -m evals", description="Evaluate paging against other memory "
+                                     "methods on LoCoMo or synthetic conversations.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("locomo", "synthetic"):
         p = sub.add_parser(name, help=f"six methods at matched budgets on {name}")
         _add_common(p)
-        p.add_argument("--methods", type=_csv(), default=list(METHODS))
-        p.add_argument("--boundary", default="fixed_20")
-        p.add_argument("--policy", default="lfu")
+        p.add_argument("--methods", type=_csv(), default=list(METHODS),
+                       help=f"methods, comma-separated (default all: {', '.join(METHODS)})")
+        p.add_argument("--boundary", default="fixed_20", help="paging: how messages are cut into pages (default fixed_20)")
+        p.add_argument("--policy", default="lfu", help="paging: eviction policy spec (default lfu)")
     p = sub.add_parser("ablate", help="paging: boundary strategies x eviction policies")
     _add_common(p)
-    p.add_argument("--boundaries", type=_csv(), default=["fixed_10", "fixed_20", "fixed_40", "session", "topic_shift"])
+    p.add_argument("--boundaries", type=_csv(), default=["fixed_10", "fixed_20", "fixed_40", "session", "topic_shift"],
+                   help="boundary strategies, comma-separated (default fixed_10,fixed_20,fixed_40,session,topic_shift)")
     p.add_argument("--policies", default="fifo,lru,lfu,semantic",
                    help="policy specs: fifo, lru, lfu, semantic, stae:beta=0.5,grouping=kmeans, tiers:importance, "
                         "lfu+tiers:utility")
@@ -107,10 +116,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fractions", type=_csv(float), default=[],
                    help="compression levels as fractions of each conversation's tokens (besides --budgets)")
     p.add_argument("--policies", default="fifo,lru,lfu,semantic", help="policy specs, as for ablate")
-    p.add_argument("--boundary", default="fixed_20")
-    p.add_argument("--on", choices=["locomo", "synthetic"], default="synthetic")
+    p.add_argument("--boundary", default="fixed_20", help="how messages are cut into pages (default fixed_20)")
+    p.add_argument("--on", choices=["locomo", "synthetic"], default="synthetic",
+                   help="dataset for the needles (default synthetic)")
     p.add_argument("--needle-turns", type=int, default=400, help="synthetic: turns per conversation")
     p.add_argument("--segments", type=int, default=20, help="equal segments, one needle each")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "needles":
         return _needles(parser, args)

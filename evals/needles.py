@@ -35,12 +35,6 @@ from evals.metrics import effective_compression, mean_interval, needle_retention
 from evals.paging_method import PagingSession
 from evals.report import BOOTSTRAP_NOTE, markdown_table
 
-try:
-    from tqdm import tqdm
-except ImportError:  # progress bars are optional
-    def tqdm(iterable, **_):
-        return iterable
-
 MIN_BUDGET = 256
 """A budget from `--fractions` is never below this (the recall cap needs room)."""
 
@@ -133,7 +127,10 @@ def run_needles(items: Sequence[NeedleConversation], config: NeedleConfig, out: 
         results.write_text(json.dumps(head) + "\n")
     todo = [(i, p, lv, r) for i in items for p in config.policies for lv in config.levels() for r in config.readers
             if _key(i.conversation.sample_id, p, lv, r) not in done]
-    with results.open("a") as f:
+    from evals.runner import progress_bar
+
+    total = sum(len(item.needles) for item, *_ in todo)  # one question (and row) per needle
+    with results.open("a") as f, progress_bar(total, "needles", "question", enabled=progress) as bar:
         if processes > 1 and len(todo) > 1:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -141,14 +138,17 @@ def run_needles(items: Sequence[NeedleConversation], config: NeedleConfig, out: 
             with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = [pool.submit(run_conversation, i, policy=p, level=lv, boundary=config.boundary, reader=r)
                            for i, p, lv, r in todo]
-                for future in tqdm(as_completed(futures), total=len(futures), desc="needles", disable=not progress):
-                    f.write("".join(json.dumps(r) + "\n" for r in future.result()))
+                for future in as_completed(futures):
+                    rows = future.result()
+                    f.write("".join(json.dumps(r) + "\n" for r in rows))
                     f.flush()
+                    bar.update(len(rows))
         else:
-            for item, policy, level, reader in tqdm(todo, desc="needles", disable=not progress):
+            for item, policy, level, reader in todo:
                 rows = run_conversation(item, policy=policy, level=level, boundary=config.boundary, reader=reader)
                 f.write("".join(json.dumps(r) + "\n" for r in rows))
                 f.flush()
+                bar.update(len(rows))
     return write_needle_reports(out)
 
 
@@ -239,27 +239,39 @@ def write_needle_reports(out: str | Path) -> dict:
     return summary
 
 
-def plot_nrr_vs_ecr(summary: dict, path: str | Path) -> None:
+def nrr_figure(summary: dict):
     """NRR (solid: after recall; dashed: resident) against ECR, one line per policy and reader."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    from evals.report import line_style
+
+    fig, ax = plt.subplots(figsize=(8.5, 4.6))
     arms = list(dict.fromkeys((r["policy"], r["reader"]) for r in summary["rows"]))
     readers = {r for _, r in arms}
     for k, (policy, reader) in enumerate(arms):
         pts = sorted((r["ecr"], r["nrr"], r["nrr_resident"]) for r in summary["rows"]
                      if r["policy"] == policy and r["reader"] == reader)
         label = policy if len(readers) == 1 else f"{policy} [{reader}]"
-        line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
-        ax.plot([p[0] for p in pts], [p[2] for p in pts], linestyle="--", color=line.get_color(), alpha=0.6)
+        style = {**line_style(k), "linestyle": "-"}
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style)
+        ax.plot([p[0] for p in pts], [p[2] for p in pts], color=style["color"], linestyle="--", alpha=0.45)
     ax.set_xlabel("effective compression rate (ECR)")
     ax.set_ylabel("needle retention rate (NRR)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7)
+    ax.set_ylim(-0.03, 1.03)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title("Needle retention vs compression (dashed: resident only)")
     fig.tight_layout()
+    return fig
+
+
+def plot_nrr_vs_ecr(summary: dict, path: str | Path) -> None:
+    """`nrr_figure` written to `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = nrr_figure(summary)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -146,6 +147,84 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
     return summary
 
 
+MARKERS = "osD^vPX<>*"
+"""One marker shape per line (then the cycle repeats with hollow markers)."""
+
+
+def line_style(k: int) -> dict:
+    """Matplotlib keywords for the `k`-th line of a plot: its own colour, marker shape, size and line
+    style; every other line has hollow markers drawn above the others' translucent filled ones, so
+    points that fall on one another all show."""
+    import matplotlib.pyplot as plt
+
+    colors = plt.get_cmap("tab20").colors  # more lines than the default cycle's 10 colours
+    color = colors[(2 * k) % 20 + (k // 10) % 2]
+    hollow = k % 2 == 1
+    return {"marker": MARKERS[k % len(MARKERS)], "color": color, "alpha": 0.95 if hollow else 0.55,
+            "markersize": 10 - 2 * (k % 3), "markerfacecolor": "none" if hollow else color,
+            "markeredgewidth": 2.0 if hollow else 1.0, "linestyle": ("-", "--", ":", "-.")[k % 4],
+            "zorder": 3 if hollow else 2}
+
+
+def token_ticks(low: float, high: float, *, most: int = 8) -> list[int]:
+    """Ticks for a log axis of tokens from `low` to `high`: 1-2-5 (or 1-3, or powers of ten) times a
+    power of ten, at most `most`; a range too short for two of those gets evenly spaced round
+    numbers instead, so it is labelled too.
+
+    Example:
+        >>> token_ticks(300, 480), token_ticks(50, 2000), token_ticks(20, 300_000)
+        ([300, 400, 500], [50, 100, 200, 500, 1000, 2000], [100, 1000, 10000, 100000])
+    """
+    lo_exp, hi_exp = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    for mantissas in ((1, 2, 5), (1, 3), (1,)):
+        ticks = [m * 10 ** e for e in range(lo_exp, hi_exp + 1) for m in mantissas]
+        inside = [t for t in ticks if low / 1.25 <= t <= high * 1.25]
+        if 2 <= len(inside) <= most:
+            return inside
+        if len(inside) < 2:
+            break
+    step = 10 ** math.floor(math.log10(max(high - low, 1)))
+    first = max(step, math.floor(low / step) * step)
+    ticks = list(range(int(first), int(high + step), int(step)))
+    return ticks[:: math.ceil(len(ticks) / most)]
+
+
+def set_token_axis(ax, values: list[float]) -> None:
+    """A log x axis of tokens labelled with plain numbers (``2,000``) at `token_ticks`, no minor labels
+    (matplotlib's default writes ``3x10^2`` under each minor tick of a short range, and they collide)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    low, high = min(values), max(values)
+    ticks = token_ticks(low, high)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(min(low, ticks[0]) / 1.15, max(high, ticks[-1]) * 1.15)
+
+
+def coverage_figure(rows: list[dict]):
+    """Evidence coverage against mean context tokens (log), one line per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    for k, method in enumerate(sorted({r["method"] for r in rows})):
+        pts = sorted((r["mean_context_tokens"], r["evidence_coverage"]) for r in rows if r["method"] == method)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=method, **line_style(k))
+    set_token_axis(ax, [r["mean_context_tokens"] for r in rows if r["mean_context_tokens"]])
+    ax.set_xlabel("mean context tokens (log scale)")
+    ax.set_ylabel("evidence coverage")
+    ax.set_ylim(-0.04, 1.04)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title("Evidence coverage vs context tokens")
+    fig.tight_layout()
+    return fig
+
+
 def plot(summary: dict, out: Path, *, ablation: bool) -> None:
     """coverage_vs_tokens.png (methods) or ablation_heatmap.png (boundary x policy)."""
     import matplotlib
@@ -154,35 +233,28 @@ def plot(summary: dict, out: Path, *, ablation: bool) -> None:
     import matplotlib.pyplot as plt
 
     rows = summary["rows"]
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
     if not ablation:
-        colors = plt.get_cmap("tab20").colors  # more methods than the default cycle's 10 colours
-        for k, method in enumerate(sorted({r["method"] for r in rows})):
-            pts = sorted((r["mean_context_tokens"], r["evidence_coverage"]) for r in rows if r["method"] == method)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="os^D"[k % 4], label=method,
-                    color=colors[(2 * k) % 20 + (k // 10) % 2])
-        ax.set_xlabel("mean context tokens")
-        ax.set_ylabel("evidence coverage")
-        ax.set_xscale("log")
-        ax.legend(fontsize=8)
-        ax.set_title("Evidence coverage vs context tokens")
-        name = "coverage_vs_tokens.png"
-    else:
-        budget = max(r["budget"] for r in rows)
-        cells = [r for r in rows if r["budget"] == budget]
-        boundaries = list(dict.fromkeys(r["boundary"] for r in cells))
-        policies = list(dict.fromkeys(r["policy"] for r in cells))
-        grid = [[next((r["evidence_coverage"] or 0.0 for r in cells if r["boundary"] == b and r["policy"] == p), 0.0)
-                 for p in policies] for b in boundaries]
-        image = ax.imshow(grid, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(len(policies)), policies)
-        ax.set_yticks(range(len(boundaries)), boundaries)
-        for i, row in enumerate(grid):
-            for j, v in enumerate(row):
-                ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="w", fontsize=8)
-        fig.colorbar(image, ax=ax, label="evidence coverage")
-        ax.set_title(f"Paging ablation at budget {budget}")
-        name = "ablation_heatmap.png"
+        fig = coverage_figure(rows)
+        fig.savefig(out / "coverage_vs_tokens.png", dpi=110)
+        plt.close(fig)
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    budget = max(r["budget"] for r in rows)
+    cells = [r for r in rows if r["budget"] == budget]
+    boundaries = list(dict.fromkeys(r["boundary"] for r in cells))
+    policies = list(dict.fromkeys(r["policy"] for r in cells))
+    grid = [[next((r["evidence_coverage"] or 0.0 for r in cells if r["boundary"] == b and r["policy"] == p), 0.0)
+             for p in policies] for b in boundaries]
+    image = ax.imshow(grid, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(policies)), policies)
+    ax.set_yticks(range(len(boundaries)), boundaries)
+    low, high = image.get_clim()
+    for i, row in enumerate(grid):
+        for j, v in enumerate(row):  # dark text on viridis' bright end, white on its dark end
+            bright = high > low and (v - low) / (high - low) > 0.6
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="#1d2330" if bright else "w", fontsize=8)
+    fig.colorbar(image, ax=ax, label="evidence coverage")
+    ax.set_title(f"Paging ablation at budget {budget}")
     fig.tight_layout()
-    fig.savefig(out / name, dpi=110)
+    fig.savefig(out / "ablation_heatmap.png", dpi=110)
     plt.close(fig)

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import langmem_paging
 from evals import methods as method_lib
 from evals.conversation import to_messages
 from evals.datasets.records import Conversation
@@ -17,13 +18,28 @@ from evals.metrics import aggregate, evidence_coverage, page_selection
 from evals.paging_method import PagingSession, method_name, reader_of
 from evals.readers.lexical import READER_VERSION
 
-try:
-    from tqdm import tqdm
-except ImportError:  # progress bars are optional
-    def tqdm(iterable, **_):
-        return iterable
 
-import langmem_paging
+class _NoBar:
+    """What a progress bar does when tqdm is not installed: nothing."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        return None
+
+
+def progress_bar(total: int, desc: str, unit: str, *, enabled: bool = True):
+    """A tqdm bar counting `unit`s up to `total` (a context manager; ``update(n)``), or one that
+    shows nothing when disabled or when tqdm is missing (progress bars are optional)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled)
 
 
 @dataclass
@@ -200,6 +216,12 @@ def _units(config: RunConfig, ablation: bool) -> list[dict]:
     return out
 
 
+def unit_questions(conversation: Conversation, protocol: str, max_questions: int | None = None) -> int:
+    """How many questions a unit asks (one result row each): what the progress bar counts."""
+    return sum(1 for qis in ask_schedule(conversation, protocol).values() for qi in qis
+               if max_questions is None or qi < max_questions)
+
+
 def _unit_key(sample_id: str, unit: dict) -> str:
     return json.dumps([sample_id, unit["method"], unit["budget"], unit["boundary"], unit["policy"],
                        unit["protocol"]])
@@ -227,7 +249,8 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
         results.write_text(json.dumps(header(config, reader)) + "\n")
     todo = [(c, u) for c in conversations for u in _units(config, ablation) if _unit_key(c.sample_id, u) not in done]
     max_questions = config.extra.get("max_questions")
-    with results.open("a") as f:
+    total = sum(unit_questions(c, config.protocol, max_questions) for c, _ in todo)
+    with results.open("a") as f, progress_bar(total, "eval", "question", enabled=progress) as bar:
         if processes > 1 and reader is None and len(todo) > 1:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -235,17 +258,21 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
             # spawn: the parent may have imported torch (semantic reader), which does not survive fork well
             with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = [pool.submit(run_unit, c, u, config.protocol, None, max_questions) for c, u in todo]
-                for future in tqdm(as_completed(futures), total=len(futures), desc="eval", disable=not progress):
-                    f.write("".join(json.dumps(r) + "\n" for r in future.result()))
+                for future in as_completed(futures):
+                    rows = future.result()
+                    f.write("".join(json.dumps(r) + "\n" for r in rows))
                     f.flush()
+                    bar.update(len(rows))
         else:
-            for conversation, unit in tqdm(todo, desc="eval", disable=not progress):
+            for conversation, unit in todo:
                 rows = run_unit(conversation, unit, config.protocol, reader, max_questions, workers)
                 f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
                 f.flush()
+                bar.update(len(rows))
     from evals.report import write_reports
 
     return write_reports(out, ablation=ablation)
 
 
-__all__ = ["RunConfig", "aggregate", "ask_schedule", "expand_methods", "header", "run", "run_unit"]
+__all__ = ["RunConfig", "aggregate", "ask_schedule", "expand_methods", "header", "progress_bar", "run", "run_unit",
+           "unit_questions"]

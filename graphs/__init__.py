@@ -1,5 +1,8 @@
-"""Ready LangGraph graphs with paging: `create_paging_agent`, and the demo graph for `langgraph.json`."""
+"""Ready LangGraph graphs with paging: the demo graph for `langgraph.json` and the server tests' graph.
 
-from graphs.agent import create_paging_agent
+`create_paging_agent` is `langmem_paging.create_paging_agent` (re-exported for older imports).
+"""
+
+from langmem_paging.agents import create_paging_agent
 
 __all__ = ["create_paging_agent"]

@@ -1,48 +1,32 @@
-"""`create_paging_agent`: `create_agent` with `PagingMiddleware` in one call."""
+"""The ready graphs' model choice; `create_paging_agent` itself lives in the package
+(`langmem_paging.agents`) and is re-exported here for older imports."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any
 
-from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.tools import BaseTool
 
-from langmem_paging import PagingMiddleware
+from langmem_paging.agents import create_paging_agent
 
-__all__ = ["chat_model_from_env", "create_paging_agent"]
+__all__ = ["MODEL_ENV", "chat_model", "chat_model_from_env", "create_paging_agent"]
+
+MODEL_ENV = "LANGMEM_PAGING_MODEL"
+"""Names the real model the server's demo graph uses (``openai:gpt-4o-mini``); unset: scripted."""
 
 
-def create_paging_agent(
-    model: BaseChatModel | str,
-    tools: Sequence[BaseTool] = (),
-    *,
-    system_prompt: str | None = None,
-    store: Any = None,
-    checkpointer: Any = None,
-    **paging_options: Any,
-):
-    """A `create_agent` graph whose context is paged; `paging_options` go to `PagingMiddleware`.
+def chat_model(name: str | None) -> BaseChatModel | None:
+    """The chat model `name` names (an ``init_chat_model`` string such as ``openai:gpt-4o-mini``,
+    temperature 0), or None for no name. The provider reads its own credentials
+    (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``); a key alone never picks a real model, so a stale or
+    bogus key cannot turn an offline run into a network one."""
+    if not name:
+        return None
+    from langchain.chat_models import init_chat_model
 
-    The middleware is reachable as ``graph.paging`` (for ``graph.paging.page_store``).
-    """
-    paging_options.setdefault("max_tokens", 4000)
-    paging = PagingMiddleware(store=store, **paging_options)
-    graph = create_agent(
-        model, tools=list(tools), system_prompt=system_prompt, middleware=[paging], store=store,
-        checkpointer=checkpointer,
-    )
-    graph.paging = paging
-    return graph
+    return init_chat_model(name, temperature=0)
 
 
 def chat_model_from_env() -> BaseChatModel | None:
-    """A real OpenAI-compatible model when ``OPENAI_API_KEY`` is set (``OPENAI_BASE_URL``,
-    ``OPENAI_MODEL`` optional), else None."""
-    if not os.environ.get("OPENAI_API_KEY"):
-        return None
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(model=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"), temperature=0)
+    """`chat_model` of ``$LANGMEM_PAGING_MODEL`` (how ``langgraph dev`` is told), else None."""
+    return chat_model(os.environ.get(MODEL_ENV))

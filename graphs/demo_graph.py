@@ -1,16 +1,19 @@
-"""The graph `langgraph.json` exposes: a paging agent on a real model if `OPENAI_API_KEY` is set,
-else on an echoing scripted model (the LangGraph server supplies store and checkpointer)."""
+"""The graph `langgraph.json` exposes: a paging agent on the real model ``$LANGMEM_PAGING_MODEL``
+names (``openai:gpt-4o-mini``), else on an echoing scripted model (the LangGraph server supplies
+store and checkpointer)."""
 
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from graphs.agent import chat_model_from_env, create_paging_agent
+from graphs.agent import MODEL_ENV, chat_model_from_env
+from langmem_paging import create_paging_agent
 from langmem_paging.testing import ScriptedChatModel
 
 
 def _echo(messages):
-    return AIMessage(f"(scripted model; set OPENAI_API_KEY for a real one) You said: {messages[-1].content}")
+    return AIMessage(f"(scripted model; set {MODEL_ENV}=openai:gpt-4o-mini for a real one) "
+                     f"You said: {messages[-1].content}")
 
 
 model = chat_model_from_env() or ScriptedChatModel(responses=[_echo] * 100_000)

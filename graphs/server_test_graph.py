@@ -10,7 +10,7 @@ import uuid
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from graphs.agent import create_paging_agent
+from langmem_paging import create_paging_agent
 from langmem_paging.testing import ScriptedChatModel
 
 

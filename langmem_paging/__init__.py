@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 _EXPORTS = {
+    "create_paging_agent": "agents",
     "BOUNDARIES": "boundaries",
     "BoundaryStrategy": "boundaries",
     "get_boundary": "boundaries",
@@ -96,6 +97,7 @@ __all__ = [
     "SemanticPolicy",
     "TokenCounter",
     "apage_messages",
+    "create_paging_agent",
     "format_bookmark",
     "get_boundary",
     "get_embedder",
@@ -124,6 +126,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from langmem_paging.agents import create_paging_agent
     from langmem_paging.bookmarks import (
         Bookmark,
         BookmarkContext,

@@ -1,5 +1,6 @@
 """``langmem-paging``: look at, check, move and delete a thread's pages.
 
+    langmem-paging threads --store sqlite:///pages.sqlite [--json]
     langmem-paging inspect THREAD --store sqlite:///pages.sqlite [--json]
     langmem-paging show THREAD p3 [--json]
     langmem-paging verify THREAD [--json]         # exit 0: lossless, 1: not (with what is wrong)
@@ -11,7 +12,8 @@
 Stores and checkpointers are named by URI (``--store``, default ``$LANGMEM_PAGING_STORE``):
 ``sqlite:///relative.sqlite``, ``sqlite:////absolute.sqlite``, ``postgresql://user@host:port/db``.
 Checkpoints are read from the same URI unless ``--checkpoints URI`` (or ``none``) says otherwise.
-Exit codes: 0 done, 1 not lossless / not found, 2 bad arguments or an unreachable store.
+Exit codes: 0 done, 1 not lossless / not found (a thread with no store records and no checkpoints
+is "no such thread"), 2 bad arguments or an unreachable store.
 
 This module only parses arguments and prints; what it shows comes from `langmem_paging.ops`
 and `langmem_paging.report`.
@@ -23,20 +25,26 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from langmem_paging import __version__
 from langmem_paging.backends import BackendError, open_checkpointer, open_store
 from langmem_paging.messages import dump_messages
 from langmem_paging.ops import (
     export_records,
     format_inspection,
+    format_table,
     format_verification,
     import_records,
     inspect_thread,
+    list_threads,
     load_snapshots,
+    paging_steps,
     record_counts,
     verify_thread,
     without_ttl_refresh,
@@ -59,6 +67,30 @@ class _Fail(Exception):
         self.code = code
 
 
+def plain(text: str) -> str:
+    """Docstring text for a terminal: reStructuredText literals (````x````) and roles (```x```) shown bare.
+
+    Example:
+        >>> plain("Named by URI (``--store``, default ``$LANGMEM_PAGING_STORE``); see `inspect_thread`.")
+        'Named by URI (--store, default $LANGMEM_PAGING_STORE); see inspect_thread.'
+    """
+    return re.sub(r"``(.+?)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
+
+
+def shown_uri(uri: str) -> str:
+    """`uri` with any password replaced by ``***``, for messages.
+
+    Example:
+        >>> shown_uri("postgresql://app:s3cret@db:5432/pages"), shown_uri("sqlite:///pages.sqlite")
+        ('postgresql://app:***@db:5432/pages', 'sqlite:///pages.sqlite')
+    """
+    parts = urllib.parse.urlsplit(uri)
+    if parts.password is None:
+        return uri
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", default=os.environ.get(STORE_ENV),
@@ -75,8 +107,12 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="langmem-paging", description="Look at, check, move and delete the pages of a langmem-paging thread.",
-        epilog=__doc__.split("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=plain(__doc__.split("\n\n")[2]), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"langmem-paging {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("threads", parents=[common, json_flag],
+                   help="the threads the store holds pages for, with their page counts")
 
     p = sub.add_parser("inspect", parents=[common, json_flag], help="a thread's pages, clusters and paging state")
     p.add_argument("thread")
@@ -142,6 +178,16 @@ def _snapshots(args: argparse.Namespace, *, lineage: bool) -> list:
         return load_snapshots(saver, args.thread, lineage=lineage) if saver is not None else []
 
 
+def _no_such_thread(args: argparse.Namespace) -> _Fail:
+    return _Fail(f"no such thread {args.thread!r} in {shown_uri(_store_uri(args))}: it has no store records and "
+                 "no checkpoints (langmem-paging threads lists the store's threads)", 1)
+
+
+def _is_unknown(store: Any, args: argparse.Namespace, snapshots: list) -> bool:
+    """No store record and no checkpoint: the thread does not exist here (a typo, another store)."""
+    return not snapshots and not any(record_counts(store, args.thread).values())
+
+
 def _print(out: TextIO, data: Any) -> None:
     out.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -149,12 +195,25 @@ def _print(out: TextIO, data: Any) -> None:
 # -- commands -----------------------------------------------------------------------------------------
 
 
+def _threads(args: argparse.Namespace, out: TextIO) -> int:
+    with _store(args) as store:
+        rows = list_threads(store)
+    if args.json:
+        _print(out, [r.to_dict() for r in rows])
+    elif not rows:
+        out.write(f"no threads: {shown_uri(_store_uri(args))} holds no langmem-paging records\n")
+    else:
+        out.write(format_table([r.to_dict() for r in rows], ["thread_id", "pages", "clusters", "records"]) + "\n")
+        out.write(f"{len(rows)} thread{'' if len(rows) == 1 else 's'}, {sum(r.pages for r in rows)} pages\n")
+    return 0
+
+
 def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     snapshots = _snapshots(args, lineage=False)
     with _store(args) as store:
         info = inspect_thread(PageStore(store), args.thread, snapshots[-1] if snapshots else None)
     if not any(info.records.values()) and info.checkpoint is None:
-        raise _Fail(f"thread {args.thread!r}: no records in the store and no checkpoint", 1)
+        raise _no_such_thread(args)
     if args.json:
         _print(out, info.to_dict())
     else:
@@ -190,6 +249,8 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
         page_store = PageStore(store)
         if args.page_id.startswith("c"):
             node = page_store.get_cluster(args.thread, args.page_id)
+            if node is None and _is_unknown(store, args, _snapshots(args, lineage=False)):
+                raise _no_such_thread(args)
             if node is None:
                 raise _Fail(f"thread {args.thread!r} has no cluster {args.page_id!r}", 1)
             members = page_store.members(args.thread, node.id)
@@ -200,6 +261,8 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
                           f"children: {', '.join(node.children)}\nbookmark: {node.bookmark}\n")
             return 0
         page = page_store.get(args.thread, args.page_id)
+        if page is None and _is_unknown(store, args, _snapshots(args, lineage=False)):
+            raise _no_such_thread(args)
     if page is None:
         raise _Fail(f"thread {args.thread!r} has no page {args.page_id!r}", 1)
     if args.json:
@@ -212,6 +275,8 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
 def _verify(args: argparse.Namespace, out: TextIO) -> int:
     snapshots = _snapshots(args, lineage=True)
     with _store(args) as store:
+        if _is_unknown(store, args, snapshots):
+            raise _no_such_thread(args)
         result = verify_thread(PageStore(store), args.thread, snapshots, counter=TokenCounter(encoding=args.encoding))
     if args.json:
         _print(out, result.to_dict())
@@ -223,8 +288,11 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
 def _export(args: argparse.Namespace, out: TextIO) -> int:
     with _store(args) as store:
         records = export_records(store, args.thread)
+        if not records and _is_unknown(store, args, _snapshots(args, lineage=False)):
+            raise _no_such_thread(args)
     if not records:
-        raise _Fail(f"thread {args.thread!r} has no records in the store", 1)
+        raise _Fail(f"thread {args.thread!r} has no records in {shown_uri(_store_uri(args))} (only checkpoints: "
+                    "nothing was paged out yet)", 1)
     lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
     if args.out:
         Path(args.out).write_text(lines, encoding="utf-8")
@@ -289,18 +357,19 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         page_store = PageStore(store)
         info = inspect_thread(page_store, args.thread, snapshots[-1] if snapshots else None)
         if not any(info.records.values()) and info.checkpoint is None:
-            raise _Fail(f"thread {args.thread!r}: no records in the store and no checkpoint", 1)
+            raise _no_such_thread(args)
         pages = {p.id: p for p in page_store.list_pages(args.thread)}
         verification = (verify_thread(page_store, args.thread, snapshots, counter=TokenCounter(encoding=args.encoding))
                         if snapshots else None)
     html = render_report(info, pages, verification=verification,
-                         context=snapshots[-1].messages if snapshots else None)
+                         context=snapshots[-1].messages if snapshots else None, steps=paging_steps(snapshots))
     Path(args.out).write_text(html, encoding="utf-8")
     out.write(f"wrote {args.out}: {len(info.pages)} pages, {len(info.clusters)} clusters\n")
     return 0
 
 
 COMMANDS = {
+    "threads": _threads,
     "inspect": _inspect,
     "show": _show,
     "verify": _verify,

@@ -1,10 +1,12 @@
 """A static, self-contained HTML report of one thread, for a person to open in a browser.
 
-A timeline of the thread's pages in history order (each with its bookmark, where it stands now:
-resident, shown as a bookmark, folded into a cluster, and its exact messages on demand), the
-cluster forest, the bookmarks in the context, recalls, and tokens. Inline CSS and a few lines of
-vanilla JavaScript (expand or collapse everything); no external assets. Every piece of thread
-content is HTML-escaped, so page text holding markup or scripts shows as text and never runs.
+The tokens the model received at each model call against the budget (an inline SVG chart), a
+timeline of the thread's pages in history order (each with its bookmark, its size on a token
+scale, where it stands now: resident, shown as a bookmark, folded into a cluster, and its exact
+messages on demand), the cluster forest (each root with its member pages, flat), the bookmarks in
+the context, and recalls. Inline CSS and a few lines of vanilla JavaScript (expand or collapse
+everything); no external assets. Every piece of thread content is HTML-escaped, so page text
+holding markup or scripts shows as text and never runs.
 
 Example:
     >>> from langmem_paging.ops import Inspection
@@ -16,16 +18,17 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from html import escape
 
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.messages import library_mark
-from langmem_paging.ops import ClusterRow, Inspection, PageRow, RecallRow, Verification
+from langmem_paging.ops import ClusterRow, Inspection, PageRow, PagingStep, RecallRow, Verification
 from langmem_paging.records import Page, cluster_number, page_number
 
-__all__ = ["render_report"]
+__all__ = ["nice_ceiling", "render_report", "tokens_chart"]
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
@@ -44,11 +47,18 @@ ol.timeline{list-style:none;padding:0;margin:0}
 .page-head{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline}
 .pid{font-weight:700;font-family:ui-monospace,monospace}.badge{border-radius:9px;padding:0 8px;background:#eef0f4}
 .bar{display:inline-block;height:6px;background:#9aa3b2;border-radius:3px;vertical-align:middle}
+.bar-scale{display:flex;align-items:center;gap:8px}.bar-scale svg{overflow:visible}
+figure{margin:0;background:#fff;border:1px solid #dde1e7;border-radius:4px;padding:8px}
+figcaption{color:#4a5263;font-size:12.5px;margin-top:4px}svg text{font:11px system-ui,sans-serif;fill:#4a5263}
+.step-mark{fill:#1565c0}.step-mark.over{fill:#b3261e}.tokens-line{fill:none;stroke:#1565c0;stroke-width:1.5}
+.budget-line{fill:none;stroke:#b3261e;stroke-width:1.5;stroke-dasharray:6 4}.axis{stroke:#4a5263}.grid{stroke:#eef0f4}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
 pre{white-space:pre-wrap;word-break:break-word;margin:2px 0 6px;background:#f6f7f9;padding:4px 6px;border-radius:3px}
 .msg .meta{color:#4a5263;font-size:12px}.msg-human .meta{color:#1565c0}.msg-tool .meta{color:#8d6e00}
-ul.forest,ul.forest ul{list-style:none;padding-left:18px;margin:2px 0}
-ul.forest>li{padding-left:0}.member{margin-right:6px}
+ul.forest{list-style:none;padding:0;margin:2px 0}
+.cluster-root{background:#fff;border:1px solid #dde1e7;border-left:5px solid #6a1b9a;border-radius:4px;margin:6px 0;padding:6px 10px}
+.members{display:flex;flex-wrap:wrap;gap:2px 8px}.member{font-family:ui-monospace,monospace}
+table.subclusters td{font-size:12.5px}
 table{border-collapse:collapse;background:#fff}td,th{border:1px solid #dde1e7;padding:3px 8px;text-align:left}
 .muted{color:#6b7385}
 """
@@ -99,9 +109,45 @@ def _message_html(message: BaseMessage) -> str:
             f"<div class='meta'>{_e(' · '.join(meta))}</div>{calls}{body}</div>")
 
 
-def _page_html(row: PageRow, page: Page | None, widest: int) -> str:
+BAR_PX = 120
+"""Width of a token bar at the top of the timeline's scale."""
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 times a power of ten at or above `value` (an axis' end).
+
+    Example:
+        >>> [nice_ceiling(v) for v in (0, 7, 70, 71, 660, 1001)]
+        [1, 10, 100, 100, 1000, 2000]
+        >>> nice_ceiling(230)
+        250
+    """
+    if value <= 0:
+        return 1
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        if step * power >= value:
+            nice = step * power
+            return int(nice) if float(nice).is_integer() else nice
+    return 10 * power  # pragma: no cover - the loop ends at 10 * power >= value
+
+
+def _bar_scale(scale: int) -> str:
+    """The token bars' scale: an axis under a full-width bar, 0 to `scale` tokens."""
+    ticks = "".join(
+        f"<line class='axis' x1='{x}' y1='0' x2='{x}' y2='5'/>"
+        f"<text x='{x}' y='17' text-anchor='middle'>{v:g}</text>"
+        for v, x in ((v, round(BAR_PX * v / scale)) for v in (0, scale / 2, scale))
+    )
+    return (f"<div class='bar-scale' data-scale-tokens='{scale}'><span>token bars:</span>"
+            f"<svg width='{BAR_PX + 40}' height='20' viewBox='-10 0 {BAR_PX + 40} 20' role='img' "
+            f"aria-label='bar scale, 0 to {scale} tokens'><line class='axis' x1='0' y1='0' x2='{BAR_PX}' y2='0'/>"
+            f"{ticks}</svg><span>tokens</span></div>")
+
+
+def _page_html(row: PageRow, page: Page | None, scale: int) -> str:
     status = row.status if row.status != "cluster" else f"in {row.cluster}"
-    width = max(2, round(120 * row.tokens / widest)) if widest else 2
+    width = max(1, round(BAR_PX * row.tokens / scale))
     recalled = f"<span>recalled {row.access_count}×</span>" if row.access_count else ""
     messages = "".join(_message_html(m) for m in page.messages) if page is not None else (
         "<p class='bad'>not readable from the store</p>")
@@ -111,36 +157,134 @@ def _page_html(row: PageRow, page: Page | None, widest: int) -> str:
         f"<div class='page-head'><span class='pid'>{_e(row.id)}</span>"
         f"<span class='badge' title='{_e(_STATUS_TEXT.get(row.status, row.status))}'>{_e(status)}</span>"
         f"<span>turn {row.created_turn}</span><span>{row.tokens} tokens "
-        f"<span class='bar' style='width:{width}px'></span></span><span>{row.messages} messages</span>"
+        f"<span class='bar' data-tokens='{row.tokens}' style='width:{width}px' title='{row.tokens} tokens'></span>"
+        f"</span><span>{row.messages} messages</span>"
         f"{recalled}{'<span class=muted>tool result</span>' if row.kind == 'tool_result' else ''}</div>"
         f"<div class='bookmark'><code>{_e(row.bookmark)}</code></div>"
         f"<details><summary>messages</summary>{messages}</details></li>"
     )
 
 
-def _forest_html(clusters: Sequence[ClusterRow]) -> str:
-    by_id = {c.id: c for c in clusters}
-    children_of = {c.id: c.children for c in clusters}
-    inner = {child for c in clusters for child in c.children if child in by_id}
-    roots = [c.id for c in clusters if c.id not in inner]
+def _forest_html(clusters: Sequence[ClusterRow], statuses: Mapping[str, str]) -> str:
+    """Each cluster root with its member pages flat, and the clusters folded into it in one table.
 
-    def node(cid: str, seen: frozenset) -> str:
+    Clusters fold one into the next (c2 holds c1 and p2, c3 holds c2 and p3, ...), so drawn as
+    nested trees they make a staircase as deep as the thread is long; a root's members are what a
+    reader wants, and the merge history is a flat list.
+    """
+    by_id = {c.id: c for c in clusters}
+    roots = [c.id for c in clusters if c.root is None or c.root not in by_id]
+    folded: dict[str, list[ClusterRow]] = {r: [] for r in roots}
+    for c in clusters:
+        if c.id not in folded:
+            folded[c.root].append(c)  # type: ignore[index]
+
+    def pages_under(cid: str) -> list[str]:
+        pages, stack, seen = set(), [cid], set()
+        while stack:
+            node = by_id.get(stack.pop())
+            if node is None or node.id in seen:
+                continue
+            seen.add(node.id)
+            for child in node.children:
+                (stack.append(child) if child in by_id else pages.add(child) if child.startswith("p") else None)
+        return sorted(pages, key=page_number)
+
+    def root_html(cid: str) -> str:
         c = by_id[cid]
-        pages = [x for x in children_of[cid] if x.startswith("p")]
-        subs = [x for x in children_of[cid] if x in by_id and x not in seen]
-        members = "".join(f"<a class='member' href='#page-{_e(p)}'>{_e(p)}</a>" for p in pages)
-        nested = "".join(node(s, seen | {s}) for s in sorted(subs, key=cluster_number, reverse=True))
+        members = pages_under(cid)
+        links = "".join(f"<a class='member status-{_e(statuses.get(p, '-'))}' data-member-page='{_e(p)}' "
+                        f"href='#page-{_e(p)}'>{_e(p)}</a>" for p in members)
+        rows = "".join(
+            f"<tr class='subcluster' id='cluster-{_e(f.id)}' data-cluster-id='{_e(f.id)}' data-root='{_e(cid)}'>"
+            f"<td class='pid'>{_e(f.id)}</td><td>{f.size}</td><td>{_e(f.span)}</td><td><code>{_e(f.bookmark)}</code></td></tr>"
+            for f in sorted(folded[cid], key=lambda f: cluster_number(f.id), reverse=True))
+        history = (f"<details><summary>folded into it: {len(folded[cid])} earlier cluster"
+                   f"{'' if len(folded[cid]) == 1 else 's'}</summary><table class='subclusters'><tr><th>cluster</th>"
+                   f"<th>pages</th><th>span</th><th>bookmark</th></tr>{rows}</table></details>") if rows else ""
         shown = " <span class='badge'>shown in the context</span>" if c.shown else ""
-        return (f"<li class='cluster' id='cluster-{_e(cid)}' data-cluster-id='{_e(cid)}'>"
-                f"<details{' open' if c.shown else ''}><summary><span class='pid'>{_e(cid)}</span> "
-                f"{c.size} page{'' if c.size == 1 else 's'} ({_e(c.span)}){shown} <code>{_e(c.bookmark)}</code></summary>"
-                f"{'<div>pages: ' + members + '</div>' if members else ''}"
-                f"{'<ul>' + nested + '</ul>' if nested else ''}</details></li>")
+        return (f"<li class='cluster-root' id='cluster-{_e(cid)}' data-cluster-id='{_e(cid)}'>"
+                f"<div class='page-head'><span class='pid'>{_e(cid)}</span><span>{c.size} page"
+                f"{'' if c.size == 1 else 's'} ({_e(c.span)})</span>{shown}</div>"
+                f"<div class='bookmark-of-cluster'><code>{_e(c.bookmark)}</code></div>"
+                f"<div class='members'><span class='muted'>pages:</span>{links}</div>{history}</li>")
 
     if not roots:
         return "<p class='muted'>No clusters.</p>"
-    return "<ul class='forest'>" + "".join(node(r, frozenset({r})) for r in
-                                           sorted(roots, key=cluster_number, reverse=True)) + "</ul>"
+    order = sorted(roots, key=lambda r: (not by_id[r].shown, -cluster_number(r)))
+    return "<ul class='forest'>" + "".join(root_html(r) for r in order) + "</ul>"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}"
+
+
+def tokens_chart(steps: Sequence[PagingStep], *, width: int = 760, height: int = 260) -> str:
+    """An inline SVG chart: the tokens the model received at each model call (one mark per step)
+    against the budget line, in a figure whose caption says where the numbers come from.
+
+    Example:
+        >>> html = tokens_chart([PagingStep(1, 1, 120, 500, "a"), PagingStep(2, 2, 510, 500, "b")])
+        >>> html.count("class='step-mark"), html.count("class='step-mark over'"), "class='budget-line'" in html
+        (2, 1, True)
+    """
+    if not steps:
+        return ("<p class='muted' id='tokens-chart-missing'>No tokens per model call: no checkpoint with paging "
+                "state was read (pass the checkpointer's URI with --checkpoints).</p>")
+    left, right, top, bottom = 56, 78, 12, 40
+    plot_w, plot_h = width - left - right, height - top - bottom
+    n = len(steps)
+    y_max = nice_ceiling(max(max(s.tokens for s in steps), max(s.budget for s in steps)) * 1.05)
+
+    def x(i: float) -> float:  # i: 1-based step; bands of equal width
+        return round(left + (i - 0.5) * plot_w / n, 1)
+
+    def y(v: float) -> float:
+        return round(top + plot_h * (1 - v / y_max), 1)
+
+    y_ticks = [y_max * k / 5 for k in range(6)]
+    grid = "".join(
+        f"<line class='grid' x1='{left}' x2='{left + plot_w}' y1='{y(v)}' y2='{y(v)}'/>"
+        f"<text x='{left - 6}' y='{y(v) + 4}' text-anchor='end'>{_fmt(v)}</text>" for v in y_ticks)
+    every = max(1, int(nice_ceiling(n / 10)))
+    x_ticks = [1] + [i for i in range(every, n + 1, every) if i > 1]
+    xt = "".join(f"<line class='axis' x1='{x(i)}' x2='{x(i)}' y1='{top + plot_h}' y2='{top + plot_h + 4}'/>"
+                 f"<text x='{x(i)}' y='{top + plot_h + 16}' text-anchor='middle'>{i}</text>" for i in x_ticks)
+    band = plot_w / n
+    budget_points = " ".join(f"{round(x(s.step) - band / 2, 1)},{y(s.budget)} {round(x(s.step) + band / 2, 1)},"
+                             f"{y(s.budget)}" for s in steps)
+    token_points = " ".join(f"{x(s.step)},{y(s.tokens)}" for s in steps)
+    marks = "".join(
+        f"<circle class='step-mark{' over' if s.tokens > s.budget else ''}' cx='{x(s.step)}' cy='{y(s.tokens)}' "
+        f"r='{3 if n <= 150 else 2}' data-step='{s.step}' data-turn='{s.turn}' data-tokens='{s.tokens}' "
+        f"data-budget='{s.budget}'><title>model call {s.step} (user turn {s.turn}): {s.tokens} tokens of a "
+        f"{s.budget}-token budget</title></circle>" for s in steps)
+    last = steps[-1]
+    over = sum(1 for s in steps if s.tokens > s.budget)
+    peak = max(steps, key=lambda s: (s.tokens, -s.step))
+    budgets = sorted({s.budget for s in steps})
+    budget_text = f"{budgets[0]}" if len(budgets) == 1 else f"{budgets[0]} to {budgets[-1]}"
+    svg = (
+        f"<svg class='tokens-chart' width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' "
+        f"aria-label='tokens the model received per model call, against the budget'>"
+        f"{grid}<line class='axis' x1='{left}' x2='{left}' y1='{top}' y2='{top + plot_h}'/>"
+        f"<line class='axis' x1='{left}' x2='{left + plot_w}' y1='{top + plot_h}' y2='{top + plot_h}'/>{xt}"
+        f"<text x='14' y='{top + plot_h / 2}' text-anchor='middle' transform='rotate(-90 14 {top + plot_h / 2})'>"
+        f"tokens</text>"
+        f"<text x='{left + plot_w / 2}' y='{height - 6}' text-anchor='middle'>model call (paging step before it)</text>"
+        f"<polyline class='budget-line' data-budget='{last.budget}' points='{budget_points}'/>"
+        f"<text x='{left + plot_w + 4}' y='{y(last.budget) + 4}'>budget {last.budget}</text>"
+        f"<polyline class='tokens-line' points='{token_points}'/>{marks}</svg>"
+    )
+    caption = (
+        f"Tokens of the messages the model received at each of the {n} model calls the checkpoints record "
+        f"(dots, red when over the budget), against the message budget (dashed: {budget_text} tokens, that is "
+        f"max_tokens minus the system prompt and the tool schemas, which neither line counts). From the paging "
+        f"state each checkpoint holds (tokens and budget of the paging step before the call); calls a run did "
+        f"not checkpoint are missing. {over} of {n} calls over the budget; the most was {peak.tokens} tokens "
+        f"at call {peak.step} (user turn {peak.turn})."
+    )
+    return f"<figure id='tokens-figure'>{svg}<figcaption class='chart-caption'>{_e(caption)}</figcaption></figure>"
 
 
 def _tail_html(info: Inspection, context: Sequence[BaseMessage] | None) -> str:
@@ -180,6 +324,7 @@ def render_report(
     *,
     verification: Verification | None = None,
     context: Sequence[BaseMessage] | None = None,
+    steps: Sequence[PagingStep] | None = None,
     title: str | None = None,
 ) -> str:
     """The report as one HTML document.
@@ -189,6 +334,7 @@ def render_report(
         pages: The thread's stored pages by id (their messages are shown).
         verification: `verify_thread`'s result, shown at the top if given.
         context: The latest checkpoint's messages, shown after the pages.
+        steps: The model calls' tokens and budgets (`paging_steps` of the checkpoints), charted.
         title: The document title (default names the thread).
 
     Returns:
@@ -196,7 +342,7 @@ def render_report(
     """
     title = title or f"langmem-paging: thread {info.thread_id}"
     cp = info.checkpoint
-    widest = max((p.tokens for p in info.pages), default=0)
+    scale = int(nice_ceiling(max((p.tokens for p in info.pages), default=0)))
     paged_tokens = sum(p.tokens for p in info.pages)
     stats = [
         f"<span><b>{len(info.pages)}</b> pages</span>",
@@ -212,12 +358,34 @@ def render_report(
         ]
     legend = "".join(f"<li><span class='badge'>{_e(k)}</span> {_e(v)}</li>" for k, v in _STATUS_TEXT.items()
                      if any(p.status == k for p in info.pages))
-    timeline = "".join(_page_html(row, pages.get(row.id), widest) for row in info.pages)
+    timeline = "".join(_page_html(row, pages.get(row.id), scale) for row in info.pages)
+    statuses = {p.id: p.status for p in info.pages}
     bookmarks = "".join(f"<li class='bookmark-line'><code>{_e(b)}</code></li>" for b in (cp.bookmarks if cp else []))
     recall_rows = "".join(_recall_html(r) for r in info.recalls)
     accessed = sorted((p for p in info.pages if p.access_count), key=lambda p: (-p.access_count, page_number(p.id)))
     access_rows = "".join(f"<tr><td>{_page_link(p.id)}</td><td>{p.access_count}</td></tr>"
                           for p in accessed)
+    sections = [
+        ("verification", "Verification", _verification_html(verification)),
+        ("tokens", "Tokens per model call", tokens_chart(steps or [])),
+        ("timeline", "Timeline: pages in history order",
+         ('<button type="button" onclick="setAll(true)">Expand all</button>'
+          '<button type="button" onclick="setAll(false)">Collapse all</button>'
+          f'{_bar_scale(scale)}<ul class="legend muted">{legend}</ul>'
+          f'<ol class="timeline">{timeline or "<li class=muted>No pages.</li>"}{_tail_html(info, context)}</ol>')),
+        ("clusters", "Cluster forest", _forest_html(info.clusters, statuses)),
+        ("bookmarks", "Bookmarks in the context",
+         f'<ul class="bookmarks">{bookmarks}</ul>' if bookmarks
+         else "<p class='muted'>None (or no checkpoint read).</p>"),
+        ("recalls", "Recalls",
+         (f'<table><tr><th>result message</th><th>asked</th><th>pages returned</th><th>where</th><th>kept as</th>'
+          f'</tr>{recall_rows}</table>' if recall_rows else "<p class='muted'>No recall results found.</p>")
+         + "<h3>Access counts</h3>"
+         + (f'<table><tr><th>page</th><th>recalls</th></tr>{access_rows}</table>' if access_rows
+            else "<p class='muted'>No page was recalled.</p>")),
+    ]
+    nav = "".join(f'<a href="#{sid}">{_e(heading.split(":")[0])}</a>' for sid, heading, _ in sections)
+    body = "\n".join(f'<section id="{sid}"><h2>{_e(heading)}</h2>{html}</section>' for sid, heading, html in sections)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -226,22 +394,9 @@ def render_report(
 </head><body>
 <header><h1>Thread <code>{_e(info.thread_id)}</code></h1>
 <div class="stats">{''.join(stats)}</div>
-<nav><a href="#timeline">Timeline</a><a href="#clusters">Clusters</a><a href="#bookmarks">Bookmarks</a>
-<a href="#recalls">Recalls</a><a href="#verification">Verification</a></nav></header>
+<nav>{nav}</nav></header>
 <main>
-<section id="verification"><h2>Verification</h2>{_verification_html(verification)}</section>
-<section id="timeline"><h2>Timeline: pages in history order</h2>
-<button type="button" onclick="setAll(true)">Expand all</button><button type="button" onclick="setAll(false)">Collapse all</button>
-<ul class="legend muted">{legend}</ul>
-<ol class="timeline">{timeline or "<li class='muted'>No pages.</li>"}{_tail_html(info, context)}</ol></section>
-<section id="clusters"><h2>Cluster forest</h2>{_forest_html(info.clusters)}</section>
-<section id="bookmarks"><h2>Bookmarks in the context</h2>
-{f'<ul class="bookmarks">{bookmarks}</ul>' if bookmarks else "<p class='muted'>None (or no checkpoint read).</p>"}</section>
-<section id="recalls"><h2>Recalls</h2>
-{f'<table><tr><th>result message</th><th>asked</th><th>pages returned</th><th>where</th><th>kept as</th></tr>{recall_rows}</table>' if recall_rows else "<p class='muted'>No recall results found.</p>"}
-<h3>Access counts</h3>
-{f'<table><tr><th>page</th><th>recalls</th></tr>{access_rows}</table>' if access_rows else "<p class='muted'>No page was recalled.</p>"}
-</section>
+{body}
 </main>
 <script>{_JS}</script>
 </body></html>

@@ -125,11 +125,98 @@ def test_unreachable_stores_are_clear_errors(built, capsys, tmp_path, monkeypatc
     assert code == 2 and "Available: 'postgres', 'postgresql', 'sqlite'" in err
 
     code, _, err = run(capsys, "inspect", "no-such-thread", "--store", built.uri)
-    assert code == 1 and "no records" in err
+    assert code == 1 and f"no such thread 'no-such-thread' in {built.uri}" in err
 
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the postgres extra were not installed
     code, _, err = run(capsys, "inspect", "t", "--store", "postgresql://u@127.0.0.1:1/db")
     assert code == 2 and 'pip install "langmem-paging[postgres]"' in err
+
+
+# -- threads, --version, --help, unknown threads ----------------------------------------------------
+
+
+def test_threads_lists_every_thread_unescaped_with_its_page_count(thread, capsys, tmp_path):
+    dump = tmp_path / "thread.jsonl"
+    assert run(capsys, "export", thread.thread_id, "--store", thread.uri, "--out", dump)[0] == 0
+    for copy in ("copy.of.thread", "100%.sure", "50%2E"):  # labels escape '.' and '%'
+        assert run(capsys, "import", dump, "--thread", copy, "--store", thread.uri)[0] == 0
+    with sqlite_store(thread.path) as store:
+        pages = len(PageStore(store).list_pages(thread.thread_id))
+        clusters = len(PageStore(store).list_clusters(thread.thread_id))
+        records = sum(record_counts(store, thread.thread_id).values())
+        assert thread_namespace("100%.sure", "pages")[1] == "100%25%2Esure"
+
+    code, out, _ = run(capsys, "threads", "--store", thread.uri, "--json")
+    assert code == 0
+    expected = {"pages": pages, "clusters": clusters, "records": records}
+    assert json.loads(out) == [{"thread_id": t, **expected}
+                               for t in sorted([thread.thread_id, "copy.of.thread", "100%.sure", "50%2E"])]
+
+    code, out, _ = run(capsys, "threads", "--store", thread.uri)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["thread_id", "pages", "clusters", "records"]
+    assert [line.split()[:2] for line in lines[1:5]] == [
+        [t, str(pages)] for t in sorted([thread.thread_id, "copy.of.thread", "100%.sure", "50%2E"])]
+    assert lines[5] == f"4 threads, {4 * pages} pages"
+
+    assert run(capsys, "delete", "100%.sure", "--store", thread.uri, "--yes")[0] == 0
+    assert "100%.sure" not in run(capsys, "threads", "--store", thread.uri)[1]
+
+
+def test_threads_of_a_store_without_any(tmp_path, capsys):
+    path = tmp_path / "empty.sqlite"
+    with sqlite_store(path):
+        pass
+    code, out, _ = run(capsys, "threads", "--store", f"sqlite:///{path}")
+    assert code == 0 and "no threads" in out
+    assert run(capsys, "threads", "--store", f"sqlite:///{path}", "--json")[1] == "[]\n"
+
+
+def test_version_names_the_package_version(capsys):
+    from importlib.metadata import version
+
+    import langmem_paging
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0
+    assert out == f"langmem-paging {langmem_paging.__version__}\n" == f"langmem-paging {version('langmem-paging')}\n"
+
+
+@pytest.mark.parametrize("command", [[], ["threads"], ["inspect"], ["show"], ["verify"], ["export"], ["import"],
+                                     ["delete"], ["report"]])
+def test_help_has_no_restructuredtext_markup(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: langmem-paging") and "`" not in out
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["show", "p1"], ["show", "c1"], ["verify"], ["export"],
+                                     ["report", "--out", "r.html"]])
+def test_an_unknown_thread_is_no_such_thread(command, built, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name, *rest = command
+    code, out, err = run(capsys, name, "no.such-thread", *rest, "--store", built.uri)
+    assert code == 1 and out == ""
+    assert err == (f"langmem-paging {name}: no such thread 'no.such-thread' in {built.uri}: it has no store "
+                   "records and no checkpoints (langmem-paging threads lists the store's threads)\n")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_thread_with_checkpoints_but_no_store_records_is_not_unknown(built, capsys, tmp_path):
+    empty = tmp_path / "empty.sqlite"
+    with sqlite_store(empty):
+        pass
+    where = ["--store", f"sqlite:///{empty}", "--checkpoints", built.uri]
+
+    code, _, err = run(capsys, "export", built.thread_id, *where)
+    assert code == 1 and "no such thread" not in err and "only checkpoints" in err
+    code, out, err = run(capsys, "verify", built.thread_id, *where)
+    assert code == 1 and "NOT LOSSLESS" in out and "missing-page" in out and err == ""
+    code, out, _ = run(capsys, "inspect", built.thread_id, *where)
+    assert code == 0 and "latest checkpoint" in out
 
 
 # -- show ----------------------------------------------------------------------------------------------

@@ -1,12 +1,20 @@
 """The main job: a long conversation through a real compiled agent with paging on SQLite.
 
-Offline by default: a scripted model replays a seeded synthetic conversation, then answers
-a question the way a cooperative model would: it picks the bookmark that shares most words
-with the question (a cluster bookmark first lists its pages, then it picks one), or searches
-when none does, and calls `recall`. With OPENAI_API_KEY set (OPENAI_BASE_URL, OPENAI_MODEL
-optional), a real model plays the assistant.
+Offline unless asked: a scripted model replays a seeded synthetic conversation, then answers a
+question the way a cooperative model would. It answers only from a line that is about the
+question's subject (every name in the question, and at least two of its words): from the context
+if one is still there; else it recalls the bookmark that shares most words with the question (a
+cluster bookmark lists its pages, then it picks one) and reads what comes back; when that does not
+answer, it recalls the next bookmark, then searches (``recall(query=...)``). ``--model openai:gpt-4o-mini`` (any ``init_chat_model`` name; the
+provider reads its own key, e.g. ``OPENAI_API_KEY``) lets a real model play the assistant: an API key
+in the environment alone never does.
 
-    python tools/demo.py [--turns 300] [--max-tokens 1500] [--db paging-demo.sqlite]
+The synthetic dataset knows the answer: the demo checks the model's answer against it and prints
+RIGHT or WRONG. Exit code 0 when the answer is right, the history rebuilds losslessly and no prompt
+passed the budget; 1 otherwise (with a real model too: a wrong answer is the demo failing its job).
+
+    python tools/demo.py [--turns 300] [--max-tokens 1500] [--boundary fixed_20] [--question 0]
+                         [--db paging-demo.sqlite] [--model openai:gpt-4o-mini]
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.sqlite import SqliteStore
@@ -25,24 +34,47 @@ from langgraph.store.sqlite import SqliteStore
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evals.datasets.synthetic import generate  # noqa: E402
-from graphs.agent import chat_model_from_env, create_paging_agent  # noqa: E402
-from langmem_paging import TokenCounter, is_bookmark, reconstruct_history  # noqa: E402
+from graphs.agent import chat_model  # noqa: E402
+from langmem_paging import TokenCounter, create_paging_agent, is_bookmark, reconstruct_history  # noqa: E402
 from langmem_paging.testing import ScriptedChatModel  # noqa: E402
 from langmem_paging.text import search_terms  # noqa: E402
 
 _MARK = re.compile(r"\[([pc]\d+):([^\]|]*)")
+_USER_LINE = re.compile(r'<message from="user"[^>]*>(.*?)</message>', re.DOTALL)
+_NAME = re.compile(r"(?<!^)\b[A-Z][a-z]+")
+MAX_RECALLS = 4
+"""Recall calls the scripted assistant makes for one question before it gives up."""
 
 
-def _best_mark(question: str, texts: list[str]) -> str | None:
-    """The page or cluster id whose keywords share most (stemmed) words with the question."""
+def _marks(question: str, texts: list[str], skip: set[str]) -> list[str]:
+    """Page and cluster ids whose keywords share (stemmed) words with the question, best first
+    (more shared words, then pages before clusters, then newer); ids in `skip` left out."""
     wanted = set(search_terms(question))
     scored = []
     for text in texts:
         for ident, keywords in _MARK.findall(text):
             overlap = len(wanted & set(search_terms(keywords.replace(",", " "))))
-            if overlap:
-                scored.append((overlap, ident.startswith("p"), ident))
-    return max(scored)[2] if scored else None
+            if overlap and ident not in skip:
+                scored.append((overlap, ident.startswith("p"), int(ident[1:]), ident))
+    return [ident for *_, ident in sorted(set(scored), reverse=True)]
+
+
+def answering_line(question: str, lines: list[str]) -> str | None:
+    """The line (what the user said) that answers the question, or None.
+
+    A line answers when it names every name the question names and shares at least two of its
+    words (one for a one-word question); of those, the one sharing most words, the latest on a tie
+    (an update overrides what it updates).
+    """
+    wanted = set(search_terms(question))
+    names = {t for name in _NAME.findall(question.strip()) for t in search_terms(name)}
+    best: tuple[int, int, str] | None = None
+    for k, line in enumerate(lines):
+        terms = set(search_terms(line))
+        overlap = len(wanted & terms)
+        if names <= terms and overlap >= min(2, len(wanted)) and (best is None or overlap >= best[0]):
+            best = (overlap, k, line)
+    return best[2] if best else None
 
 
 def _call(**args) -> AIMessage:
@@ -50,47 +82,90 @@ def _call(**args) -> AIMessage:
 
 
 def scripted_assistant(replies: list[str]):
-    """Replies with the dataset's other speaker; for a question, recalls as described above."""
+    """Replies with the dataset's other speaker; for a question, recalls and answers as described above."""
     state = {"turn": 0}
 
     def respond(messages):
         last = messages[-1]
-        question = next(m for m in reversed(messages) if isinstance(m, HumanMessage) and not is_bookmark(m))
+        asked = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and not is_bookmark(m))
+        question = str(messages[asked].content)
+        if not isinstance(last, ToolMessage) and not (question.endswith("?") and state["turn"] >= len(replies)):
+            reply = replies[state["turn"]] if state["turn"] < len(replies) else "OK."
+            state["turn"] += 1
+            return AIMessage(reply)
+        if not isinstance(last, ToolMessage):  # still in the context: no recall needed
+            said = [str(m.content) for m in messages[:asked] if isinstance(m, HumanMessage) and not is_bookmark(m)]
+            if line := answering_line(question, said):
+                return AIMessage(f"From our conversation: {line}")
+        since = messages[asked + 1:]
+        calls = [c["args"] for m in since if isinstance(m, AIMessage) for c in m.tool_calls]
+        tried = {str(i) for args in calls for i in args.get("page_ids") or []}
         if isinstance(last, ToolMessage):
-            if "<cluster" in last.content:  # a cluster listing: pick one of its pages
-                page = _best_mark(question.content, [last.content])
-                if page:
-                    return _call(page_ids=[page])
-            wanted = set(search_terms(question.content))
-            lines = re.findall(r'<message from="user"[^>]*>(.*?)</message>', last.content)
-            best = max(lines, key=lambda ln: len(wanted & set(search_terms(ln))), default="")
-            return AIMessage(f"From the recalled page: {best}" if best else "I could not find it.")
-        if str(last.content).endswith("?") and state["turn"] >= len(replies):
-            mark = _best_mark(last.content, [str(m.content) for m in messages if is_bookmark(m)])
-            return _call(page_ids=[mark]) if mark else _call(query=last.content)
-        reply = replies[state["turn"]] if state["turn"] < len(replies) else "OK."
-        state["turn"] += 1
-        return AIMessage(reply)
+            line = answering_line(question, _USER_LINE.findall(str(last.content)))
+            if line:
+                return AIMessage(f"From the recalled page: {line}")
+        if len(calls) >= MAX_RECALLS:
+            return AIMessage("I could not find it.")
+        if isinstance(last, ToolMessage) and "<cluster" in str(last.content):  # pick one of its pages
+            pages = [i for i in _marks(question, [str(last.content)], tried) if i.startswith("p")]
+            if pages:
+                return _call(page_ids=[pages[0]])
+        marks = _marks(question, [str(m.content) for m in messages if is_bookmark(m)], tried)
+        if marks:
+            return _call(page_ids=[marks[0]])
+        if not any("query" in args for args in calls):
+            return _call(query=question)
+        return AIMessage("I could not find it.")
 
     return respond
 
 
+class ToolResultsSeen(BaseCallbackHandler):
+    """Tool results as the model received them (the state may keep a recall result as a short
+    reference once it has been read)."""
+
+    def __init__(self) -> None:
+        self.by_call: dict[str, str] = {}
+
+    def on_chat_model_start(self, serialized, messages, **kwargs) -> None:
+        for message in messages[0]:
+            if isinstance(message, ToolMessage):
+                self.by_call.setdefault(message.tool_call_id, str(message.content))
+
+
+def is_right(answer: str, gold: str) -> bool:
+    """The scripted truth: the answer names the gold value (case and spacing aside)."""
+    def norm(text: str) -> str:
+        return " ".join(re.findall(r"\w+", text.lower()))
+
+    return f" {norm(gold)} " in f" {norm(answer)} "
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--turns", type=int, default=300, help="utterances in the conversation")
-    parser.add_argument("--max-tokens", type=int, default=1500)
-    parser.add_argument("--boundary", default="fixed_20")
-    parser.add_argument("--policy", default="lfu")
+    parser.add_argument("--turns", type=int, default=300, help="utterances in the conversation (default 300)")
+    parser.add_argument("--max-tokens", type=int, default=1500,
+                        help="the token budget of what the model receives (default 1500)")
+    parser.add_argument("--boundary", default="fixed_20", help="how messages are cut into pages (default fixed_20)")
+    parser.add_argument("--policy", default="lfu", help="eviction policy (default lfu)")
+    parser.add_argument("--question", type=int, default=0,
+                        help="which of the dataset's questions to ask at the end (default 0, the first)")
     parser.add_argument("--db", default="paging-demo.sqlite", help="SQLite file for pages and checkpoints")
+    parser.add_argument("--model", default=None,
+                        help="a real chat model by init_chat_model name, e.g. openai:gpt-4o-mini (needs the "
+                             "openai extra and OPENAI_API_KEY); default: the offline scripted assistant")
     args = parser.parse_args(argv)
 
     conversation = generate(n_turns=args.turns, n_facts=max(1, args.turns // 40), seed=0)
     user_turns = [t.text for t in conversation.turns if t.speaker == "User"]
     replies = [t.text for t in conversation.turns if t.speaker == "Friend"]
-    probe = conversation.questions[0]
+    if not 0 <= args.question < len(conversation.questions):
+        parser.error(f"--question must be in 0..{len(conversation.questions) - 1} for {args.turns} turns")
+    probe = conversation.questions[args.question]
 
-    real_model = chat_model_from_env()
-    model = real_model or ScriptedChatModel(responses=[scripted_assistant(replies)] * (len(user_turns) + 4))
+    real_model = chat_model(args.model)
+    model = real_model or ScriptedChatModel(
+        responses=[scripted_assistant(replies)] * (len(user_turns) + 2 * MAX_RECALLS + 2))
     conn = sqlite3.connect(args.db, check_same_thread=False, isolation_level=None)
     store = SqliteStore(conn)
     store.setup()
@@ -102,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     counter = TokenCounter(model=real_model)
     tools = counter.count_tools(agent.paging.tools)
 
-    print(f"model: {'OpenAI ' + getattr(model, 'model_name', '') if real_model else 'scripted (offline)'}; "
+    print(f"model: {args.model if real_model else 'scripted (offline; --model NAME for a real one)'}; "
           f"budget {args.max_tokens} tokens (the recall tool's schema takes {tools}); boundary {args.boundary}; "
           f"policy {args.policy}; store SQLite {args.db}; thread {thread_id}")
     print(f"{'turn':>4} {'state msgs':>10} {'model received':>15} {'pages stored':>13}")
@@ -122,15 +197,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {b}  ({counter.count_text(b)} tokens)")
 
     print(f"\nquestion: {probe.question}   (gold: {probe.answer}, evidence {probe.evidence[0]})")
-    state = agent.invoke({"messages": [HumanMessage(probe.question)]}, config)
+    seen = ToolResultsSeen()
+    state = agent.invoke({"messages": [HumanMessage(probe.question)]}, {**config, "callbacks": [seen]})
     asked = next(i for i, m in enumerate(state["messages"]) if m.content == probe.question)
+    answer = ""
     for message in state["messages"][asked + 1 :]:
         if isinstance(message, AIMessage) and message.tool_calls:
             print(f"model calls: recall({message.tool_calls[0]['args']})")
         elif isinstance(message, ToolMessage):
-            print("recall returned:\n  " + "\n  ".join(message.content.splitlines()[:8]))
+            text = seen.by_call.get(message.tool_call_id, str(message.content))
+            print("recall returned:\n  " + "\n  ".join(text.splitlines()[:8]))
         else:
-            print(f"model answers: {message.content}")
+            answer = str(message.content)
+            print(f"model answers: {answer}")
+    right = is_right(answer, probe.answer)
+    print(f"answer check: {'RIGHT' if right else 'WRONG'}: the answer {'names' if right else 'does not name'} "
+          f"the gold value {probe.answer!r} (evidence {probe.evidence[0]}: "
+          f"{next(t.text for t in conversation.turns if t.dia_id == probe.evidence[0])!r})")
 
     store_pages = agent.paging.page_store
     history = reconstruct_history(state["messages"], lambda p: store_pages.get(thread_id, p), counter,
@@ -140,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nlossless: {lossless} ({len(history)} messages rebuilt from {len(state['messages'])} resident "
           f"+ {len(store_pages.list_pages(thread_id))} stored pages, in order)")
     print(f"inspect it: langmem-paging inspect {thread_id} --store sqlite:///{args.db}")
-    return 0 if lossless and most <= args.max_tokens else 1
+    failed = [what for what, ok in [("the answer is wrong", right), ("the history is not lossless", lossless),
+                                    (f"a prompt passed the {args.max_tokens}-token budget", most <= args.max_tokens)]
+              if not ok]
+    print(f"demo: {'FAILED: ' + '; '.join(failed) if failed else 'OK (right answer, lossless, within budget)'}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@ and its records as portable JSON lines. Plain functions over a `PageStore` and c
 are tested without the command line (`langmem_paging.cli` only parses arguments and prints).
 
 - `load_snapshots(saver, thread_id)` (`snapshots`): the thread's checkpoints on its latest branch;
+  `paging_steps(snapshots)`: each model call's tokens against its budget;
 - `inspect_thread(page_store, thread_id, snapshot)` (`inspection`): pages, clusters, and what the
   snapshot's paging state makes of them (resident, shown as a bookmark, folded into a cluster);
 - `verify_thread(page_store, thread_id, snapshots)` (`verification`): rebuild the history from the
   latest checkpoint and the store and check it against every message the checkpoints ever held;
+- `list_threads(store)` (`threads`): the threads a store holds records for, with their counts;
 - `export_records` / `import_records` (`records`): a thread's store records, exactly;
 - `format_table`, `format_inspection`, `format_verification` (`text`): plain-text renderings.
 """
@@ -27,8 +29,9 @@ from langmem_paging.ops.records import (
     record_counts,
     without_ttl_refresh,
 )
-from langmem_paging.ops.snapshots import Snapshot, load_snapshots
+from langmem_paging.ops.snapshots import PagingStep, Snapshot, load_snapshots, paging_steps
 from langmem_paging.ops.text import format_inspection, format_table, format_verification
+from langmem_paging.ops.threads import ThreadRow, list_threads, thread_label, thread_of_label
 from langmem_paging.ops.verification import Issue, Verification, verify_thread
 
 __all__ = [
@@ -36,9 +39,11 @@ __all__ = [
     "Inspection",
     "Issue",
     "PageRow",
+    "PagingStep",
     "RecallRow",
     "Snapshot",
     "SnapshotInfo",
+    "ThreadRow",
     "Verification",
     "cluster_roots",
     "export_records",
@@ -48,8 +53,12 @@ __all__ = [
     "import_records",
     "inspect_thread",
     "list_items",
+    "list_threads",
     "load_snapshots",
+    "paging_steps",
     "record_counts",
+    "thread_label",
+    "thread_of_label",
     "verify_thread",
     "without_ttl_refresh",
 ]

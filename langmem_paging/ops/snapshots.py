@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from langmem_paging.state import STATE_KEY
 
-__all__ = ["Snapshot", "load_snapshots"]
+__all__ = ["PagingStep", "Snapshot", "load_snapshots", "paging_steps"]
 
 
 @dataclass
@@ -70,3 +70,51 @@ def load_snapshots(saver: BaseCheckpointSaver, thread_id: str, *, lineage: bool 
         chain.append(by_id[at])
         at = by_id[at].parent_id
     return chain[::-1]
+
+
+@dataclass
+class PagingStep:
+    """One model call as the checkpoints record it: the paging step before it."""
+
+    step: int
+    """1 for the thread's first model call found, 2 for the next, ..."""
+    turn: int
+    """User turns paging had seen (the paging state's ``turn``)."""
+    tokens: int
+    """Tokens of the messages the model received: the view the paging step produced (system
+    prompt and tool schemas not included)."""
+    budget: int
+    """The message budget of that step (``max_tokens`` minus system prompt and tool schemas)."""
+    checkpoint_id: str
+    """The checkpoint written after the model call."""
+
+
+def paging_steps(snapshots: list[Snapshot]) -> list[PagingStep]:
+    """The model calls of a thread, from its checkpoints: a checkpoint whose newest message is a
+    model answer the previous checkpoint did not end with follows one model call, and its paging
+    state holds what that call's paging step produced (``tokens``, ``budget``). (A run's input
+    checkpoint still ends with the previous answer: it is no model call.)
+
+    Checkpoints a run did not write (``durability="exit"``) leave their model calls out.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> def snap(i, last, tokens):
+        ...     return Snapshot(str(i), None, i, None, [last], {"turn": 1, "tokens": tokens, "budget": 500})
+        >>> answer = AIMessage("yo", id="a1")
+        >>> snaps = [snap(0, HumanMessage("hi", id="h1"), 0), snap(1, answer, 42), snap(2, answer, 42)]
+        >>> [(s.step, s.tokens) for s in paging_steps(snaps)]  # the third is the next run's input
+        [(1, 42)]
+    """
+    steps: list[PagingStep] = []
+    before: BaseMessage | None = None
+    for snapshot in snapshots:
+        paging = snapshot.paging or {}
+        last = snapshot.messages[-1] if snapshot.messages else None
+        new = last is not None and (before is None or last.id != before.id or last.id is None)
+        before = last
+        if new and isinstance(last, AIMessage) and "tokens" in paging:
+            steps.append(PagingStep(step=len(steps) + 1, turn=int(paging.get("turn", 0)),
+                                    tokens=int(paging["tokens"]), budget=int(paging.get("budget", 0)),
+                                    checkpoint_id=snapshot.checkpoint_id))
+    return steps

@@ -1,0 +1,65 @@
+"""`create_paging_agent`: `langchain.agents.create_agent` with `PagingMiddleware` in one call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+
+from langmem_paging.middleware import PagingMiddleware
+
+__all__ = ["create_paging_agent"]
+
+DEFAULT_MAX_TOKENS = 4000
+"""The budget when `paging_options` names none: small enough that paging shows within a demo."""
+
+
+def create_paging_agent(
+    model: BaseChatModel | str,
+    tools: Sequence[BaseTool] = (),
+    *,
+    system_prompt: str | None = None,
+    store: Any = None,
+    checkpointer: Any = None,
+    **paging_options: Any,
+):
+    """A `create_agent` graph whose context is paged.
+
+    Args:
+        model: A chat model, or a model string for `create_agent` (``"openai:gpt-4o-mini"`` needs
+            the ``openai`` extra).
+        tools: The agent's own tools; the middleware adds `recall`.
+        system_prompt: The agent's system prompt.
+        store: Where pages go (any LangGraph `BaseStore`); None lets a LangGraph server supply it.
+        checkpointer: The graph's checkpointer; None lets a LangGraph server supply it.
+        **paging_options: `PagingMiddleware` options (``max_tokens`` defaults to 4000, ``boundary``,
+            ``policy``, ``index``, ``ttl``, ...).
+
+    Returns:
+        The compiled graph; its middleware is ``graph.paging`` (``graph.paging.page_store`` reads pages).
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from langmem_paging.testing import ScriptedChatModel
+        >>> agent = create_paging_agent(ScriptedChatModel(responses=["Noted."] * 4), store=InMemoryStore(),
+        ...                             checkpointer=InMemorySaver(), max_tokens=300, boundary="fixed_2")
+        >>> config = {"configurable": {"thread_id": "t1"}}
+        >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
+        ...     state = agent.invoke({"messages": [f"I will fly to {city} on Friday."]}, config)
+        >>> [m.content for m in state["messages"]]  # the recall tool's schema takes 240 of the 300
+        ['[p1:Lisbon,Friday,fly,Noted]', '[p2:Kyoto,Friday,fly,Noted]', '[p3:Quito,Friday,fly,Noted]', 'I will fly to Oslo on Friday.', 'Noted.']
+        >>> agent.paging.page_store.get("t1", "p1").messages[0].content
+        'I will fly to Lisbon on Friday.'
+    """
+    paging_options.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+    paging = PagingMiddleware(store=store, **paging_options)
+    graph = create_agent(
+        model, tools=list(tools), system_prompt=system_prompt, middleware=[paging], store=store,
+        checkpointer=checkpointer,
+    )
+    graph.paging = paging
+    return graph
