@@ -146,7 +146,10 @@ def _retrieve(history, question, budget, score: Callable[[list[str], list[list[s
     pool = [m for m in history if m.id not in pinned_ids]
     analyze = _terms_of(terms)
     scores = score(list(analyze(question)), [list(analyze(str(m.content))) for m in pool]) if pool else []
-    cost = (lambda i: COUNTER.count_message(pool[i]))
+
+    def cost(i: int) -> int:
+        return COUNTER.count_message(pool[i])
+
     if neighbours:
         chosen, _ = _with_neighbours(scores, cost, room, radius=neighbours)
     else:
@@ -163,7 +166,7 @@ def _bm25_scores(query: list[str], docs: list[list[str]]) -> list[float]:
     bm25 = BM25Okapi([d or ["\0"] for d in docs])
     raw = bm25.get_scores(query)
     # BM25Okapi's IDF can go negative for very common words; only shared words may score.
-    return [float(s) if set(query) & set(d) else 0.0 for s, d in zip(raw, docs)]
+    return [float(s) if set(query) & set(d) else 0.0 for s, d in zip(raw, docs, strict=True)]
 
 
 def _overlap_scores(query: list[str], docs: list[list[str]]) -> list[float]:

@@ -50,7 +50,7 @@ def category_table(by_category: list[dict], keys: Sequence[str], metric: str = "
     table: dict[tuple, dict] = {}
     for row in by_category:
         group = tuple(row[k] for k in keys)
-        out = table.setdefault(group, dict(zip(keys, group)))
+        out = table.setdefault(group, dict(zip(keys, group, strict=True)))
         if row["category"] in (*CATEGORY_COLUMNS, "all"):
             out[row["category"]] = row[metric]
             out[f"n_{row['category']}"] = row["n_questions"]
@@ -69,7 +69,7 @@ def aggregate(rows: list[dict], keys: Sequence[str]) -> list[dict]:
     out = []
     for group, members in sorted(groups.items(), key=lambda kv: _order(kv[0])):
         out.append({
-            **dict(zip([*keys, "category"], group)),
+            **dict(zip([*keys, "category"], group, strict=True)),
             "n_questions": len(members),
             "evidence_coverage": _mean(r["evidence_coverage"] for r in members),
             "mean_context_tokens": _mean(r["context_tokens"] for r in members),

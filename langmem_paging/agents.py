@@ -61,5 +61,5 @@ def create_paging_agent(
         model, tools=list(tools), system_prompt=system_prompt, middleware=[paging], store=store,
         checkpointer=checkpointer,
     )
-    graph.paging = paging
+    graph.paging = paging  # type: ignore[attr-defined]  # the middleware, for its page store
     return graph

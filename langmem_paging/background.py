@@ -185,7 +185,7 @@ def stem(term: str) -> str:
     return result
 
 
-stem.__wrapped__ = _stem_uncached  # type: ignore[attr-defined]  (the uncached stemmer)
+setattr(stem, "__wrapped__", _stem_uncached)  # noqa: B010 - the uncached stemmer, as functools.wraps would name it
 
 
 def _clear_stems() -> None:

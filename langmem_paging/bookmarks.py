@@ -94,7 +94,7 @@ class _CallableBookmarker(Bookmarker):
         out = []
         for page in pages:
             text, keywords = self.fn(page.id, page.messages, context)
-            out.append(Bookmark(text, list(keywords), {k: 1.0 for k in keywords}))
+            out.append(Bookmark(text, list(keywords), dict.fromkeys(keywords, 1.0)))
         return out
 
     async def abookmark(self, pages, context):
@@ -102,7 +102,7 @@ class _CallableBookmarker(Bookmarker):
             out = []
             for page in pages:
                 text, keywords = await self.fn(page.id, page.messages, context)
-                out.append(Bookmark(text, list(keywords), {k: 1.0 for k in keywords}))
+                out.append(Bookmark(text, list(keywords), dict.fromkeys(keywords, 1.0)))
             return out
         return self.bookmark(pages, context)
 

@@ -234,8 +234,8 @@ def _format_page(thread_id: str, page: Page) -> str:
         head = [f"--- [{i}] {m.type}", f"id={m.id}"]
         if m.name:
             head.append(f"name={m.name}")
-        if getattr(m, "tool_call_id", None):
-            head.append(f"tool_call_id={m.tool_call_id}")
+        if call_id := getattr(m, "tool_call_id", None):
+            head.append(f"tool_call_id={call_id}")
         lines.append("  ".join(head))
         for call in getattr(m, "tool_calls", None) or []:
             lines.append(f"tool call {call.get('id')}: {call.get('name')}"

@@ -179,9 +179,9 @@ class _Options(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self):
-        if isinstance(self.max_tokens, int) and self.low_water_tokens is not None:
-            if self.low_water_tokens > self.max_tokens:
-                raise ValueError("`low_water_tokens` must be at most `max_tokens`.")
+        if (isinstance(self.max_tokens, int) and self.low_water_tokens is not None
+                and self.low_water_tokens > self.max_tokens):
+            raise ValueError("`low_water_tokens` must be at most `max_tokens`.")
         return self
 
 

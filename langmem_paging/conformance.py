@@ -20,12 +20,11 @@ import random
 from collections.abc import Callable
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.graph.message import add_messages
 from langgraph.store.base import BaseStore
 
 from langmem_paging.bookmarks import BookmarkContext, Bookmarker, PageDraft
 from langmem_paging.library_messages import BOOKMARK_PATTERN
-from langmem_paging.messages import METADATA_KEY, tool_call_ids
+from langmem_paging.messages import METADATA_KEY, merge_messages, tool_call_ids
 from langmem_paging.paging import page_messages, reconstruct_history
 from langmem_paging.policies import EvictionPolicy
 from langmem_paging.records import ClusterNode, Page, messages_digest
@@ -49,7 +48,7 @@ def sample_conversation(n_turns: int = 40, *, seed: int = 0) -> list[BaseMessage
     """A seeded chat with a system prompt, a pinned message, tool groups (parallel calls included),
     timestamps and sessions: what the checks replay."""
     rng = random.Random(seed)
-    words = "lisbon kyoto violin pottery marathon puppy garden harvest museum concert bicycle chess".split()
+    words = ["lisbon", "kyoto", "violin", "pottery", "marathon", "puppy", "garden", "harvest", "museum", "concert", "bicycle", "chess"]
     out: list[BaseMessage] = [SystemMessage("You are helpful.", id="sys")]
     for turn in range(n_turns):
         meta = {"timestamp": f"2024-01-01T{turn % 24:02d}:00:00+00:00", "session_id": f"s{turn // 8}"}
@@ -62,8 +61,8 @@ def sample_conversation(n_turns: int = 40, *, seed: int = 0) -> list[BaseMessage
         if rng.random() < 0.4:
             calls = [{"name": "lookup", "args": {"q": topic[k]}, "id": f"c{turn}_{k}"} for k in range(rng.randint(1, 2))]
             out.append(AIMessage("", tool_calls=calls, id=f"t{turn}"))
-            out += [ToolMessage(f"{c['args']['q']} facts #{turn}", tool_call_id=c["id"], id=f"r{c['id']}")
-                    for c in calls]
+            out += [ToolMessage(f"{topic[k]} facts #{turn}", tool_call_id=f"c{turn}_{k}", id=f"rc{turn}_{k}")
+                    for k in range(len(calls))]
         out.append(AIMessage(f"About {topic[0]}: noted {turn}.", id=f"a{turn}"))
     return out
 
@@ -102,7 +101,7 @@ def _replay(history: list[BaseMessage], max_tokens: int, **options):
     results = []
     previous = 0
     for point in model_call_points(history):
-        state = add_messages(state, history[previous:point])
+        state = merge_messages(state, history[previous:point])
         previous = point
         before, paging_before = copy.deepcopy(state), copy.deepcopy(paging)
         result = page_messages(state, max_tokens=max_tokens, state=paging, pages=pages, text_counter=_COUNTER,
@@ -114,11 +113,11 @@ def _replay(history: list[BaseMessage], max_tokens: int, **options):
         for node in result.nodes:
             assert node.id not in nodes, f"cluster id {node.id} reused"
             nodes[node.id] = node
-        state = add_messages(state, result.updates)
+        state = merge_messages(state, result.updates)
         assert state == result.view, "the updates must turn the messages into the view"
         paging = result.state.to_value()
         results.append(result)
-    return add_messages(state, history[previous:]), paging, pages, nodes, results
+    return merge_messages(state, history[previous:]), paging, pages, nodes, results
 
 
 def validate_policy(policy_factory: EvictionPolicy | Callable[[], EvictionPolicy], *, seeds: int = 2) -> None:
@@ -158,7 +157,7 @@ def validate_bookmarker(bookmarker: Bookmarker, *, max_tokens: int | None = 64) 
     context = BookmarkContext(count_text=_COUNTER.count_text)
     first = bookmarker.bookmark(drafts, context)
     assert len(first) == len(drafts), "one bookmark per page"
-    for draft, mark in zip(drafts, first):
+    for draft, mark in zip(drafts, first, strict=True):
         match = BOOKMARK_PATTERN.fullmatch(mark.text)
         assert match and match.group(1) == draft.id, f"{mark.text!r} does not name {draft.id}"
         shown = [k for k in match.group(2).split(",") if k]

@@ -317,7 +317,7 @@ class SentenceTransformerEmbedder(Embedder):
             show_progress_bar=False,
         )
         start = 0
-        for row, text_pieces in zip(rows, pieces):
+        for row, text_pieces in zip(rows, pieces, strict=True):
             weights = np.array([size for _, size in text_pieces], dtype=np.float64)
             out[row] = weights @ vectors[start : start + len(text_pieces)]
             start += len(text_pieces)
@@ -432,7 +432,7 @@ class OpenAIEmbedder(Embedder):
             sizes.append(tokens)
         batches: list[list[str]] = []
         batch_tokens = 0
-        for text, tokens in zip(inputs, sizes):
+        for text, tokens in zip(inputs, sizes, strict=True):
             if (
                 not batches
                 or len(batches[-1]) >= self.batch_size

@@ -155,7 +155,7 @@ def _shows_a_page(branch: PagingState | None, message: BaseMessage) -> bool:
         return False
     if branch is None:
         return True
-    shown, cluster = branch.shown.get(mark.get("bookmark")), branch.clusters.get(mark.get("cluster"))
+    shown, cluster = branch.shown.get(str(mark.get("bookmark"))), branch.clusters.get(str(mark.get("cluster")))
     return (shown is not None and shown.anchor == message.id) or (cluster is not None and cluster.anchor == message.id)
 
 

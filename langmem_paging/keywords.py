@@ -35,9 +35,7 @@ _WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")  # a time of day: rarely what a question is about
 _UNSAFE = re.compile(r"[\[\],:|\n]")
 MONTHS = frozenset(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday "
-    "saturday sunday".split()
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 )
 
 
@@ -87,9 +85,7 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
             if surface is None:  # (not setdefault: that builds a Counter per word)
                 surface = terms.surface[key] = Counter()
             surface[form] += 1
-            if digit or lower in MONTHS:
-                terms.salient.add(key)
-            elif word[0].isupper() and not _sentence_start(text, match.start()):
+            if digit or lower in MONTHS or word[0].isupper() and not _sentence_start(text, match.start()):
                 terms.salient.add(key)
     return terms
 

@@ -140,11 +140,12 @@ def _kmeans(points, reduced, k, *, restarts, max_iter, seed, sq) -> KMeansResult
         sq = pairwise_sq_distances(reduced)
     norms = (reduced * reduced).sum(1)
     rng = np.random.default_rng(seed)
-    best = None
+    best: tuple[np.ndarray, float] | None = None
     for _ in range(restarts):
         labels, _, inertia = _lloyd(reduced, norms, _plus_plus(reduced, sq, k, rng), max_iter)
         if best is None or inertia < best[1] - 1e-12:
             best = (labels, inertia)
+    assert best is not None, "`restarts` must be at least 1"
     labels = _canonical(best[0])
     centers = np.stack([points[labels == j].mean(0) for j in range(int(labels.max()) + 1)])
     return KMeansResult(labels=labels, centers=centers, inertia=best[1])
@@ -222,7 +223,7 @@ def choose_k(points: np.ndarray, *, k_min: int = 2, k_max: int = 25, restarts: i
         score = silhouette(result.labels, sq_distances=sq_distances)
         if result.k < 2:
             break  # fewer than two distinct points: more k changes nothing
-        if best is None or score > best.silhouette + 1e-12:
+        if best is None or best.silhouette is None or score > best.silhouette + 1e-12:
             best = KMeansResult(result.labels, result.centers, result.inertia, silhouette=score)
     return best if best is not None else one
 

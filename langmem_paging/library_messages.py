@@ -211,6 +211,6 @@ def is_shrunk_copy(message: BaseMessage | None) -> bool:
 def stored_form(message: BaseMessage) -> BaseMessage:
     """How a message is kept inside a page: a recall result as a reference to its pages (they are
     stored already), anything else as it is."""
-    if recall_copy_pages(message) and not library_mark(message).get("shrunk"):
+    if isinstance(message, ToolMessage) and recall_copy_pages(message) and not library_mark(message).get("shrunk"):
         return shrink_recall_copy(message)
     return message

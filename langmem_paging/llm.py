@@ -140,7 +140,7 @@ class LLMBookmarker(Bookmarker):
                 chosen.append(word)
         if not chosen:
             return fallback
-        terms = {**{k: 1.0 for k in chosen}, **fallback.terms}
+        terms = {**dict.fromkeys(chosen, 1.0), **fallback.terms}
         return Bookmark(format_bookmark(page.id, chosen), chosen, terms)
 
     def _split(self, pages: Sequence[PageDraft]) -> tuple[list[Any], list[int]]:
@@ -149,7 +149,7 @@ class LLMBookmarker(Bookmarker):
 
     def _finish(self, pages, out, todo, replies, context) -> list[Bookmark]:
         fallbacks = self.fallback.bookmark([pages[i] for i in todo], context) if todo else []
-        for i, reply, fallback in zip(todo, replies, fallbacks):
+        for i, reply, fallback in zip(todo, replies, fallbacks, strict=True):
             if isinstance(reply, Exception):
                 logger.warning("LLM bookmark failed for %s (%s); using keywords", pages[i].id, reply)
                 out[i] = fallback
@@ -206,14 +206,14 @@ class LLMDigester(PagingHooks):
 
     def digest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]:
         """Digests of pages (None where the model failed), written now and cached."""
-        replies = self.model.batch([self._prompt(m, t) for m, t in zip(pages, max_tokens)], return_exceptions=True)
-        return [self._keep(m, t, r) for m, t, r in zip(pages, max_tokens, replies)]
+        replies = self.model.batch([self._prompt(m, t) for m, t in zip(pages, max_tokens, strict=True)], return_exceptions=True)
+        return [self._keep(m, t, r) for m, t, r in zip(pages, max_tokens, replies, strict=True)]
 
     async def adigest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]:
         """Async `digest`."""
-        replies = await self.model.abatch([self._prompt(m, t) for m, t in zip(pages, max_tokens)],
+        replies = await self.model.abatch([self._prompt(m, t) for m, t in zip(pages, max_tokens, strict=True)],
                                           return_exceptions=True)
-        return [self._keep(m, t, r) for m, t, r in zip(pages, max_tokens, replies)]
+        return [self._keep(m, t, r) for m, t, r in zip(pages, max_tokens, replies, strict=True)]
 
     def _keep(self, messages, max_tokens: int, reply: Any) -> str | None:
         key = messages_digest(messages)

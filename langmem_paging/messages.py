@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import (
@@ -35,6 +35,7 @@ __all__ = [
     "is_pinned",
     "is_user_turn",
     "load_messages",
+    "merge_messages",
     "message_keys",
     "message_session",
     "message_timestamp",
@@ -108,11 +109,11 @@ def message_timestamp(message: BaseMessage) -> datetime | None:
         return None
     try:
         if isinstance(raw, (int, float)):
-            return datetime.fromtimestamp(raw, tz=timezone.utc)
+            return datetime.fromtimestamp(raw, tz=UTC)
         parsed = datetime.fromisoformat(str(raw))
     except (TypeError, ValueError, OverflowError, OSError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def message_session(message: BaseMessage) -> str | None:
@@ -178,8 +179,8 @@ def split_units(messages: Sequence[BaseMessage], start: int = 0, stop: int | Non
         if calls:
             pending = set(calls)
             j = i + 1
-            while j < stop and pending and isinstance(messages[j], ToolMessage):
-                pending.discard(messages[j].tool_call_id)
+            while j < stop and pending and isinstance(result := messages[j], ToolMessage):
+                pending.discard(result.tool_call_id)
                 j += 1
             units.append(Unit(i, tuple(messages[i:j]), answered=not pending))
             i = j
@@ -197,6 +198,15 @@ def tool_call_ids(message: BaseMessage) -> list[str]:
     ids = [call.get("id") for call in message.tool_calls]
     ids += [call.get("id") for call in message.invalid_tool_calls]
     return [i for i in ids if i]
+
+
+def merge_messages(messages: Sequence[BaseMessage], updates: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """`updates` merged into `messages` by LangGraph's own `add_messages` (by id: replaced,
+    removed with `RemoveMessage`, appended), as a graph merges a node's output into its state."""
+    from langgraph.graph.message import add_messages
+
+    merged: Any = add_messages(list(messages), list(updates))  # type: ignore[arg-type]
+    return list(merged)
 
 
 def dump_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
-from typing_extensions import NotRequired
 
 from langmem_paging.config import PagingConfig
+from langmem_paging.engine import OnStoreError
 from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.pager import Pager
 from langmem_paging.recall.tool import make_recall_tool
@@ -96,7 +96,7 @@ class PagingMiddleware(AgentMiddleware):
         store: BaseStore | None = None,
         ttl: float | None = None,
         index: SearchIndex | None = None,
-        on_store_error: str = "raise",
+        on_store_error: OnStoreError = "raise",
         **options: Any,
     ) -> None:
         super().__init__()
@@ -139,7 +139,7 @@ class PagingMiddleware(AgentMiddleware):
         thread_id, state, view, overhead, positions = self._prepare(request, self.pager.counter_for(request.model))
         result = self.pager.step(view, state, thread_id, store=_store_of(request), overhead=overhead,
                                  model=request.model)
-        response = handler(request.override(messages=result.view))
+        response = handler(request.override(messages=_as_any_messages(result.view)))
         return self._respond(request, response, result, state, positions)
 
     async def awrap_model_call(
@@ -149,8 +149,13 @@ class PagingMiddleware(AgentMiddleware):
         thread_id, state, view, overhead, positions = self._prepare(request, counter)
         result = await self.pager.astep(view, state, thread_id, store=_store_of(request), overhead=overhead,
                                         model=request.model)
-        response = await handler(request.override(messages=result.view))
+        response = await handler(request.override(messages=_as_any_messages(result.view)))
         return self._respond(request, response, result, state, positions)
+
+
+def _as_any_messages(view: list[BaseMessage]) -> list[AnyMessage]:
+    """The view as the request's message type (every message the step makes is a concrete one)."""
+    return cast(list[AnyMessage], view)
 
 
 def _store_of(request: ModelRequest) -> BaseStore | None:

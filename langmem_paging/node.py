@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_store
 from langgraph.graph import MessagesState
 from langgraph.store.base import BaseStore
-from typing_extensions import NotRequired
 
 from langmem_paging.config import PagingConfig
+from langmem_paging.engine import OnStoreError
 from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.pager import Pager
 from langmem_paging.recall.tool import SCHEMA_HELP, make_recall_tool
@@ -87,7 +87,7 @@ class PagingNode(Runnable[dict, dict]):
         name: str = "paging",
         ttl: float | None = None,
         index: SearchIndex | None = None,
-        on_store_error: str = "raise",
+        on_store_error: OnStoreError = "raise",
         **options: Any,
     ) -> None:
         if config is not None and options:

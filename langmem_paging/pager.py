@@ -112,7 +112,8 @@ class Pager:
     async def acounter_for(self, model: Any = None, state: Any = None) -> TokenCounter:
         """`counter_for`, loading an encoding not loaded yet in a worker thread (loading reads files)."""
         name = self.encoding_for(model, state)
-        return loaded_counter(name) or await asyncio.to_thread(shared_counter, name)
+        loaded = loaded_counter(name)
+        return loaded if loaded is not None else await asyncio.to_thread(shared_counter, name)
 
     def max_tokens_for(self, model: Any = None) -> int:
         """`max_tokens` as an int (a fraction of the model's window is resolved here)."""

@@ -93,8 +93,8 @@ def _message_html(message: BaseMessage) -> str:
     meta = [message.type, f"id {message.id}"]
     if message.name:
         meta.append(f"name {message.name}")
-    if getattr(message, "tool_call_id", None):
-        meta.append(f"answers {message.tool_call_id}")
+    if call_id := getattr(message, "tool_call_id", None):
+        meta.append(f"answers {call_id}")
     mark = library_mark(message)
     if mark.get("shrunk"):
         meta.append("recall result, kept as a reference")

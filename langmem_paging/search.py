@@ -93,8 +93,8 @@ class SearchIndex(ABC):
 
 @dataclass
 class _ThreadIndex:
-    vectors: list = field(default_factory=list)
-    matrix: object = None
+    vectors: list[Any] = field(default_factory=list)
+    matrix: Any = None
     pages: list[str] = field(default_factory=list)
     page_of: array = field(default_factory=lambda: array("i"))
     message_of: array = field(default_factory=lambda: array("i"))
@@ -103,7 +103,7 @@ class _ThreadIndex:
     seen: set[str] = field(default_factory=set)
     total_length: float = 0.0
     size: int = 0
-    norm: object = None
+    norm: Any = None
 
 
 class InMemoryBM25Index(SearchIndex):

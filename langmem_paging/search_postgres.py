@@ -109,12 +109,15 @@ class PostgresSearchIndex(SearchIndex):
         import psycopg
         import psycopg_pool
 
+        self._sync: Any = None
+        self._async: Any = None
+        self._uri: str | None = None
         if isinstance(conn, str):
-            self._sync, self._async, self._uri = None, None, conn
+            self._uri = conn
         elif isinstance(conn, (psycopg.Connection, psycopg_pool.ConnectionPool)):
-            self._sync, self._async, self._uri = conn, None, None
+            self._sync = conn
         elif isinstance(conn, (psycopg.AsyncConnection, psycopg_pool.AsyncConnectionPool)):
-            self._sync, self._async, self._uri = None, conn, None
+            self._async = conn
         else:
             raise TypeError(
                 "`conn` must be a PostgreSQL URI, a psycopg Connection or ConnectionPool, or an "
@@ -125,7 +128,7 @@ class PostgresSearchIndex(SearchIndex):
         self._guard = threading.Lock()
         self._conn_lock = threading.Lock()  # one transaction at a time on a single connection you passed
         self._aconn_lock: asyncio.Lock | None = None
-        self._owned_pool = None
+        self._owned_pool: Any = None
 
     # -- connections ------------------------------------------------------------------
     def _ddl(self) -> list[str]:
@@ -152,7 +155,7 @@ class PostgresSearchIndex(SearchIndex):
             if self._sync is None:
                 from psycopg_pool import ConnectionPool
 
-                self._owned_pool = ConnectionPool(self._uri, min_size=1, max_size=4,
+                self._owned_pool = ConnectionPool(self._uri or "", min_size=1, max_size=4,
                                                   kwargs={"autocommit": True}, open=True)
                 self._sync = self._owned_pool
         source = self._sync

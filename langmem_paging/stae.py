@@ -234,7 +234,7 @@ class STAEPolicy(EvictionPolicy):
         layout = self._layout(list(candidates))
         out = {}
         for members in layout.groups:
-            for i, s in zip(members, self._scores(layout, members)):
+            for i, s in zip(members, self._scores(layout, members), strict=True):
                 out[layout.keys[i]] = float(s)
         return {c.key: out[c.key] for c in candidates}
 

@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -209,7 +209,8 @@ class PagingState:
         # The weakest term is the first, in the table's order, with the lowest count. Counts only
         # grow, so the terms at the lowest count are listed once and consumed in order (a term
         # whose count grew since is skipped), instead of a scan of the table per new term.
-        low, weakest = 0, iter(())
+        low = 0
+        weakest: Iterator[str] = iter([])
         for term in terms:
             if term in table:
                 table[term] += 1

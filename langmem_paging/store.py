@@ -39,7 +39,7 @@ __all__ = ["KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError", "abatch_any
 logger = logging.getLogger("langmem_paging")
 
 T = TypeVar("T")
-Batches = Generator[list[Op], list[Any], T]
+Batches = Generator[Sequence[Op], list[Any], T]
 """An operation written once: it yields store batches and receives their results."""
 
 NAMESPACE_ROOT = "langmem_paging"

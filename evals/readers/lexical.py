@@ -91,7 +91,7 @@ def score_bookmarks(question: str, bookmarks: Sequence[tuple[str, list[str]]]) -
     scores = BM25Okapi([d or ["\0"] for d in docs]).get_scores(terms)
     ranked = [
         ((-score, page_id[0] == "c", int(page_id[1:])), (page_id, float(score), set(terms) & set(doc)))
-        for (page_id, _), score, doc in zip(bookmarks, scores, docs)
+        for (page_id, _), score, doc in zip(bookmarks, scores, docs, strict=True)
         if set(terms) & set(doc)
     ]
     return [item for _, item in sorted(ranked, key=lambda r: r[0])]

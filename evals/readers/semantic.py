@@ -50,7 +50,7 @@ class SemanticRanker:
     def _vectors(self, texts: Sequence[str]) -> np.ndarray:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
-            for text, vector in zip(missing, self.embedder.embed(missing)):
+            for text, vector in zip(missing, self.embedder.embed(missing), strict=True):
                 norm = float(np.linalg.norm(vector))
                 self._cache[text] = vector / norm if norm else vector
         return np.stack([self._cache[t] for t in texts])
@@ -62,7 +62,7 @@ class SemanticRanker:
         texts = [", ".join(keywords) for _, keywords in bookmarks]
         vectors = self._vectors([question, *texts])
         scores = vectors[1:] @ vectors[0]
-        ranked = sorted(((-float(s), pid[0] == "c", int(pid[1:]), pid) for (pid, _), s in zip(bookmarks, scores)
+        ranked = sorted(((-float(s), pid[0] == "c", int(pid[1:]), pid) for (pid, _), s in zip(bookmarks, scores, strict=True)
                          if s >= MIN_SIMILARITY))
         return [pid for *_, pid in ranked]
 

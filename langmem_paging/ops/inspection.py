@@ -188,7 +188,7 @@ def _recalls(messages: Sequence[BaseMessage], pages: Sequence[Page]) -> list[Rec
     for where, m in places:
         if _is_recall_result(m):
             rows.append(RecallRow(message_id=m.id or "", pages=recall_copy_pages(m),
-                                  args=dict(calls.get(m.tool_call_id, {})), where=where,
+                                  args=dict(calls.get(getattr(m, "tool_call_id", ""), {})), where=where,
                                   shrunk=bool(library_mark(m).get("shrunk"))))
     return rows
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from langmem_paging.state import STATE_KEY
@@ -57,15 +58,15 @@ def load_snapshots(saver: BaseCheckpointSaver, thread_id: str, *, lineage: bool 
         Oldest first; empty if the thread has no checkpoint. Checkpoints of other branches
         (forks, time travel) are left out: the latest one's parents are followed.
     """
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     if not lineage:
         latest = saver.get_tuple(config)
         return [_snapshot(latest)] if latest is not None else []
     by_id = {s.checkpoint_id: s for s in map(_snapshot, saver.list(config))}
     if not by_id:
         return []
-    latest = max(by_id)  # checkpoint ids are time-ordered (uuid6), as `get_tuple` assumes
-    chain, at = [], latest
+    chain: list[Snapshot] = []
+    at: str | None = max(by_id)  # checkpoint ids are time-ordered (uuid6), as `get_tuple` assumes
     while at is not None and at in by_id:
         chain.append(by_id[at])
         at = by_id[at].parent_id

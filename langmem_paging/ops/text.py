@@ -45,7 +45,7 @@ def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *,
                for c in columns]
 
     def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(s) if num else v.ljust(s) for v, s, num in zip(values, sizes, numeric)).rstrip()
+        return "  ".join(v.rjust(s) if num else v.ljust(s) for v, s, num in zip(values, sizes, numeric, strict=True)).rstrip()
 
     return "\n".join([line(list(columns)), *(line(r) for r in cells)])
 

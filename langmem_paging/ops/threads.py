@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition
 
@@ -79,7 +79,7 @@ def _labels(store: BaseStore) -> list[str]:
     while True:
         op = ListNamespacesOp(match_conditions=(MatchCondition("prefix", (NAMESPACE_ROOT,)),), max_depth=2,
                               limit=_NAMESPACE_BATCH, offset=offset)
-        (batch,) = store.batch([op])
+        batch = cast(list[tuple[str, ...]], store.batch([op])[0])
         labels.update(ns[1] for ns in batch if len(ns) >= 2 and ns[0] == NAMESPACE_ROOT)
         offset += len(batch)
         if len(batch) < _NAMESPACE_BATCH:

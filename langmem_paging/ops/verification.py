@@ -11,9 +11,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.forest import members_of
+from langmem_paging.history import reconstruct_history
 from langmem_paging.messages import is_user_turn, library_mark, recall_copy_pages
 from langmem_paging.ops.snapshots import Snapshot
-from langmem_paging.history import reconstruct_history
 from langmem_paging.records import ClusterNode, Page
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
@@ -163,7 +163,7 @@ def _ordinals(history: Sequence[BaseMessage], state: PagingState, fetch: _Fetche
     for page in fetch.pages.values():
         if page is not None:
             for i, m in enumerate(page.messages):
-                out.setdefault(m.id, page.order + i)
+                out.setdefault(m.id or "", page.order + i)
     for resident in state.pages.values():
         for i, key in enumerate(resident.ids):
             out[key] = resident.order + i
@@ -269,7 +269,7 @@ def _arrival_order(first: dict[str, BaseMessage], history: Sequence[BaseMessage]
     actual = list(dict.fromkeys(m.id for m in history if m.id in first))
     if expected == actual:
         return []
-    at = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
+    at = next((i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b), min(len(expected), len(actual)))
     return [Issue("order", f"rebuilt history departs from the order messages arrived in at position "
                            f"{at}: expected {expected[at] if at < len(expected) else 'end'}, "
                            f"got {actual[at] if at < len(actual) else 'end'}")]

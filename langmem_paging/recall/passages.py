@@ -37,23 +37,23 @@ class Passage:
 
 def build_passages(hits: Sequence[Hit], page_sizes: Mapping[str, int], *, neighbours: int) -> list[Passage]:
     """Passages around `hits` (best first), merged within each page when they overlap or touch."""
-    spans: dict[str, list[list[float]]] = {}
+    spans: dict[str, list[list[float]]] = {}  # [start, stop, score]
     for hit in hits:
         size = page_sizes.get(hit.page_id)
         if size is None:
             continue
         start, stop = max(0, hit.index - neighbours), min(size, hit.index + neighbours + 1)
-        spans.setdefault(hit.page_id, []).append([start, stop, hit.score])
+        spans.setdefault(hit.page_id, []).append([float(start), float(stop), hit.score])
     out = []
     for page_id, items in spans.items():
         items.sort()
         merged = [items[0]]
-        for start, stop, score in items[1:]:
+        for first, after, score in items[1:]:
             last = merged[-1]
-            if start <= last[1]:
-                last[1], last[2] = max(last[1], stop), max(last[2], score)
+            if first <= last[1]:
+                last[1], last[2] = max(last[1], after), max(last[2], score)
             else:
-                merged.append([start, stop, score])
+                merged.append([first, after, score])
         out += [Passage(page_id, int(a), int(b), s) for a, b, s in merged]
     return sorted(out, key=lambda p: (-p.score, p.page_id, p.start))
 

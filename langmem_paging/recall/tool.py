@@ -73,10 +73,11 @@ def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any) -> dict[s
 
 
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
-    message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id, name=name,
-                          id=f"recall-{uuid.uuid4().hex}", artifact=answer.artifact, status=answer.status)
+    message_id = f"recall-{uuid.uuid4().hex}"
+    message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id or "", name=name, id=message_id,
+                          artifact=answer.artifact, status=answer.status)
     update: dict[str, Any] = {"messages": [message]}
-    update[STATE_KEY] = recall_delta(answer.accessed, turn=answer.turn, results=[message.id])
+    update[STATE_KEY] = recall_delta(answer.accessed, turn=answer.turn, results=[message_id])
     return Command(update=update)
 
 

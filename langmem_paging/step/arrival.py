@@ -17,14 +17,13 @@ __all__ = ["page_large_results"]
 
 def page_large_results(ctx: StepContext) -> Flow[None]:
     """Page every tool result over `large_result_tokens` not paged yet, if its stub is shorter."""
-    arrivals = [i for i in _large_results(ctx) if stub_is_shorter(
-        ctx.messages[i], ctx.calls.get(ctx.messages[i].tool_call_id), ctx.counts[i], ctx.options.count_message)]
+    arrivals = [(i, result) for i, result in _large_results(ctx) if stub_is_shorter(
+        result, ctx.calls.get(result.tool_call_id), ctx.counts[i], ctx.options.count_message)]
     if not arrivals:
         return
-    drafts = [Draft([Unit(i, (ctx.messages[i],))], kind="tool_result") for i in arrivals]
+    drafts = [Draft([Unit(i, (result,))], kind="tool_result") for i, result in arrivals]
     pages = yield from form_pages(ctx, drafts)
-    for i, page in zip(arrivals, pages, strict=True):
-        result = ctx.messages[i]
+    for (i, result), page in zip(arrivals, pages, strict=True):
         stub = tool_result_stub(page.id, result, ctx.calls.get(result.tool_call_id), page.token_count)
         ctx.replace[ctx.keys[i]] = stub
         ctx.state.pages.pop(page.id)
@@ -32,12 +31,13 @@ def page_large_results(ctx: StepContext) -> Flow[None]:
         ctx.result.evicted.append(page.id)
 
 
-def _large_results(ctx: StepContext) -> list[int]:
-    """Indexes of tool results over `large_result_tokens` not paged yet (each once, as they arrive)."""
+def _large_results(ctx: StepContext) -> list[tuple[int, ToolMessage]]:
+    """Tool results over `large_result_tokens` not paged yet (each once, as they arrive), with their
+    index in the view."""
     limit = ctx.options.large_result_tokens
     if limit is None:
         return []
     formed = {k for page in ctx.state.pages.values() for k in page.ids}
-    return [i for i, message in enumerate(ctx.messages)
+    return [(i, message) for i, message in enumerate(ctx.messages)
             if isinstance(message, ToolMessage) and message.id and ctx.counts[i] > limit
             and ctx.keys[i] not in formed and not library_mark(message) and not recall_copy_pages(message)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
 from langmem_paging.clusters import merge_terms
 from langmem_paging.effects import Flow, Reserve
@@ -91,7 +91,9 @@ def _resident(current: _Pass) -> int:
 
 def _shrink_copy(ctx: StepContext, current: _Pass, victim: Candidate) -> None:
     """A recall result leaves the context as a reference (its pages are stored already)."""
-    shrunk = shrink_recall_copy(ctx.messages[victim.position])
+    copy = ctx.messages[victim.position]
+    assert isinstance(copy, ToolMessage), "a recall copy is a tool result"
+    shrunk = shrink_recall_copy(copy)
     saved = victim.tokens - ctx.options.count_message(shrunk)
     if saved <= 0:
         return
@@ -169,7 +171,6 @@ def _page_candidate(ctx: StepContext, page_id: str, page: ResidentPage) -> Candi
 def _join_growth(ctx: StepContext, page: ResidentPage, page_id: str) -> int:
     """Tokens a cluster bookmark in the view would grow by if this page joined it (the most of
     any such cluster; 0 with none)."""
-    from langmem_paging.clusters import merge_terms
 
     n = page_number(page_id)
     growth = 0
@@ -188,7 +189,6 @@ def _join_growth(ctx: StepContext, page: ResidentPage, page_id: str) -> int:
 def _cluster_cost(ctx: StepContext, page: ResidentPage, page_id: str) -> int:
     """Tokens of the cluster bookmark this page would start, or make joining a cluster not in the
     view (the largest such): an upper estimate."""
-    from langmem_paging.clusters import merge_terms
 
     n = page_number(page_id)
     shapes = [(dict(page.terms), (n, n, 1))]

@@ -3,7 +3,7 @@ boundaries) and formed: numbered, bookmarked, given their policy features, recor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -107,7 +107,7 @@ def cut_pages(ctx: StepContext, run: FreeRun) -> tuple[list[list[Unit]], list[Un
 
 def form_pages(ctx: StepContext, drafts: list[Draft]) -> Flow[list[Page]]:
     """Give drafts page ids, bookmarks and features, and record them as resident pages."""
-    stored = [[stored_form(m) for m in d.messages] for d in drafts]
+    stored: list[Sequence[BaseMessage]] = [[stored_form(m) for m in d.messages] for d in drafts]
     digests = [messages_digest(msgs) for msgs in stored]
     numbers = yield Reserve("p", digests, ctx.state)
     page_drafts = [PageDraft(f"p{n}", msgs) for n, msgs in zip(numbers, stored, strict=True)]
@@ -147,7 +147,7 @@ def _record(ctx: StepContext, draft: Draft, page_draft: PageDraft, digest: str, 
     return page
 
 
-def _bookmark_context(ctx: StepContext, drafts: list[list[BaseMessage]]) -> BookmarkContext:
+def _bookmark_context(ctx: StepContext, drafts: list[Sequence[BaseMessage]]) -> BookmarkContext:
     """Page frequencies over the thread (a bounded sketch of its frequent terms), counting the
     pages formed now."""
     for msgs in drafts:

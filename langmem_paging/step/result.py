@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage
 
+from langmem_paging.messages import merge_messages
 from langmem_paging.records import ClusterNode, Page
 from langmem_paging.state import PagingState
 
@@ -68,8 +69,4 @@ class PagingResult:
             >>> [m.content for m in result.apply(history)] == [m.content for m in result.view]
             True
         """
-        from langgraph.graph.message import add_messages
-
-        if not self.updates:
-            return list(messages)
-        return list(add_messages(list(messages), list(self.updates)))
+        return merge_messages(messages, self.updates) if self.updates else list(messages)

@@ -34,15 +34,16 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.graph.message import add_messages
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 from typing_extensions import Unpack
 
 from langmem_paging.config import PagingConfig, PagingOptions
+from langmem_paging.engine import OnStoreError
 from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.history import reconstruct_history
+from langmem_paging.messages import merge_messages
 from langmem_paging.pager import Pager
 from langmem_paging.recall.tool import make_recall_tool
 from langmem_paging.search import SearchIndex
@@ -62,7 +63,7 @@ class PagingThread:
         thread_id: The thread id.
         system: A system prompt the model receives first (counted against the budget).
         tools: The agent's other tools (their schemas count against the budget).
-        model: The model called (chooses the encoding, and a fractional budget's window).
+        chat_model: The model called (chooses the encoding, and a fractional budget's window).
         index: The search index (default: the store's default index).
         on_store_error: As in `PagingMiddleware`.
     """
@@ -75,19 +76,19 @@ class PagingThread:
         thread_id: str = "thread",
         system: str | SystemMessage | None = None,
         tools: Sequence[BaseTool] = (),
-        model: Any = None,
+        chat_model: Any = None,
         index: SearchIndex | None = None,
-        on_store_error: str = "raise",
+        on_store_error: OnStoreError = "raise",
         **options: Unpack[PagingOptions],
     ) -> None:
         if config is not None and options:
             raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
-        self.config = config if config is not None else PagingConfig(**options)  # type: ignore[misc]
+        self.config = config if config is not None else PagingConfig(**options)
         self.store = store if store is not None else InMemoryStore()
         self.thread_id = thread_id
         self.system = SystemMessage(system) if isinstance(system, str) else system
-        self.model = model
-        self.pager = Pager(self.config, index=index, on_store_error=on_store_error)  # type: ignore[arg-type]
+        self.model = chat_model
+        self.pager = Pager(self.config, index=index, on_store_error=on_store_error)
         self.recall_tool = make_recall_tool(self.pager)
         self.tools: list[BaseTool] = [self.recall_tool, *tools]
         self.messages: list[BaseMessage] = []
@@ -124,13 +125,12 @@ class PagingThread:
 
     def add(self, *messages: BaseMessage | str) -> None:
         """Append messages (a string is a user message), as a graph merges a node's output."""
-        self.messages = list(add_messages(self.messages, [HumanMessage(m) if isinstance(m, str) else m
-                                                          for m in messages]))
+        self.messages = merge_messages(self.messages, [HumanMessage(m) if isinstance(m, str) else m for m in messages])
 
     def apply(self, update: dict[str, Any]) -> None:
         """Merge a graph update (``messages`` and ``paging``) through the graph's own reducers."""
         if "messages" in update:
-            self.messages = list(add_messages(self.messages, update["messages"]))
+            self.messages = merge_messages(self.messages, update["messages"])
         if STATE_KEY in update:
             self.paging = paging_reducer(self.paging, update[STATE_KEY])
 
