@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 
 from langchain_core.messages import BaseMessage
@@ -219,6 +220,35 @@ def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
+@dataclass(frozen=True)
+class _ChartFrame:
+    """Where a chart's plot area lies and how values map onto it."""
+
+    width: int
+    height: int
+    steps: int
+    y_max: float
+    left: int = 56
+    right: int = 78
+    top: int = 12
+    bottom: int = 40
+
+    @property
+    def plot_w(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def plot_h(self) -> int:
+        return self.height - self.top - self.bottom
+
+    def x(self, i: float) -> float:
+        """Centre of step `i` (1-based): bands of equal width."""
+        return round(self.left + (i - 0.5) * self.plot_w / self.steps, 1)
+
+    def y(self, value: float) -> float:
+        return round(self.top + self.plot_h * (1 - value / self.y_max), 1)
+
+
 def tokens_chart(steps: Sequence[PagingStep], *, width: int = 760, height: int = 260) -> str:
     """An inline SVG chart: the tokens the model received at each model call (one mark per step)
     against the budget line, in a figure whose caption says where the numbers come from.
@@ -231,52 +261,59 @@ def tokens_chart(steps: Sequence[PagingStep], *, width: int = 760, height: int =
     if not steps:
         return ("<p class='muted' id='tokens-chart-missing'>No tokens per model call: no checkpoint with paging "
                 "state was read (pass the checkpointer's URI with --checkpoints).</p>")
-    left, right, top, bottom = 56, 78, 12, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
-    n = len(steps)
-    y_max = nice_ceiling(max(max(s.tokens for s in steps), max(s.budget for s in steps)) * 1.05)
+    frame = _ChartFrame(width, height, len(steps),
+                        nice_ceiling(max(max(s.tokens for s in steps), max(s.budget for s in steps)) * 1.05))
+    svg = (
+        f"<svg class='tokens-chart' width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' "
+        f"aria-label='tokens the model received per model call, against the budget'>"
+        f"{_chart_axes(frame)}{_chart_lines(frame, steps)}</svg>"
+    )
+    return f"<figure id='tokens-figure'>{svg}<figcaption class='chart-caption'>{_e(_chart_caption(steps))}</figcaption></figure>"
 
-    def x(i: float) -> float:  # i: 1-based step; bands of equal width
-        return round(left + (i - 0.5) * plot_w / n, 1)
 
-    def y(v: float) -> float:
-        return round(top + plot_h * (1 - v / y_max), 1)
-
-    y_ticks = [y_max * k / 5 for k in range(6)]
+def _chart_axes(f: _ChartFrame) -> str:
+    """Grid, axes, ticks and axis labels."""
     grid = "".join(
-        f"<line class='grid' x1='{left}' x2='{left + plot_w}' y1='{y(v)}' y2='{y(v)}'/>"
-        f"<text x='{left - 6}' y='{y(v) + 4}' text-anchor='end'>{_fmt(v)}</text>" for v in y_ticks)
-    every = max(1, int(nice_ceiling(n / 10)))
-    x_ticks = [1] + [i for i in range(every, n + 1, every) if i > 1]
-    xt = "".join(f"<line class='axis' x1='{x(i)}' x2='{x(i)}' y1='{top + plot_h}' y2='{top + plot_h + 4}'/>"
-                 f"<text x='{x(i)}' y='{top + plot_h + 16}' text-anchor='middle'>{i}</text>" for i in x_ticks)
-    band = plot_w / n
-    budget_points = " ".join(f"{round(x(s.step) - band / 2, 1)},{y(s.budget)} {round(x(s.step) + band / 2, 1)},"
-                             f"{y(s.budget)}" for s in steps)
-    token_points = " ".join(f"{x(s.step)},{y(s.tokens)}" for s in steps)
+        f"<line class='grid' x1='{f.left}' x2='{f.left + f.plot_w}' y1='{f.y(v)}' y2='{f.y(v)}'/>"
+        f"<text x='{f.left - 6}' y='{f.y(v) + 4}' text-anchor='end'>{_fmt(v)}</text>"
+        for v in (f.y_max * k / 5 for k in range(6)))
+    every = max(1, int(nice_ceiling(f.steps / 10)))
+    ticks = [1] + [i for i in range(every, f.steps + 1, every) if i > 1]
+    bottom = f.top + f.plot_h
+    xt = "".join(f"<line class='axis' x1='{f.x(i)}' x2='{f.x(i)}' y1='{bottom}' y2='{bottom + 4}'/>"
+                 f"<text x='{f.x(i)}' y='{bottom + 16}' text-anchor='middle'>{i}</text>" for i in ticks)
+    middle = f.top + f.plot_h / 2
+    return (f"{grid}<line class='axis' x1='{f.left}' x2='{f.left}' y1='{f.top}' y2='{bottom}'/>"
+            f"<line class='axis' x1='{f.left}' x2='{f.left + f.plot_w}' y1='{bottom}' y2='{bottom}'/>{xt}"
+            f"<text x='14' y='{middle}' text-anchor='middle' transform='rotate(-90 14 {middle})'>tokens</text>"
+            f"<text x='{f.left + f.plot_w / 2}' y='{f.height - 6}' text-anchor='middle'>model call (paging step "
+            f"before it)</text>")
+
+
+def _chart_lines(f: _ChartFrame, steps: Sequence[PagingStep]) -> str:
+    """The budget line (a step per model call), the tokens line and one mark per call."""
+    band = f.plot_w / f.steps
+    budget_points = " ".join(f"{round(f.x(s.step) - band / 2, 1)},{f.y(s.budget)} "
+                             f"{round(f.x(s.step) + band / 2, 1)},{f.y(s.budget)}" for s in steps)
+    token_points = " ".join(f"{f.x(s.step)},{f.y(s.tokens)}" for s in steps)
     marks = "".join(
-        f"<circle class='step-mark{' over' if s.tokens > s.budget else ''}' cx='{x(s.step)}' cy='{y(s.tokens)}' "
-        f"r='{3 if n <= 150 else 2}' data-step='{s.step}' data-turn='{s.turn}' data-tokens='{s.tokens}' "
+        f"<circle class='step-mark{' over' if s.tokens > s.budget else ''}' cx='{f.x(s.step)}' cy='{f.y(s.tokens)}' "
+        f"r='{3 if f.steps <= 150 else 2}' data-step='{s.step}' data-turn='{s.turn}' data-tokens='{s.tokens}' "
         f"data-budget='{s.budget}'><title>model call {s.step} (user turn {s.turn}): {s.tokens} tokens of a "
         f"{s.budget}-token budget</title></circle>" for s in steps)
     last = steps[-1]
+    return (f"<polyline class='budget-line' data-budget='{last.budget}' points='{budget_points}'/>"
+            f"<text x='{f.left + f.plot_w + 4}' y='{f.y(last.budget) + 4}'>budget {last.budget}</text>"
+            f"<polyline class='tokens-line' points='{token_points}'/>{marks}")
+
+
+def _chart_caption(steps: Sequence[PagingStep]) -> str:
+    n = len(steps)
     over = sum(1 for s in steps if s.tokens > s.budget)
     peak = max(steps, key=lambda s: (s.tokens, -s.step))
     budgets = sorted({s.budget for s in steps})
     budget_text = f"{budgets[0]}" if len(budgets) == 1 else f"{budgets[0]} to {budgets[-1]}"
-    svg = (
-        f"<svg class='tokens-chart' width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' "
-        f"aria-label='tokens the model received per model call, against the budget'>"
-        f"{grid}<line class='axis' x1='{left}' x2='{left}' y1='{top}' y2='{top + plot_h}'/>"
-        f"<line class='axis' x1='{left}' x2='{left + plot_w}' y1='{top + plot_h}' y2='{top + plot_h}'/>{xt}"
-        f"<text x='14' y='{top + plot_h / 2}' text-anchor='middle' transform='rotate(-90 14 {top + plot_h / 2})'>"
-        f"tokens</text>"
-        f"<text x='{left + plot_w / 2}' y='{height - 6}' text-anchor='middle'>model call (paging step before it)</text>"
-        f"<polyline class='budget-line' data-budget='{last.budget}' points='{budget_points}'/>"
-        f"<text x='{left + plot_w + 4}' y='{y(last.budget) + 4}'>budget {last.budget}</text>"
-        f"<polyline class='tokens-line' points='{token_points}'/>{marks}</svg>"
-    )
-    caption = (
+    return (
         f"Tokens of the messages the model received at each of the {n} model calls the checkpoints record "
         f"(dots, red when over the budget), against the message budget (dashed: {budget_text} tokens, that is "
         f"max_tokens minus the system prompt and the tool schemas, which neither line counts). From the paging "
@@ -284,7 +321,6 @@ def tokens_chart(steps: Sequence[PagingStep], *, width: int = 760, height: int =
         f"not checkpoint are missing. {over} of {n} calls over the budget; the most was {peak.tokens} tokens "
         f"at call {peak.step} (user turn {peak.turn})."
     )
-    return f"<figure id='tokens-figure'>{svg}<figcaption class='chart-caption'>{_e(caption)}</figcaption></figure>"
 
 
 def _tail_html(info: Inspection, context: Sequence[BaseMessage] | None) -> str:
@@ -341,48 +377,13 @@ def render_report(
         A complete, self-contained HTML document.
     """
     title = title or f"langmem-paging: thread {info.thread_id}"
-    cp = info.checkpoint
-    scale = int(nice_ceiling(max((p.tokens for p in info.pages), default=0)))
-    paged_tokens = sum(p.tokens for p in info.pages)
-    stats = [
-        f"<span><b>{len(info.pages)}</b> pages</span>",
-        f"<span><b>{len(info.clusters)}</b> clusters</span>",
-        f"<span><b>{paged_tokens}</b> tokens in pages</span>",
-        f"<span>store records: {_e(', '.join(f'{n} {k}' for k, n in info.records.items()))}</span>",
-    ]
-    if cp is not None:
-        stats += [
-            f"<span>view <b>{cp.tokens}</b> of a <b>{cp.budget}</b>-token budget</span>",
-            f"<span>{cp.messages} messages in state ({_e(cp.mode)} mode), user turn {cp.turn}</span>",
-            f"<span class='muted'>checkpoint {_e(cp.checkpoint_id)} · {_e(cp.created_at)}</span>",
-        ]
-    legend = "".join(f"<li><span class='badge'>{_e(k)}</span> {_e(v)}</li>" for k, v in _STATUS_TEXT.items()
-                     if any(p.status == k for p in info.pages))
-    timeline = "".join(_page_html(row, pages.get(row.id), scale) for row in info.pages)
-    statuses = {p.id: p.status for p in info.pages}
-    bookmarks = "".join(f"<li class='bookmark-line'><code>{_e(b)}</code></li>" for b in (cp.bookmarks if cp else []))
-    recall_rows = "".join(_recall_html(r) for r in info.recalls)
-    accessed = sorted((p for p in info.pages if p.access_count), key=lambda p: (-p.access_count, page_number(p.id)))
-    access_rows = "".join(f"<tr><td>{_page_link(p.id)}</td><td>{p.access_count}</td></tr>"
-                          for p in accessed)
     sections = [
         ("verification", "Verification", _verification_html(verification)),
         ("tokens", "Tokens per model call", tokens_chart(steps or [])),
-        ("timeline", "Timeline: pages in history order",
-         ('<button type="button" onclick="setAll(true)">Expand all</button>'
-          '<button type="button" onclick="setAll(false)">Collapse all</button>'
-          f'{_bar_scale(scale)}<ul class="legend muted">{legend}</ul>'
-          f'<ol class="timeline">{timeline or "<li class=muted>No pages.</li>"}{_tail_html(info, context)}</ol>')),
-        ("clusters", "Cluster forest", _forest_html(info.clusters, statuses)),
-        ("bookmarks", "Bookmarks in the context",
-         f'<ul class="bookmarks">{bookmarks}</ul>' if bookmarks
-         else "<p class='muted'>None (or no checkpoint read).</p>"),
-        ("recalls", "Recalls",
-         (f'<table><tr><th>result message</th><th>asked</th><th>pages returned</th><th>where</th><th>kept as</th>'
-          f'</tr>{recall_rows}</table>' if recall_rows else "<p class='muted'>No recall results found.</p>")
-         + "<h3>Access counts</h3>"
-         + (f'<table><tr><th>page</th><th>recalls</th></tr>{access_rows}</table>' if access_rows
-            else "<p class='muted'>No page was recalled.</p>")),
+        ("timeline", "Timeline: pages in history order", _timeline_html(info, pages, context)),
+        ("clusters", "Cluster forest", _forest_html(info.clusters, {p.id: p.status for p in info.pages})),
+        ("bookmarks", "Bookmarks in the context", _bookmarks_html(info)),
+        ("recalls", "Recalls", _recalls_html(info)),
     ]
     nav = "".join(f'<a href="#{sid}">{_e(heading.split(":")[0])}</a>' for sid, heading, _ in sections)
     body = "\n".join(f'<section id="{sid}"><h2>{_e(heading)}</h2>{html}</section>' for sid, heading, html in sections)
@@ -393,7 +394,7 @@ def render_report(
 <style>{_CSS}</style>
 </head><body>
 <header><h1>Thread <code>{_e(info.thread_id)}</code></h1>
-<div class="stats">{''.join(stats)}</div>
+<div class="stats">{''.join(_stats(info))}</div>
 <nav>{nav}</nav></header>
 <main>
 {body}
@@ -401,3 +402,48 @@ def render_report(
 <script>{_JS}</script>
 </body></html>
 """
+
+
+def _stats(info: Inspection) -> list[str]:
+    cp = info.checkpoint
+    stats = [
+        f"<span><b>{len(info.pages)}</b> pages</span>",
+        f"<span><b>{len(info.clusters)}</b> clusters</span>",
+        f"<span><b>{sum(p.tokens for p in info.pages)}</b> tokens in pages</span>",
+        f"<span>store records: {_e(', '.join(f'{n} {k}' for k, n in info.records.items()))}</span>",
+    ]
+    if cp is not None:
+        stats += [
+            f"<span>view <b>{cp.tokens}</b> of a <b>{cp.budget}</b>-token budget</span>",
+            f"<span>{cp.messages} messages in state ({_e(cp.mode)} mode), user turn {cp.turn}</span>",
+            f"<span class='muted'>checkpoint {_e(cp.checkpoint_id)} · {_e(cp.created_at)}</span>",
+        ]
+    return stats
+
+
+def _timeline_html(info: Inspection, pages: Mapping[str, Page], context: Sequence[BaseMessage] | None) -> str:
+    scale = int(nice_ceiling(max((p.tokens for p in info.pages), default=0)))
+    legend = "".join(f"<li><span class='badge'>{_e(k)}</span> {_e(v)}</li>" for k, v in _STATUS_TEXT.items()
+                     if any(p.status == k for p in info.pages))
+    timeline = "".join(_page_html(row, pages.get(row.id), scale) for row in info.pages)
+    return ('<button type="button" onclick="setAll(true)">Expand all</button>'
+            '<button type="button" onclick="setAll(false)">Collapse all</button>'
+            f'{_bar_scale(scale)}<ul class="legend muted">{legend}</ul>'
+            f'<ol class="timeline">{timeline or "<li class=muted>No pages.</li>"}{_tail_html(info, context)}</ol>')
+
+
+def _bookmarks_html(info: Inspection) -> str:
+    lines = info.checkpoint.bookmarks if info.checkpoint else []
+    bookmarks = "".join(f"<li class='bookmark-line'><code>{_e(b)}</code></li>" for b in lines)
+    return f'<ul class="bookmarks">{bookmarks}</ul>' if bookmarks else "<p class='muted'>None (or no checkpoint read).</p>"
+
+
+def _recalls_html(info: Inspection) -> str:
+    recall_rows = "".join(_recall_html(r) for r in info.recalls)
+    accessed = sorted((p for p in info.pages if p.access_count), key=lambda p: (-p.access_count, page_number(p.id)))
+    access_rows = "".join(f"<tr><td>{_page_link(p.id)}</td><td>{p.access_count}</td></tr>" for p in accessed)
+    return ((f'<table><tr><th>result message</th><th>asked</th><th>pages returned</th><th>where</th><th>kept as</th>'
+             f'</tr>{recall_rows}</table>' if recall_rows else "<p class='muted'>No recall results found.</p>")
+            + "<h3>Access counts</h3>"
+            + (f'<table><tr><th>page</th><th>recalls</th></tr>{access_rows}</table>' if access_rows
+               else "<p class='muted'>No page was recalled.</p>"))
