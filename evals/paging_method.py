@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.graph.message import add_messages
 from langgraph.store.memory import InMemoryStore
 
 from evals.methods import COUNTER, Context, cap_to_budget
@@ -103,7 +102,7 @@ class PagingSession:
         self.state.append(message)
         if isinstance(message, HumanMessage):
             result = self.step(self.state, self.paging)
-            self.state = add_messages(self.state, result.updates) if result.updates else self.state
+            self.state = result.apply(self.state) if result.updates else self.state
             self.paging = result.state.to_value()
 
     def _rank(self, question: str, bookmarks: list[tuple[str, list[str]]]) -> list[str]:

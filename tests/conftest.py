@@ -1,22 +1,18 @@
 import contextlib
 import importlib.util
 import inspect
-import sys
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from backends import (
+from tests.support.backends import (
     BACKENDS,
     DATABASE_OF,
     LOCAL_FACTORIES,
     StoreLoop,
     truncate_store_tables,
 )
-from postgres_server import fresh_database, postgres_uri_fixture, unavailable  # noqa: F401
+from tests.support.postgres_server import fresh_database, postgres_uri_fixture, unavailable  # noqa: F401
 
 STORE_FACTORIES = LOCAL_FACTORIES  # the in-process backends; Postgres ones come from fixtures below
 

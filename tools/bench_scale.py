@@ -50,7 +50,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -69,8 +69,8 @@ from langgraph.store.sqlite import SqliteStore
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evals/ sits beside tools/ (not installed)
 from evals.policy_spec import paging_options, split_specs  # noqa: E402  (specs hold commas)
 from langmem_paging import InMemoryBM25Index, Page, PagingConfig, PagingState, TokenCounter
-from langmem_paging.library_messages import format_bookmark
 from langmem_paging.graph_state import prepare_view, state_update
+from langmem_paging.library_messages import format_bookmark
 from langmem_paging.pager import Pager
 from langmem_paging.records import messages_digest
 from langmem_paging.store import PageStore
@@ -261,7 +261,7 @@ def header() -> dict[str, Any]:
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "versions": versions,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "argv": sys.argv[1:],
     }
@@ -488,7 +488,7 @@ def bench_recall(args, workdir: Path) -> list[dict[str, Any]]:
                     id=f"p{number}", messages=msgs, bookmark=format_bookmark(f"p{number}", list(chat._topic)),
                     keywords=list(chat._topic), token_count=counter.count_text(text) + 3 * len(msgs),
                     boundary=BOUNDARY, created_turn=number, order=number * PAGE_MESSAGES,
-                    digest=messages_digest(msgs), features={"terms": {w: 1.0 for w in chat._topic}},
+                    digest=messages_digest(msgs), features={"terms": dict.fromkeys(chat._topic, 1.0)},
                 ))
             generate_s += time.perf_counter() - g0
             pager.page_store.commit(thread, pages=pages, nodes=[], state=state)
@@ -503,7 +503,7 @@ def bench_recall(args, workdir: Path) -> list[dict[str, Any]]:
             by_id.append((time.perf_counter() - t) * 1e3)
             assert pid in answer.accessed, answer.content[:200]
 
-        def query() -> str:
+        def query(topics: list = topics, rng: random.Random = rng, n: int = n) -> str:
             topic = topics[rng.randrange(n)]
             return f"what did we say about {' '.join(rng.sample(topic, rng.choice([1, 2])))}"
 
@@ -568,7 +568,7 @@ def rss_worker(params: dict[str, Any]) -> dict[str, Any]:
                 continue
             result = pager.step(list(messages), paging, thread, overhead=0)
             if result.updates:
-                messages = add_messages(messages, result.updates)
+                messages = result.apply(messages)
             paging = result.state.to_value()
             if paging["next"]["p"] - 1 >= params["pages"]:
                 break

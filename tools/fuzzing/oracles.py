@@ -1,0 +1,195 @@
+"""The invariants a case checks at every model call (oracles over prompts, recalls, histories)."""
+
+from __future__ import annotations
+
+import re
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from langmem_paging import (
+    PagingState,
+)
+from langmem_paging.library_messages import bookmark_message
+from langmem_paging.messages import is_pinned, is_user_turn, library_mark, tool_call_ids
+
+# -- checks ------------------------------------------------------------------------------------
+
+
+def chat_problems(messages: list[BaseMessage]) -> list[tuple[str, frozenset]]:
+    """Violations of the chat APIs' tool-pair rules (`tests/harness.assert_valid_chat`), as
+    ``(problem, call ids involved)``."""
+    out: list[tuple[str, frozenset]] = []
+    open_calls: set[str] = set()
+    for i, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in open_calls:
+                before = messages[i - 1] if i else None
+                what = (
+                    "bookmark"
+                    if before is not None and library_mark(before)
+                    else (before.type if before else "start")
+                )
+                out.append(
+                    (
+                        f"tool result at {i} without its call (after a {what} message)",
+                        frozenset([message.tool_call_id]),
+                    )
+                )
+            open_calls.discard(message.tool_call_id)
+            continue
+        if open_calls:
+            out.append((f"unanswered tool calls before message {i} ({message.type})", frozenset(open_calls)))
+            open_calls = set()
+        if isinstance(message, AIMessage):
+            open_calls = set(tool_call_ids(message))
+        if isinstance(message, SystemMessage) and i != 0:
+            out.append(("system message not first", frozenset()))
+    return out
+
+
+_TAG = re.compile(r"<(/?)(page|message|cluster)\b[^>]*>")
+
+
+def recall_structure_problems(content: str) -> list[str]:
+    """Recall results are ``<page>`` elements of ``<message>`` elements (pages may sit in a
+    ``<cluster>``); any other tag order means stored text passes for structure. A page cut into
+    parts may end inside a message and start in the middle of one."""
+    stack: list[str] = []
+    parted = False
+    problems = []
+    allowed_parent = {"page": {None, "cluster"}, "message": {"page"}, "cluster": {None}}
+    for match in _TAG.finditer(content):
+        closing, name = match.group(1) == "/", match.group(2)
+        if closing:
+            if parted and name == "page" and stack[-2:] == ["page", "message"]:
+                stack.pop()  # a part ends inside a long message
+            if parted and name == "message" and stack[-1:] == ["page"]:
+                continue  # a part starts inside a long message
+            if not stack or stack[-1] != name:
+                problems.append(
+                    f"stray </{name}> at {match.start()}: "
+                    f"{content[max(0, match.start() - 60) : match.end() + 20]!r}"
+                )
+                break
+            stack.pop()
+        else:
+            parent = stack[-1] if stack else None
+            if parent not in allowed_parent[name]:
+                problems.append(
+                    f"<{name}> inside <{parent}> at {match.start()}: "
+                    f"{content[max(0, match.start() - 60) : match.end() + 20]!r}"
+                )
+                break
+            if name == "page":
+                parted = ' part="' in match.group(0)
+            stack.append(name)
+    if stack and not problems:
+        problems.append(f"unclosed {stack}")
+    return problems
+
+
+def same_messages(a: list[BaseMessage], b: list[BaseMessage]) -> str | None:
+    """None if equal, else where they first differ."""
+    if a == b:
+        return None
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return (
+                f"first difference at {i} of {len(a)} vs {len(b)}: "
+                f"got {x.type}:{x.id}:{str(x.content)[:80]!r} "
+                f"expected {y.type}:{y.id}:{str(y.content)[:80]!r}"
+            )
+    extra = a[len(b) :] or b[len(a) :]
+    which = "rebuilt has extra" if len(a) > len(b) else "rebuilt is missing"
+    return f"{which} {len(extra)} messages at the end ({len(a)} vs {len(b)}): " + ", ".join(
+        f"{m.type}:{m.id}:{str(m.content)[:40]!r}" for m in extra[:4]
+    )
+
+
+def order_label(got: list[BaseMessage], want: list[BaseMessage]) -> str:
+    """Name a loss that is only a reordering."""
+    def key(m):
+        return (m.id or "", m.type, repr(m.content))
+    if sorted(map(key, got)) == sorted(map(key, want)):
+        return " (same messages, another order)"
+    return ""
+
+
+def tail_of(history: list[BaseMessage], expected: list[BaseMessage]) -> list[BaseMessage]:
+    """What `history` has beyond the messages of `expected` (to compare the rest as a multiset)."""
+    seen = {(m.id, repr(m.content)) for m in expected}
+    return [m for m in history if (m.id, repr(m.content)) not in seen]
+
+
+def in_history_order(kept: list[BaseMessage], history: list[BaseMessage]) -> list[BaseMessage]:
+    """The messages a rewrite kept (`kept`, bookmarks expanded in place) in the order `history`
+    has them: a kept cluster bookmark stands for pages from several places in the history, and
+    keeping messages never reorders them. Messages `history` lacks leave the order as it is."""
+    where: dict[tuple, list[int]] = {}
+    for i, m in enumerate(history):
+        where.setdefault((m.id, repr(m.content)), []).append(i)
+    found = []
+    for m in kept:
+        spots = where.get((m.id, repr(m.content)))
+        if not spots:
+            return list(kept)
+        found.append(spots.pop(0))
+    return [m for _, m in sorted(zip(found, kept, strict=False), key=lambda x: x[0])]
+
+
+def stuck_label(state: PagingState, count) -> str:
+    """The known cause of an unexplained over-budget step: resident pages whose bookmark costs as
+    much as the page, and no cluster to fold them into."""
+    stuck = [
+        pid
+        for pid, page in state.pages.items()
+        if count(bookmark_message(pid, page.bookmark, page.ids[0])) >= page.tokens
+    ]
+    if stuck and not state.clusters:
+        return " (resident pages no smaller than their bookmarks, no cluster to take them)"
+    return ""
+
+
+def library_tokens(view, count) -> int:
+    return sum(count(m) for m in view if library_mark(m))
+
+
+def generous_protected(
+    view: list[BaseMessage], count, recalled: set[str] = frozenset(), library: set[str] | None = None
+) -> int:
+    """Tokens of what no eviction may take, counted generously: system and pinned messages,
+    the library's own messages, everything from the newest user message on, unanswered calls,
+    and the tool group of a recall result the last recall added. With `library` (the ids of the
+    bookmarks the paging state shows), a human message is a user turn unless it is one of them:
+    metadata alone can be copied into a user's message, which is still the newest user turn."""
+    if library is None:
+        newest = max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
+    else:
+        newest = max((i for i, m in enumerate(view) if isinstance(m, HumanMessage) and m.id not in library),
+                     default=len(view))
+    answered = {m.tool_call_id for m in view if isinstance(m, ToolMessage)}
+    recalled_calls = {m.tool_call_id for m in view if isinstance(m, ToolMessage) and m.id in recalled}
+    for m in view:  # the whole tool group of a recall result
+        if set(tool_call_ids(m)) & recalled_calls:
+            recalled_calls |= set(tool_call_ids(m))
+    total = 0
+    for i, m in enumerate(view):
+        if (
+            i >= newest
+            or is_pinned(m)
+            or library_mark(m)
+            or not m.id
+            or m.id in recalled
+            or any(c not in answered or c in recalled_calls for c in tool_call_ids(m))
+            or (isinstance(m, ToolMessage) and m.tool_call_id in recalled_calls)
+        ):
+            total += count(m)
+    return total
+
+
