@@ -86,7 +86,7 @@ def test_a_new_message_reusing_an_evicted_message_id_is_shown():
     first = page_messages(history, max_tokens=12, boundary="fixed_2", token_counter=len, text_counter=COUNTER,
                           bookmark_share=1.0)
     evicted = first.evicted[0]
-    page_ids = list((first.evicted_ids[evicted]))
+    page_ids = list(first.evicted_ids[evicted])
     reused = HumanMessage("Edited text that reuses an old id.", id=page_ids[1])  # not the bookmark's id
     later = page_messages([*first.view, AIMessage("ok", id="o"), reused], max_tokens=40,
                           state=first.state.to_value(), boundary="fixed_2", token_counter=len,
