@@ -1,7 +1,7 @@
 """Phase 6: the cold tier. Old bookmarks fold into cluster bookmarks when they pass their share;
 pages evicted with no bookmark of their own (smaller than it) go into the nearest cluster now;
-bookmarks whose message the app removed or replaced (orphans) fold into the nearest cluster, or
-are dropped from the view (their pages stay stored and recallable)."""
+bookmarks whose message another message replaced (displaced) fold into the nearest cluster;
+bookmarks the app removed leave the view (their pages stay stored and recallable by id)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ __all__ = ["fold"]
 def fold(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str], direct: Sequence[str]) -> Flow[None]:
     """Plan the unions, reserve cluster numbers, and show the new roots where their first member was."""
     state = ctx.state
-    displaced = [cid for cid in orphan_clusters if state.clusters[cid].anchor in ctx.position]
+    orphans, orphan_clusters = _drop_removed(ctx, orphans, orphan_clusters)
     position = _ours(ctx, orphans, orphan_clusters)
     plan = plan_folds(state, position, ctx.options.clusters, count_message=ctx.options.count_message,
-                      orphans=orphans, orphan_clusters=orphan_clusters, direct=direct, displaced=displaced)
+                      orphans=orphans, orphan_clusters=orphan_clusters, direct=direct,
+                      displaced=list(orphan_clusters))
     _forget_unhoused(state, plan, orphans, orphan_clusters)
     if not plan:
         return
@@ -51,6 +52,20 @@ def _show_roots(ctx: StepContext, entries: dict[str, ClusterEntry], position: Ma
         ctx.state.clusters[cluster_id] = entry
         if entry.anchor in position:
             ctx.replace[entry.anchor] = message
+
+
+def _drop_removed(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str]
+                  ) -> tuple[list[str], list[str]]:
+    """Bookmarks the app removed from the context (a summary replaced the history, an old message was
+    deleted) leave the view with what they stood for: their pages are deleted history, never folded
+    into another cluster (they stay stored and recallable by id). Returns the orphans that were
+    displaced instead: another message took their id; those still fold."""
+    state = ctx.state
+    for page_id in [p for p in orphans if state.shown[p].anchor not in ctx.position]:
+        _retire(state, page_id)
+    for cluster_id in [c for c in orphan_clusters if state.clusters[c].anchor not in ctx.position]:
+        state.clusters.pop(cluster_id)
+    return [p for p in orphans if p in state.shown], [c for c in orphan_clusters if c in state.clusters]
 
 
 def _ours(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str]) -> Mapping[str, int]:

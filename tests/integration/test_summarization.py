@@ -1,0 +1,88 @@
+"""Summarizing a paged thread deletes what it summarized: deleted pages never come back.
+
+LangChain's `SummarizationMiddleware` writes ``RemoveMessage(REMOVE_ALL_MESSAGES)``, a summary and
+the last messages it keeps. A bookmark it removed used to count as an "orphan" that folds into
+the nearest cluster still shown, so when the kept messages held a cluster bookmark, the deleted
+pages came back behind it: the model was shown them, and `reconstruct_history` returned them.
+"""
+
+from __future__ import annotations
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.store.memory import InMemoryStore
+
+from langmem_paging import PageStore, PagingMiddleware, page_messages, reconstruct_history
+from langmem_paging.messages import is_bookmark, library_mark, merge_messages
+from langmem_paging.testing import ScriptedChatModel
+
+
+def _fact(i: int) -> HumanMessage:
+    return HumanMessage(f"Fact {i}: " + " ".join(f"w{i}x{j}" for j in range(10)), id=f"h{i}")
+
+
+def test_a_summary_keeping_a_cluster_bookmark_does_not_bring_the_deleted_pages_back():
+    options = {"max_tokens": 160, "boundary": "fixed_2", "bookmark_share": 0.5}
+    messages, paging, pages, nodes = [], None, {}, {}
+
+    def step():
+        nonlocal messages, paging
+        result = page_messages(messages, state=paging, pages=pages, **options)
+        messages, paging = result.apply(messages), result.state.to_value()
+        pages.update({p.id: p for p in result.pages})
+        nodes.update({n.id: n for n in result.nodes})
+
+    for i in range(5):
+        messages = merge_messages(messages, [_fact(i)])
+        step()
+        messages = merge_messages(messages, [AIMessage(f"Noted {i}.", id=f"a{i}")])
+    kept = messages[-3:]
+    assert library_mark(kept[0]).get("cluster"), "the scenario keeps a cluster bookmark"
+    expected = [m.id for m in reconstruct_history(kept, pages, clusters=nodes, state=paging)]
+    messages = merge_messages(messages, [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary.", id="s"),
+                                         *kept])
+    for k in range(3):
+        messages = merge_messages(messages, [HumanMessage(f"Question {k} about glaciers", id=f"q{k}")])
+        step()
+        messages = merge_messages(messages, [AIMessage(f"Answer {k}.", id=f"b{k}")])
+    rebuilt = [m.id for m in reconstruct_history(messages, pages, clusters=nodes, state=paging)]
+    assert rebuilt == ["s", *expected, "q0", "b0", "q1", "b1", "q2", "b2"]
+
+
+def test_langchains_summarization_of_an_agent_thread_deletes_what_it_summarized():
+    store = InMemoryStore()
+    paging = PagingMiddleware(max_tokens=400, boundary="fixed_2", bookmark_share=0.5)
+    agent = create_agent(ScriptedChatModel(responses=[f"Noted {i}." for i in range(40)]), middleware=[paging],
+                         store=store, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    page_store = PageStore(store)
+
+    def history(values):
+        return reconstruct_history(values["messages"], lambda p: page_store.get("t", p),
+                                   clusters=lambda c: page_store.get_cluster("t", c), state=values["paging"])
+
+    values: dict = {}
+    for i in range(30):
+        values = agent.invoke({"messages": [_fact(i)]}, config)
+        clusters = [k for k, m in enumerate(values["messages"]) if library_mark(m).get("cluster")]
+        if len(clusters) >= 2:
+            break
+    assert len(clusters) >= 2, "the thread has two cluster bookmarks"
+    keep = len(values["messages"]) - clusters[1]  # the kept messages start at the second cluster bookmark
+    summarizer = SummarizationMiddleware(model=ScriptedChatModel(responses=["Summary: bees and lakes."]),
+                                         trigger=("messages", 2), keep=("messages", keep))
+    update = summarizer.before_model(values, None)  # what LangChain's middleware writes
+    assert update is not None and isinstance(update["messages"][0], RemoveMessage)
+    kept = [m for m in update["messages"][1:] if m.id in {k.id for k in values["messages"]}]
+    assert any(is_bookmark(m) for m in kept), "the summary keeps a cluster bookmark"
+    before = {m.id for m in history(values)}
+    expected = {m.id for m in history({"messages": kept, "paging": values["paging"]})}
+    deleted = before - expected
+    agent.update_state(config, update)
+    for i in range(100, 103):
+        values = agent.invoke({"messages": [_fact(i)]}, config)
+    after = {m.id for m in history(values)}
+    assert deleted and not (deleted & after), f"deleted messages came back: {sorted(deleted & after)}"
