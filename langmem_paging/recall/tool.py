@@ -54,13 +54,14 @@ def _paging_state(runtime: ToolRuntime) -> Any:
 
 
 def _call(runtime: ToolRuntime, name: str) -> tuple[Any, int]:
-    """The model's message that made this call, and how many calls of this tool it made (they
-    share the room)."""
+    """The model's message that made this call, and how many tool calls it made at once: their
+    results arrive together, so a recall gets its share of the room (the next step pages a sibling
+    result over its share on arrival)."""
     messages = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
     for message in reversed(messages):
         calls = getattr(message, "tool_calls", None)
         if calls:
-            return message, max(1, sum(1 for c in calls if c.get("name") == name))
+            return message, max(1, len(calls))
     return None, 1
 
 

@@ -54,6 +54,8 @@ class StepContext:
     """The view cut into units (a tool-call message with its results is one unit)."""
     protected: set[int] = field(default_factory=set)
     """Indexes into `units` of what nothing may evict."""
+    latest_group: int | None = None
+    """Index into `units` of the turn's latest tool group (an AI message with its results), if any."""
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Tool calls in the view by call id (a result paged late still names its call)."""
     orphans: list[str] = field(default_factory=list)

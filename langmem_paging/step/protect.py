@@ -17,7 +17,7 @@ __all__ = ["protect", "protected_tokens"]
 def protect(ctx: StepContext) -> None:
     """Cut the view into units and mark the protected ones; index the view's tool calls."""
     ctx.units = split_units(ctx.messages)
-    latest_group = _latest_tool_group(ctx)
+    latest_group = ctx.latest_group = _latest_tool_group(ctx)
     library = ctx.library_keys()
     ctx.protected = {k for k, unit in enumerate(ctx.units)
                      if _in_current_turn(ctx, k, unit, latest_group) or _kept(ctx, unit, library)}
