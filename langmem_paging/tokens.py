@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import tiktoken
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-__all__ = ["TokenCounter", "encoding_for_model", "get_encoding", "message_text", "loaded_counter", "model_name", "shared_counter"]
+__all__ = ["TokenCounter", "encoding_for_model", "get_encoding", "message_text", "loaded_counter", "model_name", "shared_counter", "wire_text"]
 
 _BLOB_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -127,27 +127,48 @@ def encoding_for_model(model: Any) -> str:
     return "cl100k_base"
 
 
-def message_text(message: BaseMessage) -> str:
-    """The text a model receives for one message: content blocks and tool calls."""
+def _content_text(message: BaseMessage) -> str:
     content = message.content
     if isinstance(content, str):
-        text = content
-    else:
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            elif isinstance(block, dict):
-                parts.append(json.dumps(block, sort_keys=True, default=str))
-        text = "\n".join(parts)
-    if isinstance(message, AIMessage) and message.tool_calls:
-        calls = [
-            json.dumps({"name": c["name"], "args": c["args"]}, sort_keys=True, default=str)
-            for c in message.tool_calls
-        ]
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict):
+            parts.append(json.dumps(block, sort_keys=True, default=str, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text a model reads in one message: content blocks, tool calls (name and arguments, in
+    real Unicode), and malformed calls with their raw argument string."""
+    text = _content_text(message)
+    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        calls = [json.dumps({"name": c["name"], "args": c["args"]}, sort_keys=True, default=str, ensure_ascii=False)
+                 for c in message.tool_calls]
+        calls += [f"{c.get('name') or ''}({c.get('args') or ''})" for c in message.invalid_tool_calls]
         text = "\n".join([text, *calls]) if text else "\n".join(calls)
+    return text
+
+
+def wire_text(message: BaseMessage) -> str:
+    """What a chat API receives for one message, as counted: its content, tool calls in the OpenAI
+    wire form (call ids, names, JSON-encoded arguments; a malformed call's raw argument string), a
+    tool result's call id."""
+    text = _content_text(message)
+    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+        calls = [{"id": c.get("id"), "type": "function",
+                  "function": {"name": c["name"], "arguments": json.dumps(c["args"], default=str, ensure_ascii=False)}}
+                 for c in message.tool_calls]
+        calls += [{"id": c.get("id"), "type": "function",
+                   "function": {"name": c.get("name") or "", "arguments": c.get("args") or ""}}
+                  for c in message.invalid_tool_calls]
+        return f"{text}\n{json.dumps(calls, ensure_ascii=False)}" if text else json.dumps(calls, ensure_ascii=False)
+    if isinstance(message, ToolMessage):
+        return f"{message.tool_call_id}\n{text}"
     return text
 
 
@@ -206,10 +227,10 @@ class TokenCounter:
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message including the per-message chat overhead."""
         content = message.content
-        if isinstance(content, str) and not getattr(message, "tool_calls", None):
+        if isinstance(content, str) and not isinstance(message, (AIMessage, ToolMessage)):
             text, fingerprint = content, (message.type, hash(content))  # str hashes are cached
         else:
-            text = message_text(message)
+            text = wire_text(message)
             fingerprint = (message.type, hash(text))
         if message.id is not None:
             with self._lock:

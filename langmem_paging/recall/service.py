@@ -154,9 +154,7 @@ class RecallService:
 
 def _resolve(plan: RecallPlan, branch: PagingState) -> tuple[list[str], list[str], list[str]]:
     """The pages and clusters to read, and notes on what was asked but cannot be."""
-    notes = []
-    if plan.malformed:
-        notes.append(f"Not page or cluster ids: {_listed(plan.malformed, 5)}. Ids look like 'p3' or 'c2'.")
+    notes = []  # most useful first: a small result clips the rest
     unknown = [p for p in plan.page_ids if not branch.owns("p", page_number(p))]
     unknown += [c for c in plan.cluster_ids if not branch.owns("c", cluster_number(c))]
     resident = [p for p in plan.page_ids if p in branch.pages]
@@ -164,6 +162,8 @@ def _resolve(plan: RecallPlan, branch: PagingState) -> tuple[list[str], list[str
         notes.append(f"No such page or cluster in this conversation: {_listed(unknown)}.")
     if resident:
         notes.append(f"Already in your context, not paged out: {_listed(resident)}.")
+    if plan.malformed:
+        notes.append(f"Not page or cluster ids: {_listed(plan.malformed, 5)}. Ids look like 'p3' or 'c2'.")
     wanted = [p for p in plan.page_ids if p not in unknown and p not in resident]
     clusters = [c for c in plan.cluster_ids if c not in unknown]
     return wanted, clusters, notes

@@ -19,7 +19,7 @@ from langmem_paging.messages import Unit, library_mark, recall_copy_pages
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.form import Draft, form_pages
 
-__all__ = ["page_large_results"]
+__all__ = ["page_large_results", "trim_latest_group"]
 
 Arrival = tuple[int, ToolMessage]
 
@@ -31,6 +31,30 @@ def page_large_results(ctx: StepContext) -> Flow[None]:
     arrivals = [(i, r) for i, r in _pageable_results(ctx) if limit is not None and ctx.counts[i] > limit]
     arrivals += _over_the_groups_room(ctx, [a for a in _latest_group_results(ctx) if a not in arrivals])
     arrivals = [(i, r) for i, r in arrivals if _stub_saves(ctx, i, r)]
+    yield from _page_on_arrival(ctx, arrivals)
+
+
+def trim_latest_group(ctx: StepContext) -> Flow[None]:
+    """After the step, still over budget (measured): the latest group's largest results not paged
+    yet go behind stubs until the view fits (the room estimate at arrival did not know the bookmarks
+    eviction would add)."""
+    over = ctx.measured_total() - ctx.options.budget
+    if over <= 0:
+        return
+    count = ctx.options.count_message
+    chosen: list[Arrival] = []
+    for i, result in sorted(_latest_group_results(ctx), key=lambda a: (-ctx.counts[a[0]], a[0])):
+        if over <= 0:
+            break
+        if ctx.keys[i] in ctx.replace or not _stub_saves(ctx, i, result):
+            continue
+        chosen.append((i, result))
+        over -= ctx.counts[i] - count(tool_result_stub("p999999", result, ctx.calls.get(result.tool_call_id),
+                                                       ctx.counts[i]))
+    yield from _page_on_arrival(ctx, chosen)
+
+
+def _page_on_arrival(ctx: StepContext, arrivals: list[Arrival]) -> Flow[None]:
     if not arrivals:
         return
     drafts = [Draft([Unit(i, (result,))], kind="tool_result") for i, result in arrivals]
@@ -63,6 +87,14 @@ def _latest_group_results(ctx: StepContext) -> list[Arrival]:
     return [(i, r) for i, r in _pageable_results(ctx) if unit.start <= i < unit.end]
 
 
+def _tokens_now(ctx: StepContext, i: int) -> int:
+    """Tokens of the view's message `i` as the step has left it (0 when dropped)."""
+    current = ctx.current(ctx.keys[i])
+    if current is None:
+        return 0
+    return ctx.counts[i] if current is ctx.messages[i] else ctx.options.count_message(current)
+
+
 def _over_the_groups_room(ctx: StepContext, results: list[Arrival]) -> list[Arrival]:
     """The group's largest results, while the group exceeds the room the budget leaves beside what
     nothing may evict (measured as the step has left it, stubs of larger results included)."""
@@ -70,9 +102,8 @@ def _over_the_groups_room(ctx: StepContext, results: list[Arrival]) -> list[Arri
         return []
     count = ctx.options.count_message
     mine = {i for i, _ in results}
-    others = sum(ctx.counts[i] if (m := ctx.current(ctx.keys[i])) is ctx.messages[i] else count(m)
-                 for k in ctx.protected for i in range(ctx.units[k].start, ctx.units[k].end)
-                 if i not in mine and ctx.current(ctx.keys[i]) is not None)
+    others = sum(_tokens_now(ctx, i) for k in ctx.protected for i in range(ctx.units[k].start, ctx.units[k].end)
+                 if i not in mine)
     room = ctx.options.budget - others
     size = sum(ctx.counts[i] for i in mine)
     chosen: list[Arrival] = []

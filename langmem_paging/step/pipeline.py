@@ -1,6 +1,7 @@
 """The paging step, pure: the context and the branch's paging state in, the paged context out.
 
-reconcile -> number -> protect -> page large results -> evict -> tiers -> fold -> settle -> finish,
+reconcile -> number -> protect -> page tool results on arrival -> evict -> tiers -> fold -> settle ->
+trim the latest tool group -> finish,
 each phase a function over one `StepContext`. The step works on the *view*: the messages the
 model would receive (in replace mode the state's messages; in view mode the history as the last
 step left it shown). Its work is proportional to the view, which the budget bounds, never to the
@@ -16,7 +17,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.effects import Flow
-from langmem_paging.step.arrival import page_large_results
+from langmem_paging.step.arrival import page_large_results, trim_latest_group
 from langmem_paging.step.context import StepContext, start
 from langmem_paging.step.evict import evict, evict_resident, unbookmarked
 from langmem_paging.step.finish import finish
@@ -45,6 +46,7 @@ def paging_step(view: Sequence[BaseMessage], state_value: Any, options: StepOpti
     yield from present_warm(ctx)
     yield from fold(ctx, ctx.orphans, ctx.orphan_clusters, unbookmarked(ctx))
     yield from settle(ctx)
+    yield from trim_latest_group(ctx)
     return finish(ctx)
 
 

@@ -84,7 +84,7 @@ class FaultInjectingStore(BaseStore):
         return bool(getattr(self.store, "supports_ttl", False))
 
     @property
-    def ttl_config(self) -> Any:
+    def ttl_config(self) -> Any:  # type: ignore[override]
         return getattr(self.store, "ttl_config", None)
 
     def arm(self, *, fail_at: Iterable[int] = (), p: float = 0.0) -> None:

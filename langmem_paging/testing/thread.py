@@ -8,18 +8,19 @@ goes through the real `recall` tool, with a `ToolRuntime` holding the thread's s
 tool schemas (the recall tool's included), as the middleware counts them.
 
 Example:
-    >>> thread = PagingThread(max_tokens=400, boundary="fixed_2")
-    >>> cities = ["Lisbon", "Kyoto", "Quito", "Oslo", "Rome", "Lima", "Accra", "Hanoi", "Tromso", "Cusco", "Perth"]
+    >>> thread = PagingThread(max_tokens=480, boundary="fixed_2")
+    >>> cities = ["Lisbon", "Kyoto", "Quito", "Oslo", "Rome", "Lima", "Accra", "Hanoi", "Tromso", "Cusco",
+    ...           "Perth", "Dakar", "Riga", "Porto", "Seoul", "Cairo", "Delhi", "Bern", "Nice", "Baku"]
     >>> for city in cities:
     ...     _ = thread.turn(f"I will fly to {city} on Friday.", "Noted.")
     >>> [m.content for m in thread.prompt][:2]
-    ['[c16:Accra,Kyoto,Lisbon,Rome,Tromso,Friday|5 of p1-p9]', '[c14:Hanoi,Lima,Oslo,Quito,Friday,fly|4 of p3-p8]']
+    ['[c24:Accra,Kyoto,Lisbon,Perth,Riga,Rome|7 of p1-p13]', '[c26:Cusco,Dakar,Hanoi,Lima,Oslo,Porto|7 of p3-p14]']
     >>> print(thread.call_recall(query="Kyoto").content)
     <page id="p2" excerpt="messages 1-2 of 2">
     <message from="user">I will fly to Kyoto on Friday.</message>
     <message from="assistant">Noted.</message>
     </page>
-    >>> thread.step().over_budget, thread.tokens <= 400
+    >>> thread.step().over_budget, thread.tokens <= 480
     (False, True)
     >>> [m.content for m in thread.history()][:2]
     ['I will fly to Lisbon on Friday.', 'Noted.']

@@ -269,7 +269,8 @@ def test_a_search_recall_that_fills_the_room_keeps_the_next_prompt_within_budget
         state = agent.invoke({"messages": ["What do you know about the beehives?"]}, config)
     result = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     if not reasoning_words:
-        assert COUNTER.count_text(result.content) > budget // 3  # it did fill the room, not a third of it
+        cap = result.artifact[METADATA_KEY]["spec"]["max_tokens"]
+        assert COUNTER.count_text(result.content) > cap // 2  # it did fill the room, not a small part of it
     assert result.content.count("<page id=") >= 2
     message_budget = budget - COUNTER.count_tools(paging.tools)
     assert COUNTER(model.prompts[-1]) <= message_budget

@@ -160,7 +160,8 @@ def test_cap_to_budget_keeps_the_tail_and_tool_groups_whole():
     call = AIMessage("", tool_calls=[{"name": "recall", "args": {}, "id": "c1"}], id="a")
     msgs = [HumanMessage("old " * 50, id="h0"), call, ToolMessage("x " * 50, tool_call_id="c1", id="t"),
             HumanMessage("question", id="q")]
-    kept, over = method_lib.cap_to_budget(msgs, 75, keep_from=3)  # 54 + (13 + 54) + 4 tokens
+    tail = sum(method_lib.COUNTER.count_message(m) for m in msgs[1:])  # the tool group and the question
+    kept, over = method_lib.cap_to_budget(msgs, tail + 10, keep_from=3)  # not the 54-token old message
     assert over and [m.id for m in kept] == ["a", "t", "q"]
     kept, over = method_lib.cap_to_budget(msgs, 20, keep_from=3)
     assert over and [m.id for m in kept] == ["q"]
