@@ -6,22 +6,25 @@ bookmarks the app removed leave the view (their pages stay stored and recallable
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from langmem_paging.clusters import FoldPlan, materialize, plan_folds
+from langmem_paging.clusters import ClusterOptions, FoldPlan, materialize, plan_folds
 from langmem_paging.effects import Flow, Reserve
 from langmem_paging.library_messages import cluster_message
 from langmem_paging.state import ClusterEntry, PagingState
 from langmem_paging.step.context import StepContext
 
-__all__ = ["fold"]
+__all__ = ["fold", "fold_to_fit"]
 
 
-def fold(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str], direct: Sequence[str]) -> Flow[None]:
-    """Plan the unions, reserve cluster numbers, and show the new roots where their first member was."""
+def fold(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str], direct: Sequence[str], *,
+         clusters: ClusterOptions | None = None) -> Flow[None]:
+    """Plan the unions, reserve cluster numbers, and show the new roots where their first member was
+    (`clusters`: folding options other than the step's, to fold tighter)."""
     state = ctx.state
     orphans, orphan_clusters = _drop_removed(ctx, orphans, orphan_clusters)
     position = _ours(ctx, orphans, orphan_clusters)
-    plan = plan_folds(state, position, ctx.options.clusters, count_message=ctx.options.count_message,
+    plan = plan_folds(state, position, clusters or ctx.options.clusters, count_message=ctx.options.count_message,
                       orphans=orphans, orphan_clusters=orphan_clusters, direct=direct,
                       displaced=list(orphan_clusters))
     _forget_unhoused(state, plan, orphans, orphan_clusters)
@@ -52,6 +55,20 @@ def _show_roots(ctx: StepContext, entries: dict[str, ClusterEntry], position: Ma
         ctx.state.clusters[cluster_id] = entry
         if entry.anchor in position:
             ctx.replace[entry.anchor] = message
+
+
+def fold_to_fit(ctx: StepContext) -> Flow[None]:
+    """Still over budget once nothing else can go (what is left are pages no bigger than their
+    bookmarks, and bookmarks): bookmarks give way, folding into clusters until they have freed the
+    tokens the view is over by, before their share would make them fold."""
+    over = ctx.measured_total() - ctx.options.budget
+    state = ctx.state
+    shown = (sum(s.tokens for s in state.shown.values() if s.tier == "cold" and s.anchor in ctx.position)
+             + sum(c.tokens for c in state.clusters.values()))
+    if over <= 0 or not shown:
+        return
+    tighter = replace(ctx.options.clusters, bookmark_tokens=max(1, shown - over), fold_to=1.0)
+    yield from fold(ctx, [], [], [], clusters=tighter)
 
 
 def _drop_removed(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str]

@@ -21,7 +21,7 @@ from langmem_paging.step.arrival import page_large_results, trim_latest_group
 from langmem_paging.step.context import StepContext, start
 from langmem_paging.step.evict import evict, evict_resident, unbookmarked
 from langmem_paging.step.finish import finish
-from langmem_paging.step.fold import fold
+from langmem_paging.step.fold import fold, fold_to_fit
 from langmem_paging.step.options import StepOptions
 from langmem_paging.step.protect import protect
 from langmem_paging.step.reconcile import number_new_messages, reconcile
@@ -45,6 +45,9 @@ def paging_step(view: Sequence[BaseMessage], state_value: Any, options: StepOpti
         yield from evict(ctx)
     yield from present_warm(ctx)
     yield from fold(ctx, ctx.orphans, ctx.orphan_clusters, unbookmarked(ctx))
+    yield from settle(ctx)
+    yield from fold_to_fit(ctx)
+    ctx.total = ctx.measured_total()
     yield from settle(ctx)
     yield from trim_latest_group(ctx)
     return finish(ctx)
