@@ -18,7 +18,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import PagingMiddleware, PageStore, TokenCounter, reconstruct_history
+from langmem_paging import PageStore, PagingMiddleware, TokenCounter, reconstruct_history
 from langmem_paging.testing import ScriptedChatModel
 
 COUNTER = TokenCounter()
