@@ -1,6 +1,7 @@
 """Regression scenarios a fuzzing campaign found (compiled agents and graphs): one deterministic test per bug.
 
-Each was a `tools/fuzz.py` targeted scenario; the random campaigns are `python tools/fuzz.py`.
+Each was a `tools/fuzz.py` targeted scenario; the random campaigns are `python tools/fuzz.py`. Those whose
+test already lived in `tests/core/test_regressions.py` are tested there only (see `tests/core/test_fuzz_regressions.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import (
     PagingState,
 )
-from langmem_paging.errors import PageStoreError
 from langmem_paging.messages import library_mark
 from langmem_paging.testing.faults import FaultInjectingStore
 from tests.support.scenario_helpers import (
@@ -418,30 +418,3 @@ def test_summarization_middleware(mode: str) -> None:
         assert not summarizer.prompts or any("Summary" in str(m.content) for m in prompt), (
             f"turn {i}: the summary is not in the prompt: {[str(m.content)[:24] for m in prompt]}"
         )
-
-
-def test_recall_store_failure_recovers() -> None:
-    """The store fails while `recall` reads (retries exhausted): the run fails, and the next turn still
-    sends the model a valid chat (no tool call left without its result)."""
-    call = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"]}, "id": "r1"}])
-    agent, paging, model = scripted_agent(500, boundary="fixed_2", responses=["ok"] * 12 + [call, "done", "ok", "ok"])
-    config = {"configurable": {"thread_id": "t"}}
-    for i in range(12):
-        agent.invoke({"messages": [HumanMessage(FACTS[i], id=f"h{i}")]}, config)
-    store = paging.page_store
-
-    def broken(*args, **kwargs):
-        raise PageStoreError("the store is down") from InjectedStoreError("the store is down")
-
-    store.get_many, saved = broken, store.get_many
-    failed = None
-    try:
-        agent.invoke({"messages": [HumanMessage("What about Zarko0?", id="q1")]}, config)
-    except Exception as error:  # noqa: BLE001 - the failed turn may raise; the next one must recover
-        failed = error
-    store.get_many = saved
-    agent.invoke({"messages": [HumanMessage("Anything else?", id="q2")]}, config)
-    problems = chat_problems(model.prompts[-1])
-    assert not problems, (
-        f"after the failed turn ({type(failed).__name__}), the next turn's prompt: {problems[0][0]}"
-    )
