@@ -22,7 +22,7 @@ from langmem_paging import (
     PagingState,
 )
 from langmem_paging.messages import library_mark
-from langmem_paging.testing.faults import FaultInjectingStore
+from langmem_paging.testing import FaultInjectingStore
 from tests.support.scenario_helpers import (
     FACTS,
     agent_history,
