@@ -73,16 +73,8 @@ def test_remove_in_resident_page() -> None:
     resident = [i for page in value.pages.values() for i in page.ids]
     target = resident[0] if resident else "h9"
     agent.invoke({"messages": [RemoveMessage(id=target), HumanMessage("next", id="n1")]}, config)
-    agent.invoke(
-        {
-            "messages": [
-                RemoveMessage(id=REMOVE_ALL_MESSAGES),
-                HumanMessage("summary", id="s"),
-                HumanMessage("after", id="n2"),
-            ]
-        },
-        config,
-    )
+    summary = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("summary", id="s"), HumanMessage("after", id="n2")]
+    agent.invoke({"messages": summary}, config)
     for i in range(10, 16):
         agent.invoke({"messages": [HumanMessage(FACTS[i], id=f"h{i}")]}, config)
     history = agent_history(paging, "t", agent.get_state(config).values)
@@ -368,16 +360,9 @@ def test_view_mode_remove_all() -> None:
     )
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("Report on glaciers please", id="h1")]}, config)
-    agent.invoke(
-        {
-            "messages": [
-                RemoveMessage(id=REMOVE_ALL_MESSAGES),
-                HumanMessage("Summary: glaciers.", id="s1"),
-                HumanMessage("Next question.", id="h2"),
-            ]
-        },
-        config,
-    )
+    summary = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary: glaciers.", id="s1"),
+               HumanMessage("Next question.", id="h2")]
+    agent.invoke({"messages": summary}, config)
     prompt = model.prompts[-1]
     problems = chat_problems(prompt)
     assert not problems, problems[0][0] if problems else ""
