@@ -141,6 +141,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--with-checkpoints", action="store_true",
                    help="also delete the thread's checkpoints (checkpointer.delete_thread)")
 
+    p = sub.add_parser("forget", parents=[common],
+                       help="remove one message's text from the thread's pages and search index (privacy)")
+    p.add_argument("thread")
+    p.add_argument("message_id", help="the id of the message to forget")
+    p.add_argument("--yes", action="store_true", help="do not ask")
+
     p = sub.add_parser("report", parents=[common, encoding], help="a self-contained HTML report of a thread")
     p.add_argument("thread")
     p.add_argument("--out", required=True, help="the HTML file to write")
@@ -349,6 +355,24 @@ def _delete(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _forget(args: argparse.Namespace, out: TextIO) -> int:
+    if not args.yes and not sys.stdin.isatty():
+        raise _Fail(f"forgetting message {args.message_id!r} of thread {args.thread!r} cannot be undone; pass --yes")
+    if not args.yes:
+        answer = input(f"Forget message {args.message_id!r} of thread {args.thread!r}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            out.write("nothing forgotten\n")
+            return 1
+    with _store(args) as store:
+        if not any(record_counts(store, args.thread).values()):
+            raise _no_such_thread(args)
+        changed = PageStore(store).forget(args.thread, args.message_id)
+    if not changed:
+        raise _Fail(f"no page of thread {args.thread!r} holds message {args.message_id!r}", 1)
+    out.write(f"forgot message {args.message_id} in {', '.join(changed)} of thread {args.thread}\n")
+    return 0
+
+
 def _report(args: argparse.Namespace, out: TextIO) -> int:
     from langmem_paging.report import render_report
 
@@ -376,6 +400,7 @@ COMMANDS = {
     "export": _export,
     "import": _import,
     "delete": _delete,
+    "forget": _forget,
     "report": _report,
 }
 

@@ -149,21 +149,29 @@ class Pager:
 
     # -- recall -----------------------------------------------------------------------------
     def recall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
-               query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0) -> RecallAnswer:
+               query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
+               history: Sequence[BaseMessage] = ()) -> RecallAnswer:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch.
 
-        `share`: how many recalls the model made at once (each gets that share of the room);
-        `call_tokens`: tokens of the message that made the call (the next step protects it)."""
-        request = RecallRequest(page_ids, query, part, share, call_tokens)
+        `share`: how many tool calls the model made at once (each gets that share of the room);
+        `call_tokens`: tokens of the message that made the call (the next step protects it);
+        `history`: the state's messages (view mode: a paged message edited since is recalled as edited)."""
+        request = self._request(page_ids, query, part, share, call_tokens, history)
         flow = self.recalls.flow(thread_id, state, request, self.counter_for(state=state))
         return run(flow, self._io(thread_id, store))
 
     async def arecall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
-                      query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0) -> RecallAnswer:
+                      query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
+                      history: Sequence[BaseMessage] = ()) -> RecallAnswer:
         """Async `recall`."""
-        request = RecallRequest(page_ids, query, part, share, call_tokens)
+        request = self._request(page_ids, query, part, share, call_tokens, history)
         flow = self.recalls.flow(thread_id, state, request, await self.acounter_for(state=state))
         return await arun(flow, self._io(thread_id, store))
+
+    def _request(self, page_ids: Any, query: Any, part: Any, share: int, call_tokens: int,
+                 history: Sequence[BaseMessage]) -> RecallRequest:
+        edits = {m.id: m for m in history if m.id} if self.config.mode == "view" else {}
+        return RecallRequest(page_ids, query, part, share, call_tokens, edits)
 
     def room_for(self, branch: PagingState | dict | None, share: int = 1, call_tokens: int = 0) -> int:
         """Tokens a recall result may take on this branch (see `RecallService.room_for`)."""

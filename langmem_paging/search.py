@@ -70,6 +70,16 @@ class SearchIndex(ABC):
     def drop(self, thread_id: str) -> None:
         """Forget a thread."""
 
+    def update(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Index pages whose content changed (a message forgotten). By default the thread is dropped,
+        so the next search loads it again from the store; an index that can replace a page's
+        passages overrides this."""
+        self.drop(thread_id)
+
+    async def aupdate(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Async `update` (the sync one in a worker thread)."""
+        await asyncio.to_thread(self.update, thread_id, list(pages))
+
     async def ahas(self, thread_id: str) -> bool:
         """Async `has` (the sync one in a worker thread)."""
         return await asyncio.to_thread(self.has, thread_id)

@@ -233,6 +233,14 @@ class PostgresSearchIndex(SearchIndex):
             return await super().aadd(thread_id, pages)
         await self._atransact(self._add(thread_id, list(pages)))
 
+    def update(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Replace the passages of pages whose content changed."""
+        self.add(thread_id, pages)
+
+    async def aupdate(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Async `update`."""
+        await self.aadd(thread_id, pages)
+
     def drop(self, thread_id: str) -> None:
         """Delete a thread's passages."""
         self._transact(self._drop(thread_id))

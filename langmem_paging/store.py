@@ -26,15 +26,19 @@ import time
 from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 
 from langmem_paging.effects import adrive, drive
 from langmem_paging.errors import PageStoreError
 from langmem_paging.forest import walk_members, walk_root
-from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
+from langmem_paging.messages import METADATA_KEY
+from langmem_paging.records import ClusterNode, Page, cluster_number, messages_digest, page_number
+from langmem_paging.search import SearchIndex
 from langmem_paging.state import PagingState
 
-__all__ = ["KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError", "abatch_any", "thread_namespace"]
+__all__ = ["FORGOTTEN", "KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError", "abatch_any", "forgotten",
+           "thread_namespace"]
 
 logger = logging.getLogger("langmem_paging")
 
@@ -404,6 +408,58 @@ class PageStore:
             ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
         yield ops
 
+    # -- forgetting one message ----------------------------------------------------------
+    def forget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None) -> list[str]:
+        """Remove one message's text from the pages that hold it, for privacy (a card number typed
+        by mistake): the message stays in its page as a tombstone (same id, type and tool-call ids;
+        its text, tool arguments and metadata gone), so pages keep their shape and every other
+        message still rebuilds exactly, and the search index forgets it too (`index`, default the
+        store's own). Returns the ids of the pages changed. A message still in the thread's state
+        is the app's to remove (``RemoveMessage``); recall results kept in older checkpoints are
+        the checkpointer's.
+
+        Example:
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_core.messages import HumanMessage
+            >>> pages = PageStore(InMemoryStore())
+            >>> pages.put("t", Page(id="p1", messages=[HumanMessage("my card is 4111 1111", id="m1"),
+            ...                                        HumanMessage("thanks", id="m2")], bookmark="[p1:card]",
+            ...                     keywords=["card"], token_count=9, boundary="fixed_2", created_turn=1))
+            >>> pages.forget("t", "m1")
+            ['p1']
+            >>> [m.content for m in pages.get("t", "p1").messages]
+            ['[forgotten]', 'thanks']
+        """
+        changed = self._run(self._forget(thread_id, message_id))
+        if changed:
+            self._index(index).update(thread_id, changed)
+        return [p.id for p in changed]
+
+    async def aforget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None) -> list[str]:
+        """Async `forget`."""
+        changed = await self._arun(self._forget(thread_id, message_id))
+        if changed:
+            await self._index(index).aupdate(thread_id, changed)
+        return [p.id for p in changed]
+
+    def _index(self, index: SearchIndex | None) -> SearchIndex:
+        from langmem_paging.pager import default_index  # the pager picks each store's index
+
+        return index if index is not None else default_index(self.store)
+
+    def _forget(self, thread_id: str, message_id: str) -> Batches[list[Page]]:
+        high = yield from self._high_water(thread_id)
+        if high is None:
+            pages = yield from self._listed_pages(thread_id)
+        else:
+            pages = []
+            for ids in _chunks(high, 500):
+                found = yield from self._get_many(thread_id, ids)
+                pages += found.values()
+        changed = [forgotten(page, message_id) for page in pages if any(m.id == message_id for m in page.messages)]
+        yield [self._put(thread_id, "pages", page.id, page.to_dict()) for page in changed]
+        return changed
+
     # -- lifecycle ----------------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> int:
         """Delete every record of a thread (pages, clusters, statistics); returns how many."""
@@ -421,6 +477,28 @@ class PageStore:
         for i in range(0, len(ops), 500):
             yield ops[i : i + 500]
         return len(ops)
+
+
+FORGOTTEN = "[forgotten]"
+"""The text a forgotten message keeps."""
+
+
+def forgotten(page: Page, message_id: str) -> Page:
+    """`page` with message `message_id` a tombstone (see `PageStore.forget`)."""
+    messages = [_tombstone(m) if m.id == message_id else m for m in page.messages]
+    return Page(**{**{name: getattr(page, name) for name in page.__dataclass_fields__},
+                   "messages": messages, "digest": messages_digest(messages)})
+
+
+def _tombstone(message: BaseMessage) -> BaseMessage:
+    update: dict[str, Any] = {"content": FORGOTTEN, "additional_kwargs": {METADATA_KEY: {"forgotten": True}},
+                              "response_metadata": {}}
+    if isinstance(message, AIMessage):
+        update["tool_calls"] = [{**call, "args": {}} for call in message.tool_calls]
+        update["invalid_tool_calls"] = [{**call, "args": ""} for call in message.invalid_tool_calls]
+    if isinstance(message, ToolMessage):
+        update["artifact"] = None
+    return message.model_copy(update=update)
 
 
 def _page(item: Item | None, stats: Item | None = None) -> Page | None:

@@ -53,6 +53,8 @@ class Verification:
     """User turns in the rebuilt history."""
     pages_used: int = 0
     """Stored pages the rebuild read."""
+    forgotten: list[str] = field(default_factory=list)
+    """Ids of messages forgotten on purpose (`PageStore.forget`): rebuilt as tombstones, not compared."""
     unverified: list[str] = field(default_factory=list)
     """Ids of messages no checkpoint held in their original form (e.g. a run saved with
     ``durability="exit"``): present, but their text could not be compared."""
@@ -209,7 +211,9 @@ def verify_thread(
         for message in snapshot.messages:
             first.setdefault(message.id or "", message)
     result.seen = len(first)
-    result.issues += _compare(first, history, result.unverified) + _arrival_order(first, history)
+    result.forgotten = [m.id or "" for m in history if library_mark(m).get("forgotten")]
+    result.issues += _compare(first, history, result.unverified, set(result.forgotten))
+    result.issues += _arrival_order(first, history)
     result.user_turns = sum(1 for m in history if is_user_turn(m))
     seen_turns = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
     if state.skeleton is None and result.user_turns != seen_turns:
@@ -242,7 +246,8 @@ def _ordinal_order(history: Sequence[BaseMessage], state: PagingState, fetch: _F
     return issues
 
 
-def _compare(first: dict[str, BaseMessage], history: Sequence[BaseMessage], unverified: list[str]) -> list[Issue]:
+def _compare(first: dict[str, BaseMessage], history: Sequence[BaseMessage], unverified: list[str],
+             forgotten: set[str]) -> list[Issue]:
     """Every message the checkpoints held is rebuilt, with the content it first had."""
     rebuilt = {m.id: m for m in history}
     issues = []
@@ -252,7 +257,7 @@ def _compare(first: dict[str, BaseMessage], history: Sequence[BaseMessage], unve
         issues.append(Issue("lost", f"{len(lost)} message(s) the checkpoints held are not in the rebuilt "
                                     f"history, e.g. {shown}{' ...' if len(lost) > 5 else ''}"))
     for key, original in first.items():
-        if key not in rebuilt:
+        if key not in rebuilt or key in forgotten:
             continue
         if not _is_original(original):
             unverified.append(key)

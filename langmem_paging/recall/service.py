@@ -11,11 +11,11 @@ again; nothing the model sends makes it raise.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_paging.bookmarks import Bookmarker
 from langmem_paging.config import PagingConfig
@@ -64,6 +64,9 @@ class RecallRequest:
     """How many recalls the model made at once (each gets that share of the room)."""
     call_tokens: int = 0
     """Tokens of the message that made the call (the next step keeps it)."""
+    edits: Mapping[str, BaseMessage] = field(default_factory=dict)
+    """View mode: the history's messages by id. A paged message the app edited since it was paged
+    is recalled as the history now holds it (the edited text wins)."""
 
 
 @dataclass
@@ -111,6 +114,7 @@ class RecallService:
         wanted, clusters, notes = _resolve(plan, branch)
         try:
             read = yield from self._read(plan, branch, wanted, clusters)
+            read.pages = {pid: _edited(page, request.edits) for pid, page in read.pages.items()}
         except StorageError as error:
             logger.warning("recall on thread %s: %s; the model is told to try again", thread_id, error,
                            exc_info=error)
@@ -257,6 +261,14 @@ class _Composer:
             if isinstance(item, ClusterItem) and item.cluster in labels and item.text:
                 accessed += item.members
         return accessed + [p for p in self.plan.page_ids if p in self.branch.pages]
+
+
+def _edited(page: Page, edits: Mapping[str, BaseMessage]) -> Page:
+    """`page` with the messages the history holds in another version replaced by that version."""
+    changed = {m.id: edit for m in page.messages if m.id and (edit := edits.get(m.id)) is not None and edit != m}
+    if not changed:
+        return page
+    return replace(page, messages=[changed.get(m.id or "", m) for m in page.messages])
 
 
 def _visible(branch: PagingState, page_id: str) -> bool:

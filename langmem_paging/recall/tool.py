@@ -70,7 +70,8 @@ def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any) -> dict[s
     tokens, and the store of this call (the graph's, unless the pager has its own)."""
     message, share = _call(runtime, name)
     call_tokens = pager.counter_for(state=state).count_message(message) if message is not None else 0
-    return {"share": share, "call_tokens": call_tokens, "store": runtime.store}
+    history = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
+    return {"share": share, "call_tokens": call_tokens, "store": runtime.store, "history": history}
 
 
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:

@@ -18,6 +18,7 @@ from langmem_paging.messages import Unit, library_mark, message_keys
 from langmem_paging.policies import PolicyContext
 from langmem_paging.state import PagingState
 from langmem_paging.step.options import StepOptions
+from langmem_paging.step.repair import repair_unanswered
 from langmem_paging.step.result import PagingResult
 from langmem_paging.tokens import message_text
 
@@ -62,6 +63,9 @@ class StepContext:
     """Shown pages whose bookmark left the context (replaced or removed by the app)."""
     orphan_clusters: list[str] = field(default_factory=list)
     """Cluster roots whose bookmark left the context."""
+    rewritten: bool = False
+    """The step inserted messages (error results of calls left unanswered): its updates rewrite the
+    list (``REMOVE_ALL_MESSAGES`` and the new view) instead of patching it."""
 
     @property
     def target(self) -> int:
@@ -102,7 +106,8 @@ class StepContext:
 
 def start(view: Sequence[BaseMessage], state_value: Any, options: StepOptions) -> StepContext:
     """A step's context: the view measured, the state copied, the newest user message found."""
-    messages = list(view)
+    repaired = repair_unanswered(view)
+    messages = repaired if repaired is not None else list(view)
     state = PagingState.from_value(state_value)
     keys = message_keys(messages)
     counts = [options.count_message(m) for m in messages]
@@ -111,6 +116,7 @@ def start(view: Sequence[BaseMessage], state_value: Any, options: StepOptions) -
         options=options, messages=messages, state=state,
         result=PagingResult(view=messages, state=state, tokens_before=total, tokens=total),
         keys=keys, position={k: i for i, k in enumerate(keys)}, counts=counts, total=total,
+        rewritten=repaired is not None,
     )
     library = ctx.library_keys()
     for i in range(len(messages) - 1, -1, -1):

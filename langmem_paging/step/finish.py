@@ -4,6 +4,7 @@ step reports (tokens, what is protected, over budget)."""
 from __future__ import annotations
 
 from langchain_core.messages import BaseMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.protect import protected_tokens
@@ -26,6 +27,8 @@ def finish(ctx: StepContext) -> PagingResult:
                 updates.append(new if new is not None else RemoveMessage(id=message.id))
         result.view, result.updates = view, updates
         ctx.total = sum(ctx.options.count_message(m) for m in view)
+    if ctx.rewritten:  # messages were inserted: add_messages can only append, so the list is rewritten
+        result.updates = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result.view]
     result.tokens = ctx.total
     result.protected_tokens = protected_tokens(ctx)
     result.over_budget = ctx.total > ctx.options.budget

@@ -62,12 +62,13 @@ def test_never_evicts_system_pinned_or_newest_user_message(policy):
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_an_unanswered_tool_call_stays_and_does_not_stop_paging(policy):
+def test_an_unanswered_tool_call_is_answered_with_an_error_and_paging_goes_on(policy):
     history = conversation(30, seed=2, tools=False)
     dangling = AIMessage("", tool_calls=[{"name": "lookup", "args": {}, "id": "open"}], id="dangling")
     history = history[:5] + [dangling] + history[5:]
     run = replay(history, max_tokens=120, boundary="fixed_2", policy=policy)
-    assert any(m.id == "dangling" for m in run.state)
+    rebuilt = [m.id for m in reconstruct_history(run.state, run.pages, clusters=run.nodes, state=run.paging)]
+    assert rebuilt[rebuilt.index("dangling") + 1] == "repair-open"  # answered with an error: a valid chat
     late = list(run.steps[-10:])
     assert all(r.tokens <= 120 for r in late), "paging must go on around the unanswered call"
     assert any(r.evicted for r in late)

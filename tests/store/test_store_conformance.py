@@ -141,3 +141,25 @@ def test_namespace_is_built_in_one_place_and_needs_a_thread():
     assert thread_namespace("a.b", "pages") == ("langmem_paging", "a%2Eb", "pages")
     with pytest.raises(ValueError, match="thread_id"):
         thread_namespace("", "pages")
+
+
+async def test_forget_leaves_a_tombstone_in_every_page_holding_the_message_and_nothing_else(base_store, io):
+    from langmem_paging.search import InMemoryBM25Index
+    from langmem_paging.store import FORGOTTEN
+
+    store = PageStore(base_store)
+    history = conversation(6, seed=3)
+    secret = HumanMessage("my card is 4111 1111 1111 1111", id="secret")
+    pages = [_page(1, [*history[:3], secret]), _page(2, history[3:8]), _page(3, [secret, *history[8:10]])]
+    for page in pages:
+        await io(store, "put", "t", page)
+    await io(store, "put", "other", _page(1, [secret]))
+    index = InMemoryBM25Index()
+    index.load("t", pages)
+    assert await io(store, "forget", "t", "secret", index=index) == ["p1", "p3"]
+    after = await io(store, "list_pages", "t")
+    assert [m.content for p in after for m in p.messages if m.id == "secret"] == [FORGOTTEN, FORGOTTEN]
+    assert [[m for m in p.messages if m.id != "secret"] for p in after] == [
+        [m for m in p.messages if m.id != "secret"] for p in pages]
+    assert not index.has("t"), "the in-process index drops the thread, to reload it from the store"
+    assert (await io(store, "get", "other", "p1")).messages == [secret], "another thread keeps its own"

@@ -33,6 +33,7 @@ from langmem_paging.messages import METADATA_KEY, library_mark, tool_call_ids
 from langmem_paging.pager import Pager
 from langmem_paging.records import page_number
 from langmem_paging.state import paging_reducer, recall_delta
+from langmem_paging.step.repair import repair_unanswered
 from langmem_paging.store import PageStore
 from langmem_paging.testing import FaultInjectingStore
 
@@ -652,6 +653,8 @@ class PureCase:
             self.value = paging_reducer(self.value, update["paging"])
         if "messages" in update:
             self.msgs = add_messages(self.msgs, update["messages"])
+        if p.mode == "replace" and any(library_mark(m).get("repair") for m in result.view):
+            self.ref = repair_unanswered(self.ref) or self.ref  # answered calls are history now
         if p.mode == "replace":
             self.check("updates turn the state into the view")
             if self.msgs != result.view:

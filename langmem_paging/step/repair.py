@@ -1,0 +1,69 @@
+"""Before paging: a tool call left without its result while the conversation went on is answered.
+
+A run can stop between the model's tool call and the tools' results (a crash between the tool
+node's pending writes and the next checkpoint, a cancelled run); when the app then sends a new
+message, the thread holds an AI message whose calls were never answered, followed by other
+messages: an invalid chat every provider refuses, in every later prompt (paging keeps unanswered
+calls). The step answers each such call as `create_agent` answers a malformed one: an error
+ToolMessage right after the call, so the thread recovers. A call still in flight (nothing after
+its message but its results) is left alone.
+
+Example:
+    >>> from langchain_core.messages import AIMessage, HumanMessage
+    >>> call = AIMessage("", id="a1", tool_calls=[{"name": "lookup", "args": {}, "id": "c1"}])
+    >>> [m.type for m in repair_unanswered([call, HumanMessage("hello?", id="h2")])]
+    ['ai', 'tool', 'human']
+    >>> repair_unanswered([call]) is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langmem_paging.messages import METADATA_KEY, tool_call_ids
+
+__all__ = ["repair_unanswered"]
+
+REPAIR_TEXT = ("Error: this tool call got no result (the run stopped before the tool answered). "
+               "Call the tool again if you still need it.")
+
+
+def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
+    """`messages` with an error result after each call nothing answered before the conversation
+    went on, or None when there is none."""
+    out: list[BaseMessage] = []
+    repaired = False
+    for i, message in enumerate(messages):
+        out.append(message)
+        if not isinstance(message, AIMessage):
+            continue
+        missing = _unanswered(messages, i)
+        if missing and _went_on(messages, i):
+            out += [_error_result(message, call_id) for call_id in missing]
+            repaired = True
+    return out if repaired else None
+
+
+def _unanswered(messages: Sequence[BaseMessage], at: int) -> list[str]:
+    """The calls of ``messages[at]`` with no result among the tool messages right after it."""
+    pending = list(tool_call_ids(messages[at]))
+    for message in messages[at + 1:]:
+        if not isinstance(message, ToolMessage):
+            break
+        if message.tool_call_id in pending:
+            pending.remove(message.tool_call_id)
+    return pending
+
+
+def _went_on(messages: Sequence[BaseMessage], at: int) -> bool:
+    """True when something other than the call's results follows it."""
+    return any(not isinstance(m, ToolMessage) for m in messages[at + 1:])
+
+
+def _error_result(call: AIMessage, call_id: str) -> ToolMessage:
+    name = next((c.get("name") for c in [*call.tool_calls, *call.invalid_tool_calls] if c.get("id") == call_id), None)
+    return ToolMessage(REPAIR_TEXT, tool_call_id=call_id, name=name, id=f"repair-{call_id}", status="error",
+                       additional_kwargs={METADATA_KEY: {"repair": call_id}})
