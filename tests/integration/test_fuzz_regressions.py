@@ -26,6 +26,7 @@ from langmem_paging.testing import FaultInjectingStore
 from tests.support.scenario_helpers import (
     FACTS,
     agent_history,
+    malformed_call,
     prompt_tokens,
     scripted_agent,
 )
@@ -38,22 +39,9 @@ from tools.fuzzing.vocabulary import VOCAB
 @pytest.mark.parametrize("mode", ["replace", "view"])
 def test_invalid_tool_calls_grouped(mode: str) -> None:
     """AI with invalid_tool_calls and its error ToolMessage are never split by a page cut."""
-    def bad(i):
-        return AIMessage(
-            "",
-            invalid_tool_calls=[
-                {
-                    "name": "lookup",
-                    "args": '{"q": "tru',
-                    "id": f"bad{i}",
-                    "error": "malformed",
-                    "type": "invalid_tool_call",
-                }
-            ],
-        )
     responses = []
     for i in range(30):
-        responses += [bad(i), f"Sorry, answer {i}."] if i % 2 else [f"Answer {i}."]
+        responses += [malformed_call(f"bad{i}"), f"Sorry, answer {i}."] if i % 2 else [f"Answer {i}."]
     agent, _paging, model = scripted_agent(520, mode=mode, boundary="fixed_1", responses=responses)
     config = {"configurable": {"thread_id": "t"}}
     for i in range(20):
@@ -178,18 +166,7 @@ def test_recall_no_stale_state() -> None:
 def test_view_mode_after_malformed_call() -> None:
     """View mode keeps working after a malformed tool call (create_agent adds an error ToolMessage
     with no id)."""
-    bad = AIMessage(
-        "",
-        invalid_tool_calls=[
-            {
-                "name": "lookup",
-                "args": '{"q": "tru',
-                "id": "bad1",
-                "error": "malformed",
-                "type": "invalid_tool_call",
-            }
-        ],
-    )
+    bad = malformed_call("bad1")
     agent, paging, model = scripted_agent(
         520, mode="view", boundary="fixed_2", responses=["Noted."] * 3 + [bad] + ["ok"] * 40
     )
@@ -322,19 +299,7 @@ def test_rebuild_keeps_repaired_tool_call_order() -> None:
     """create_agent repairs a malformed tool call by inserting an error ToolMessage (REMOVE_ALL_MESSAGES and
     the list again); the rebuilt history keeps the state's order."""
     tools = scenario_tools()
-    bad = AIMessage(
-        "",
-        tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "ok1"}],
-        invalid_tool_calls=[
-            {
-                "name": "lookup",
-                "args": '{"q": "tru',
-                "id": "bad1",
-                "error": "malformed",
-                "type": "invalid_tool_call",
-            }
-        ],
-    )
+    bad = malformed_call("bad1", tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "ok1"}])
     agent, paging, _model = scripted_agent(3000, boundary="fixed_2", responses=["ok", bad, "done", "ok"], tools=tools)
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("hello", id="h1")]}, config)

@@ -113,3 +113,10 @@ def page_at_user_turns(history: list[BaseMessage], **options) -> Iterator[Paging
             result = page_messages(msgs, state=value, text_counter=COUNTER, **options)
             yield result
             value, msgs = result.state.to_value(), result.apply(msgs)
+
+
+def malformed_call(call_id: str, *, tool_calls: list[dict] | None = None) -> AIMessage:
+    """A model message whose `lookup` call has arguments cut short (invalid JSON), as a provider may send;
+    `tool_calls` are well-formed calls beside it."""
+    invalid = {"name": "lookup", "args": '{"q": "tru', "id": call_id, "error": "malformed", "type": "invalid_tool_call"}
+    return AIMessage("", tool_calls=tool_calls or [], invalid_tool_calls=[invalid])
