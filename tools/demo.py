@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.sqlite import SqliteStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run by path: evals/ and graphs/ (not installed) sit beside tools/
 
 from evals.datasets.synthetic import generate  # noqa: E402
 from graphs.agent import chat_model  # noqa: E402

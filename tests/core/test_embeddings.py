@@ -1,7 +1,7 @@
 """Embedders: one conformance suite over every implementation, then what is special to each.
 
 The OpenAI cases run the real `openai` client against a local OpenAI-compatible server
-(`tests/openai_embeddings_stub.py`); the MiniLM cases need the ``embeddings`` extra and
+(`tests/support/openai_embeddings_stub.py`); the MiniLM cases need the ``embeddings`` extra and
 skip without it.
 """
 

@@ -774,19 +774,6 @@ def test_a_page_waiting_for_a_cluster_joins_the_one_folding_made_in_the_same_ste
     assert reconstruct_history(state, pages, COUNTER, clusters=nodes, state=result.state.to_value()) == history
 
 
-def test_the_fuzzers_protected_count_takes_a_user_message_with_copied_metadata_as_the_newest_turn():
-    """Fuzzer oracle (seed 204): a user's message carrying a copied bookmark mark is still the
-    newest user turn (only the paging state says what is ours), so it and what follows are
-    protected; the oracle went by the metadata alone and called the over-budget view unexplained."""
-    from tools.fuzzing import oracles as fuzz
-
-    view = [HumanMessage("[c1:x|p1-p2]", id="c", additional_kwargs={METADATA_KEY: {"cluster": "c1"}}),
-            HumanMessage("a question", id="u", additional_kwargs={METADATA_KEY: {"bookmark": "p6"}}),
-            AIMessage("a long answer " * 20, id="a")]
-    everything = sum(COUNTER.count_message(m) for m in view)
-    assert fuzz.generous_protected(view, COUNTER.count_message, library={"c"}) == everything
-
-
 def test_a_small_page_goes_into_a_cluster_only_when_that_saves_tokens():
     """Fuzz seed 299 (view mode, after a fork): a 3-token page no bigger than its bookmark went
     straight into the cluster in the view, counted as saving its 3 tokens, but the cluster's

@@ -2,8 +2,8 @@
 
 A few random histories (fixed seeds) through the pure step, a `Pager` over a page store, and
 compiled graphs; and checks that the oracles can fail. The deterministic scenario of each bug a
-campaign found is a plain test beside its component (`tests/*/test_fuzz_regressions.py`). The long
-campaign is ``python tools/fuzz.py --mode all --minutes 60``.
+campaign found is a plain test beside its component (`tests/*/test_fuzz_regressions.py`,
+`tests/core/test_regressions.py`). The long campaign is ``python tools/fuzz.py --mode all --minutes 60``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from langmem_paging.messages import METADATA_KEY
 from tools import fuzzing
+from tools.fuzzing.oracles import generous_protected
+from tools.fuzzing.vocabulary import COUNTER
 
 # Seeds whose random case passes every invariant today: a regression makes them fail.
 PURE_SEEDS = [0, 4, 6, 8, 12, 26, 27]
@@ -53,3 +56,14 @@ def test_chat_check_spots_a_tool_result_after_a_bookmark():
     bookmark = HumanMessage("[p1:x]", id="b", additional_kwargs={"langmem_paging": {"bookmark": "p1"}})
     problems = fuzzing.chat_problems([bookmark, ToolMessage("r", tool_call_id="c1", id="r")])
     assert problems and "after a bookmark" in problems[0][0]
+
+
+def test_the_fuzzers_protected_count_takes_a_user_message_with_copied_metadata_as_the_newest_turn():
+    """Fuzzer oracle (seed 204): a user's message carrying a copied bookmark mark is still the
+    newest user turn (only the paging state says what is ours), so it and what follows are
+    protected; the oracle went by the metadata alone and called the over-budget view unexplained."""
+    view = [HumanMessage("[c1:x|p1-p2]", id="c", additional_kwargs={METADATA_KEY: {"cluster": "c1"}}),
+            HumanMessage("a question", id="u", additional_kwargs={METADATA_KEY: {"bookmark": "p6"}}),
+            AIMessage("a long answer " * 20, id="a")]
+    everything = sum(COUNTER.count_message(m) for m in view)
+    assert generous_protected(view, COUNTER.count_message, library={"c"}) == everything

@@ -229,7 +229,7 @@ class _WritesAfterBothRead:
     """A store whose first page writes wait until two writers have both reserved (two workers racing)."""
 
     def __init__(self, base) -> None:
-        from langmem_paging.testing.faults import FaultInjectingStore
+        from langmem_paging.testing import FaultInjectingStore
 
         self.store = FaultInjectingStore(base)
         self.barrier = threading.Barrier(2, timeout=5)

@@ -23,7 +23,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PageStore
 from langmem_paging.errors import PageStoreError
-from langmem_paging.testing.faults import FaultInjectingStore, StoreFault
+from langmem_paging.testing import FaultInjectingStore, StoreFault
 from tests.support.scenario import (
     MAX_TOKENS,
     build_agent,

@@ -46,7 +46,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langmem_paging import PageStore
-from langmem_paging.testing.faults import FaultInjectingStore, kill_at, wrap_checkpointer_puts
+from langmem_paging.testing import FaultInjectingStore, kill_at, wrap_checkpointer_puts
 from tests.support.scenario import (
     MAX_TOKENS,
     build_agent,

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from email.message import Message
 
 import numpy as np
 
+from tests.support.local_server import LocalJSONServer
 
-class OpenAIEmbeddingsStub:
+
+class OpenAIEmbeddingsStub(LocalJSONServer):
     """``with OpenAIEmbeddingsStub(dim=16) as stub:`` serves ``stub.base_url`` (``http://127.0.0.1:PORT/v1``).
 
     Args:
@@ -39,47 +38,17 @@ class OpenAIEmbeddingsStub:
         seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
         return np.random.default_rng(seed).standard_normal(dim) * (1.0 + len(text) % 7)
 
-    def __enter__(self) -> Self:
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                if not self.path.endswith("/embeddings"):
-                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                stub.requests.append(body)
-                if self.headers.get("Authorization", "") in ("", "Bearer "):
-                    return self._send(
-                        401, {"error": {"message": "missing api key", "type": "invalid_request_error"}}
-                    )
-                inputs = body.get("input")
-                inputs = [inputs] if isinstance(inputs, str) else inputs
-                if not inputs or any(not isinstance(t, str) or t == "" for t in inputs):
-                    return self._send(
-                        400, {"error": {"message": "'$.input' is invalid.", "type": "invalid_request_error"}}
-                    )
-                self._send(200, stub.response(body, inputs))
-
-            def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path: str, body: dict, headers: Message) -> tuple[int, dict]:
+        if not path.endswith("/embeddings"):
+            return 404, {"error": {"message": f"no route {path}"}}
+        self.requests.append(body)
+        if headers.get("Authorization", "") in ("", "Bearer "):
+            return 401, {"error": {"message": "missing api key", "type": "invalid_request_error"}}
+        inputs = body.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if not inputs or any(not isinstance(t, str) or t == "" for t in inputs):
+            return 400, {"error": {"message": "'$.input' is invalid.", "type": "invalid_request_error"}}
+        return 200, self.response(body, inputs)
 
     def response(self, body: dict, inputs: list[str]) -> dict:
         """A create-embedding response for `inputs`, items in reverse order."""

@@ -8,13 +8,14 @@ or an int to answer with that HTTP error status. Every request body is kept.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from itertools import count
 
+from tests.support.local_server import LocalJSONServer
 
-class OpenAIStub:
+
+class OpenAIStub(LocalJSONServer):
     """``with OpenAIStub(respond) as stub:`` serves ``stub.base_url`` (``http://127.0.0.1:PORT/v1``)."""
 
     def __init__(self, respond: Callable[[dict], dict | int]) -> None:
@@ -22,41 +23,15 @@ class OpenAIStub:
         self.requests: list[dict] = []
         self._ids = count(1)
 
-    def __enter__(self) -> OpenAIStub:
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                if not self.path.endswith("/chat/completions"):
-                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                stub.requests.append(body)
-                reply = stub.respond(body)
-                if isinstance(reply, int):
-                    return self._send(reply, {"error": {"message": "scripted error", "type": "invalid_request_error",
-                                                        "code": "context_length_exceeded"}})
-                self._send(200, stub.completion(body, reply))
-
-            def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path: str, body: dict, headers: Message) -> tuple[int, dict]:
+        if not path.endswith("/chat/completions"):
+            return 404, {"error": {"message": f"no route {path}"}}
+        self.requests.append(body)
+        reply = self.respond(body)
+        if isinstance(reply, int):
+            return reply, {"error": {"message": "scripted error", "type": "invalid_request_error",
+                                     "code": "context_length_exceeded"}}
+        return 200, self.completion(body, reply)
 
     def completion(self, body: dict, reply: dict) -> dict:
         """A chat.completion object around the scripted message."""

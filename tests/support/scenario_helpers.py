@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -16,12 +18,13 @@ from langmem_paging import (
     reconstruct_history,
 )
 from langmem_paging.pager import Pager
+from langmem_paging.step import PagingResult
 from tools.fuzzing.vocabulary import COUNTER
 
 FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}." for i in range(40)]
 
 
-def _agent(
+def scripted_agent(
     max_tokens=700,
     *,
     mode="replace",
@@ -49,12 +52,12 @@ def _agent(
     return agent, paging, model
 
 
-def _prompt_tokens(model, paging, tools=(), k=-1) -> int:
+def prompt_tokens(model, paging, tools=(), k=-1) -> int:
     # a fresh counter: TokenCounter caches tool counts by id(tool), and ids recycle (B13)
     return COUNTER(model.prompts[k]) + TokenCounter().count_tools([*tools, *paging.tools])
 
 
-def _history(paging, thread, values):
+def agent_history(paging, thread, values):
     return reconstruct_history(
         values["messages"],
         lambda p: paging.page_store.get(thread, p),
@@ -64,7 +67,7 @@ def _history(paging, thread, values):
     )
 
 
-def _step_exchanges(pager: Pager, exchanges, thread: str = "t") -> tuple[dict, list[BaseMessage]]:
+def step_exchanges(pager: Pager, exchanges, thread: str = "t") -> tuple[dict, list[BaseMessage]]:
     """Add each exchange (a list of messages) to a thread and page it with `pager` after each one,
     as the middleware does before a model call; returns the paging state and the messages."""
     value: dict = {}
@@ -76,11 +79,11 @@ def _step_exchanges(pager: Pager, exchanges, thread: str = "t") -> tuple[dict, l
     return value, msgs
 
 
-def _fact_exchanges(n: int) -> list[list[BaseMessage]]:
+def fact_exchanges(n: int) -> list[list[BaseMessage]]:
     return [[HumanMessage(FACTS[i], id=f"h{i}"), AIMessage("ok", id=f"a{i}")] for i in range(n)]
 
 
-def _pure_thread(turns, *, text=None, reply=None, **options):
+def pure_thread(turns, *, text=None, reply=None, **options):
     """Drive `page_messages` over a simple chat (one step per user turn); yields after each step."""
     state, paging, pages, nodes, full = [], None, {}, {}, []
     for i in range(turns):
@@ -97,3 +100,23 @@ def _pure_thread(turns, *, text=None, reply=None, **options):
         full.append(answer)
         state = add_messages(state, [answer])
         yield result, state, paging, pages, nodes, full
+
+
+def page_at_user_turns(history: list[BaseMessage], **options) -> Iterator[PagingResult]:
+    """Add `history` one message at a time and page it with `page_messages` at each user message (the
+    model call it starts), carrying the paged messages and state on; yields each step's result."""
+    value: dict = {}
+    msgs: list[BaseMessage] = []
+    for message in history:
+        msgs = add_messages(msgs, [message])
+        if isinstance(message, HumanMessage):
+            result = page_messages(msgs, state=value, text_counter=COUNTER, **options)
+            yield result
+            value, msgs = result.state.to_value(), result.apply(msgs)
+
+
+def malformed_call(call_id: str, *, tool_calls: list[dict] | None = None) -> AIMessage:
+    """A model message whose `lookup` call has arguments cut short (invalid JSON), as a provider may send;
+    `tool_calls` are well-formed calls beside it."""
+    invalid = {"name": "lookup", "args": '{"q": "tru', "id": call_id, "error": "malformed", "type": "invalid_tool_call"}
+    return AIMessage("", tool_calls=tool_calls or [], invalid_tool_calls=[invalid])

@@ -42,7 +42,8 @@ Modes: ``pure`` (`page_messages`, and `Pager` over a page store, replace and vie
 ``graph`` (`create_agent` + `PagingMiddleware` and `StateGraph` + `PagingNode` +
 `ToolNode`, sync and async, with forks, time travel, concurrent runs and a flaky store),
 ``all``. The deterministic scenario of each bug a campaign found is a plain pytest test
-(``pytest tests -k fuzz``: `tests/*/test_fuzz_regressions.py`).
+(``pytest tests -k "fuzz or regressions"``: `tests/*/test_fuzz_regressions.py` and
+`tests/core/test_regressions.py`).
 
 Usage (from the repository root)::
 

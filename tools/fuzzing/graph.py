@@ -29,7 +29,7 @@ from langmem_paging import (
 from langmem_paging.messages import METADATA_KEY, is_pinned, is_user_turn, library_mark, tool_call_ids
 from langmem_paging.records import page_number
 from langmem_paging.store import PageStore
-from langmem_paging.testing.faults import FaultInjectingStore
+from langmem_paging.testing import FaultInjectingStore
 
 from .oracles import (
     chat_problems,

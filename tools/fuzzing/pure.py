@@ -35,7 +35,7 @@ from langmem_paging.records import page_number
 from langmem_paging.state import paging_reducer, recall_delta
 from langmem_paging.step.repair import repair_unanswered
 from langmem_paging.store import PageStore
-from langmem_paging.testing.faults import FaultInjectingStore
+from langmem_paging.testing import FaultInjectingStore
 
 from .oracles import (
     chat_problems,
