@@ -653,7 +653,8 @@ class PureCase:
             self.value = paging_reducer(self.value, update["paging"])
         if "messages" in update:
             self.msgs = add_messages(self.msgs, update["messages"])
-        if p.mode == "replace" and any(library_mark(m).get("repair") for m in result.view):
+        shown = [*result.view, *(m for page in result.pages for m in page.messages)]
+        if p.mode == "replace" and any(library_mark(m).get("repair") for m in shown):
             self.ref = repair_unanswered(self.ref) or self.ref  # answered calls are history now
         if p.mode == "replace":
             self.check("updates turn the state into the view")
