@@ -203,6 +203,11 @@ def shrink_recall_copy(message: ToolMessage) -> ToolMessage:
     })
 
 
+def is_result_stub(message: BaseMessage | None) -> bool:
+    """True for a tool result paged on arrival (its stub, see `tool_result_stub`)."""
+    return isinstance(message, ToolMessage) and bool(library_mark(message).get("paged_result"))
+
+
 def is_shrunk_copy(message: BaseMessage | None) -> bool:
     """True for a recall result already shrunk to a reference."""
     return message is not None and bool(recall_copy_pages(message)) and bool(library_mark(message).get("shrunk"))

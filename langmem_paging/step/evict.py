@@ -19,6 +19,7 @@ from langmem_paging.effects import Flow, Reserve
 from langmem_paging.library_messages import (
     bookmark_message,
     cluster_bookmark_tokens,
+    is_result_stub,
     is_shrunk_copy,
     shrink_recall_copy,
     stored_form,
@@ -153,10 +154,11 @@ def _candidates(ctx: StepContext) -> list[Candidate]:
 
 def _page_candidate(ctx: StepContext, page_id: str, page: ResidentPage) -> Candidate | None:
     """A resident page as a candidate; None while the step replaced one of its messages (other than
-    by shrinking a recall copy inside it)."""
+    by shrinking a recall copy inside it, or paging a tool result inside it on arrival)."""
     where = [ctx.position[k] for k in page.ids]
     current = [ctx.replace.get(ctx.keys[i], ctx.messages[i]) for i in where]
-    if not all(m is ctx.messages[i] or is_shrunk_copy(m) for m, i in zip(current, where, strict=True)):
+    if not all(m is ctx.messages[i] or is_shrunk_copy(m) or is_result_stub(m)
+               for m, i in zip(current, where, strict=True)):
         return None
     count = ctx.options.count_message
     tokens = sum(ctx.counts[i] if m is ctx.messages[i] else count(m)

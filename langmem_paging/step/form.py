@@ -107,7 +107,7 @@ def cut_pages(ctx: StepContext, run: FreeRun) -> tuple[list[list[Unit]], list[Un
 
 def form_pages(ctx: StepContext, drafts: list[Draft]) -> Flow[list[Page]]:
     """Give drafts page ids, bookmarks and features, and record them as resident pages."""
-    stored: list[Sequence[BaseMessage]] = [[stored_form(m) for m in d.messages] for d in drafts]
+    stored: list[Sequence[BaseMessage]] = [[stored_form(m) for m in _current(ctx, d)] for d in drafts]
     digests = [messages_digest(msgs) for msgs in stored]
     numbers = yield Reserve("p", digests, ctx.state)
     page_drafts = [PageDraft(f"p{n}", msgs) for n, msgs in zip(numbers, stored, strict=True)]
@@ -123,11 +123,19 @@ def form_pages(ctx: StepContext, drafts: list[Draft]) -> Flow[list[Page]]:
     return pages
 
 
+def _current(ctx: StepContext, draft: Draft) -> list[BaseMessage]:
+    """The draft's messages as the step has left them: a result paged on arrival earlier in this
+    step is its stub in the page too (its text is stored once, in its own page)."""
+    return [m for i in draft.indexes if (m := ctx.current(ctx.keys[i])) is not None]
+
+
 def _record(ctx: StepContext, draft: Draft, page_draft: PageDraft, digest: str, bookmark: Bookmark,
             features: dict) -> Page:
     """The page record, and its resident entry in the state."""
     state = ctx.state
-    tokens = sum(ctx.counts[i] for i in draft.indexes)
+    count = ctx.options.count_message
+    tokens = sum(ctx.counts[i] if m is ctx.messages[i] else count(m)
+                 for i in draft.indexes if (m := ctx.current(ctx.keys[i])) is not None)
     ids = [ctx.keys[i] for i in draft.indexes]
     order = state.order.get(ids[0], state.next_order)
     if draft.kind == "page":  # a tool result paged on arrival keeps its stub's ordinal

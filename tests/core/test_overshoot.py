@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from langmem_paging import page_messages
+from langmem_paging import page_messages, reconstruct_history
 from langmem_paging.messages import merge_messages
 
 CASES = [  # (seed, options) of random chats that overshot by 3 and 6 tokens at 100
@@ -47,3 +47,29 @@ def test_the_prompt_fits_whenever_what_is_protected_fits(seed, options):
     for result in _chat(seed, 12, options):
         if result.protected_tokens <= options["max_tokens"]:
             assert result.tokens <= options["max_tokens"], (result.tokens, result.protected_tokens)
+
+
+def test_a_turn_whose_result_was_paged_on_arrival_is_evicted_whole_when_the_next_turn_needs_the_room():
+    """A group whose large result was paged on arrival in the same step as the group became a page
+    (fuzzer seed 241): the page held the stub's position, so eviction skipped it as "changed while
+    resident" and the prompt stayed 8 tokens over (408 > 400, protected 107). The page now holds
+    the stub (the result's text is stored once, in its own page) and is evicted."""
+    calls = [{"name": "lookup", "args": {"q": f"topic {k} " + "words " * 8}, "id": f"c{k}", "type": "tool_call"}
+             for k in range(3)] + [{"name": "big_report", "args": {"topic": "orchard"}, "id": "c3", "type": "tool_call"}]
+    history = [
+        HumanMessage("start the research " * 2, id="h1"),
+        AIMessage("", id="a1", tool_calls=calls),
+        *[ToolMessage(" ".join(f"fact{k}{j}" for j in range(12)), tool_call_id=f"c{k}", id=f"r{k}") for k in range(3)],
+        ToolMessage("report " + " ".join(f"line{j}" for j in range(1200)), tool_call_id="c3", id="r3"),
+        HumanMessage("now summarise the orchard report for me " * 2, id="h2"),
+        AIMessage("", id="a2", tool_calls=[{"name": "lookup", "args": {"q": "orchard"}, "id": "c9", "type": "tool_call"}]),
+    ]
+    result = page_messages(history, max_tokens=300, boundary="fixed_2", policy="fifo", bookmark_share=0.2)
+    assert result.protected_tokens < 300 and result.tokens <= 300, (result.tokens, result.protected_tokens)
+    pages = {p.id: p for p in result.pages}
+    arrival = next(p for p in result.pages if p.kind == "tool_result")
+    group = next(p for p in result.pages if p.kind == "page" and any(m.id == "a1" for m in p.messages))
+    assert group.id in result.evicted
+    stored = next(m for m in group.messages if m.id == "r3")
+    assert arrival.id in str(stored.content) and "line1199" not in str(stored.content)  # the stub, not the text again
+    assert reconstruct_history(result.apply(history), pages.get) == history
