@@ -24,7 +24,7 @@ def present_warm(ctx: StepContext) -> Flow[None]:
     tiers = ctx.options.tiers
     if tiers is None or not ctx.state.shown:
         return
-    shown = {pid: s for pid, s in ctx.state.shown.items() if s.anchor in ctx.position}
+    shown = _in_view(ctx)
     costs = {pid: max(8, int(s.page_tokens * tiers.digest_ratio)) for pid, s in shown.items()}
     warm = _choose_warm(ctx, tiers, shown, costs)
     promote = [pid for pid in warm if shown[pid].tier == "cold"]
@@ -39,6 +39,13 @@ def present_warm(ctx: StepContext) -> Flow[None]:
     for pid in shown:
         if shown[pid].tier == "warm" and pid not in warm:
             _show(ctx, shown[pid], bookmark_message(pid, shown[pid].bookmark, shown[pid].anchor), "cold")
+
+
+def _in_view(ctx: StepContext) -> dict[str, ShownPage]:
+    """Shown pages whose bookmark or digest is in the view. An orphan's anchor may hold a real
+    message again (a rewrite kept the messages the page was cut from): it is never written over."""
+    orphans = set(ctx.orphans)
+    return {pid: s for pid, s in ctx.state.shown.items() if s.anchor in ctx.position and pid not in orphans}
 
 
 def _choose_warm(ctx: StepContext, tiers: TierMode, shown: dict[str, ShownPage], costs: dict[str, int]) -> list[str]:

@@ -86,3 +86,44 @@ def test_langchains_summarization_of_an_agent_thread_deletes_what_it_summarized(
         values = agent.invoke({"messages": [_fact(i)]}, config)
     after = {m.id for m in history(values)}
     assert deleted and not (deleted & after), f"deleted messages came back: {sorted(deleted & after)}"
+
+
+def test_view_mode_with_tiers_keeps_a_valid_prompt_when_a_summary_keeps_a_turn_with_paged_tool_groups():
+    """View mode + tiers + ``REMOVE_ALL_MESSAGES`` keeping a turn whose tool groups were paged
+    inside the turn: a warm digest was written at its page's anchor, which the rewrite had made a
+    real AI message with tool calls again, and its tool result followed orphaned (a 400 from any
+    provider). A page whose anchor holds a real message again is never written over."""
+    from langchain_core.tools import tool
+
+    from langmem_paging.conformance import valid_chat
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"result for {q}: " + " ".join(f"fact{q}{j}" for j in range(60))
+
+    def call(i: int, q: str) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": q}, "id": f"call{i}", "type": "tool_call"}])
+
+    model = ScriptedChatModel(responses=[
+        "Answer one " + "x " * 30, "Answer two " + "y " * 30, call(1, "alpha"), call(2, "beta"), call(3, "gamma"),
+        "Done with tools " + "z " * 20, "After the summary."])
+    paging = PagingMiddleware(max_tokens=800, mode="view", boundary="fixed_4", policy="stae", tiers="importance")
+    store = InMemoryStore()
+    agent = create_agent(model, tools=[lookup], middleware=[paging], store=store, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for text in ("first question " + "a " * 80, "second question " + "b " * 80):
+        agent.invoke({"messages": [HumanMessage(text)]}, config)
+    messages = agent.invoke({"messages": [HumanMessage("use the tools three times " + "c " * 40)]}, config)["messages"]
+    turn = next(i for i, m in enumerate(messages) if str(m.content).startswith("use the tools"))
+    kept = messages[turn:]
+    agent.update_state(config, {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary.", id="s"),
+                                             *kept]})
+    agent.invoke({"messages": [HumanMessage("one more " + "d " * 20, id="last")]}, config)
+    for prompt in model.prompts:
+        valid_chat(prompt)
+    values = agent.get_state(config).values
+    page_store = PageStore(store)
+    rebuilt = reconstruct_history(values["messages"], lambda p: page_store.get("t", p), state=values["paging"],
+                                  clusters=lambda c: page_store.get_cluster("t", c))
+    assert [m.id for m in rebuilt] == ["s", *(m.id for m in kept), "last", values["messages"][-1].id]
