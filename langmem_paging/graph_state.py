@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.state import STATE_KEY, PagingState
 from langmem_paging.step import PagingResult
-from langmem_paging.view import key_at, render_view, skeleton_of
+from langmem_paging.view import FRONT, key_at, render_view, skeleton_of
 
 __all__ = ["prepare_view", "state_update"]
 
@@ -38,6 +38,7 @@ def state_update(result: PagingResult, messages: Sequence[BaseMessage], state: A
         result.state.seen = key_at(messages, len(messages) - 1) if messages else None
         result.state.seen_index = len(messages) - 1
         result.state.head = key_at(messages, 0) if messages else None
+        result.state.front = [key_at(messages, i) for i in range(1, min(len(messages), FRONT + 1))]
     update: dict[str, Any] = {}
     value = result.state.to_value()
     if value != state:

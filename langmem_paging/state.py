@@ -166,6 +166,9 @@ class PagingState:
     head: str | None = None
     """View mode only: key of the history's first message at the last step (another first
     message the skeleton does not know means the history was rewritten)."""
+    front: list[str] = field(default_factory=list)
+    """View mode only: keys of the history's next messages after `head` (up to `FRONT` of them): a
+    first message among them means the app removed messages from the front, not a rewrite."""
     warned: bool = False
     """The over-budget warning was given on this branch."""
     tokens: int = 0
@@ -274,6 +277,7 @@ class PagingState:
             "seen": self.seen,
             "seen_index": self.seen_index,
             "head": self.head,
+            "front": list(self.front),
             "warned": self.warned,
             "tokens": self.tokens,
             "budget": self.budget,
@@ -315,6 +319,7 @@ class PagingState:
             seen=value.get("seen"),
             seen_index=value.get("seen_index", -1),
             head=value.get("head"),
+            front=list(value.get("front", [])),
             warned=value["warned"],
             tokens=value["tokens"],
             budget=value["budget"],

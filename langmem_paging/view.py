@@ -20,7 +20,13 @@ from langchain_core.messages import BaseMessage
 from langmem_paging.messages import dump_messages, library_mark, load_messages, message_keys
 from langmem_paging.state import PagingState
 
-__all__ = ["key_at", "render_view", "skeleton_of"]
+__all__ = ["FRONT", "key_at", "render_view", "skeleton_of"]
+
+FRONT = 15
+"""How many messages after the first the state remembers: removing up to this many from the front
+of the history (LangGraph's "delete old messages") is told apart from a rewrite. Removing more at
+once, up to a message the last step had paged out, is taken for a rewrite: the new history is paged
+as it comes."""
 
 
 def key_at(history: Sequence[BaseMessage], index: int) -> str:
@@ -106,11 +112,12 @@ def _entry_id(entry: dict[str, Any]) -> str | None:
 
 def _rewritten(history: Sequence[BaseMessage], state: PagingState) -> bool:
     """True when the history starts with a message the last step neither started with nor showed:
-    it was replaced (``REMOVE_ALL_MESSAGES``, say by a summary), not edited or trimmed."""
+    it was replaced (``REMOVE_ALL_MESSAGES``, say by a summary), not edited or trimmed (a first
+    message among the ones that followed the head was there before: messages were removed)."""
     if not history or state.head is None:
         return False
     first = key_at(history, 0)
-    if first == state.head:
+    if first == state.head or first in state.front:
         return False
     known = {_entry_id(e) if isinstance(e, dict) else e[0] for e in state.skeleton or []}
     return first not in known
