@@ -72,6 +72,7 @@ class PureParams:
     forks: bool
     collisions: bool
     spoof: bool = False
+    tiers: str | None = None
 
     def describe(self) -> str:
         return "pure " + " ".join(f"{k}={v}" for k, v in self.__dict__.items())
@@ -100,6 +101,7 @@ def pure_params(rng: random.Random) -> PureParams:
         forks=backend == "store" and rng.random() < 0.4,
         collisions=rng.random() < 0.2,
         spoof=rng.random() < 0.15,
+        tiers=rng.choice([None, None, None, "importance", "utility"]),
     )
 
 
@@ -152,6 +154,7 @@ class PureCase:
             "bookmark_share": p.bookmark_share,
             "large_result_share": p.large_result_share,
             "mode": p.mode,
+            "tiers": p.tiers,
         }
         if p.counter == "len":
             options["token_counter"] = len
@@ -231,6 +234,10 @@ class PureCase:
             self.do_remove(event[1])
         elif kind == "remove_all":
             self.do_remove_all(event[1], event[2])
+        elif kind == "remove_front":
+            self.do_remove_front(event[1])
+        elif kind == "edit":
+            self.do_edit(event[1], event[2])
         elif kind == "fork":
             self.do_fork(event[1])
         elif kind == "other_thread":
@@ -297,6 +304,10 @@ class PureCase:
                 f"Summary: {self.words.text(12)}", id=self.new_id("sum"), additional_kwargs={"fz": "summary"}
             )
             self.emit(("remove_all", keep, summary))
+        if rng.random() < 0.02 and self.msgs:  # LangGraph's "delete old messages"
+            self.emit(("remove_front", rng.randint(1, 5)))
+        if rng.random() < 0.04 and self.msgs:
+            self.gen_edit()
         if p.forks and rng.random() < 0.06 and len(self.snapshots) > 2:
             self.emit(("fork", rng.randrange(len(self.snapshots) - 1)))
         self.emit(("user", self.gen_user()))
@@ -312,6 +323,14 @@ class PureCase:
                 return  # a call left unanswered: the next user turn comes on top of it
             self.emit(("step",))
         self.emit(("add", [self.words.ai(id=self.new_id("a"))]))
+
+    def gen_edit(self) -> None:
+        """The app edits a message (same id, new text): in view mode any message of the history, in
+        replace mode one still in the state."""
+        editable = [m.id for m in self.msgs if m.id and not library_mark(m) and not isinstance(m, ToolMessage)
+                    and not getattr(m, "tool_calls", None)]
+        if editable:
+            self.emit(("edit", self.rng.choice(editable), f"Edited: {self.words.text(self.rng.randint(1, 12))}"))
 
     def gen_user(self) -> HumanMessage:
         rng = self.rng
@@ -358,10 +377,11 @@ class PureCase:
             else:
                 calls.append({"name": "lookup", "args": {"q": self.words.text(rng.randint(0, 6))}, "id": cid})
         if rng.random() < 0.12:
+            cut = self.words.text(rng.randint(200, 1500)) if rng.random() < 0.3 else "trunc"  # output limit hit
             invalid.append(
                 {
                     "name": "lookup",
-                    "args": '{"q": "trunc',
+                    "args": '{"q": "' + cut,
                     "id": self.new_id("bad"),
                     "error": "malformed JSON",
                     "type": "invalid_tool_call",
@@ -574,6 +594,35 @@ class PureCase:
         self.report.notes["pure REMOVE_ALL_MESSAGES"] += 1
         self.flags.add("remove-all")
         self.log(f"REMOVE_ALL, then {summary.id} and keep {[m.id for m in keep]}")
+
+    def do_remove_front(self, n: int) -> None:
+        """The app deletes the oldest messages (never leaving a tool result first without its call)."""
+        removed = self.msgs[:n]
+        while len(removed) < len(self.msgs) and isinstance(self.msgs[len(removed)], ToolMessage):
+            removed = self.msgs[:len(removed) + 1]
+        if not removed or any(not m.id for m in removed):
+            return
+        gone = {m.id for m in removed}
+        if self.p.mode == "replace":  # a removed bookmark takes its pages with it
+            gone |= {m.id for m in reconstruct_history(removed, self.get_page, COUNTER, clusters=self.get_node)}
+        self.msgs = add_messages(self.msgs, [RemoveMessage(id=m.id) for m in removed])
+        self.ref = [m for m in self.ref if m.id not in gone]
+        self.report.notes["pure front removals"] += 1
+        self.flags.add("remove-front")
+        self.log(f"remove the first {len(removed)}: {[m.id for m in removed]}")
+
+    def do_edit(self, message_id: str, text: str) -> None:
+        """An edit: the message keeps its id and place, its text changes (the edited text wins)."""
+        target = next((m for m in self.msgs if m.id == message_id), None)
+        if target is None:
+            return
+        edited = target.model_copy(update={"content": text})
+        self.msgs = add_messages(self.msgs, [edited])
+        if any(m.id == message_id for m in self.ref):
+            self.ref = add_messages(self.ref, [edited])
+        self.report.notes["pure edits"] += 1
+        self.flags.add("edit")
+        self.log(f"edit {message_id}")
 
     def do_fork(self, k: int) -> None:
         """Time travel: back to an earlier step's state (its checkpoint), continue from there."""
