@@ -182,10 +182,11 @@ class PagingSession:
             args = {k: v for k, v in (("page_ids", page_ids), ("query", query)) if v}
             call = AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": call_id}], id=f"a-{call_id}")
             answer = self.pager.recall(THREAD, paging, page_ids=page_ids or None, query=query,
-                                       call_tokens=self.pager.counter_for().count_message(call))
+                                       call_tokens=self.pager.counter_for().count_message(call), context=view)
             result = ToolMessage(answer.content, tool_call_id=call_id, name="recall", id=f"t-{call_id}",
                                  artifact=answer.artifact)
-            paging = paging_reducer(paging, recall_delta(answer.accessed, turn=answer.turn, results=[result.id]))
+            paging = paging_reducer(paging, recall_delta(answer.accessed, turn=answer.turn,
+                                                         results=[result.id, *answer.kept]))
             second = self.step([*view, call, result], paging)
             view, paging = second.view, second.state.to_value()
             recalled = recall_copy_pages(result)
@@ -270,8 +271,9 @@ def present_turns(messages: Sequence[BaseMessage], pages: dict[str, Page]) -> se
         >>> sorted(present_turns([result, HumanMessage("Any pets?", id="q")], {"p1": page}))
         ['D1:1', 'q']
     """
-    results = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
-    shown = {m.id for page in pages.values() for m in page.messages if any(render_message(m) in r for r in results)}
+    results = ["\n" + str(m.content) + "\n" for m in messages if isinstance(m, ToolMessage)]
+    shown = {m.id for page in pages.values() for m in page.messages  # whole lines: a turn, not a substring
+             if any("\n" + render_message(m) + "\n" in r for r in results)}
     return {m.id for m in messages if not is_bookmark(m) and not isinstance(m, ToolMessage)} | shown
 
 

@@ -152,7 +152,7 @@ class KeywordBookmarker(Bookmarker):
         ...                         AIMessage("Bailey sounds lovely!", id="m2")])
         >>> ctx = BookmarkContext(count_text=TokenCounter().count_text)
         >>> KeywordBookmarker().bookmark([page], ctx)[0].text
-        '[p3:Bailey,2023,May,adopted,Caroline,dog,lovely,named]'
+        '[p3:Bailey,2023,May,adopted,Caroline,dog,named]'
     """
 
     name = "keywords"

@@ -1,7 +1,9 @@
 """Which words of a page tell it apart: term statistics and keyword scores for bookmarks.
 
 A page's terms are grouped by stem (``adopted``/``adoption`` count as one, shown in
-their most frequent surface form). A term scores high when it is frequent on the page,
+their most frequent surface form). Stopwords, conversational filler (`FILLER`: "Interesting",
+"sharing", "lately", ...), bare one- or two-digit numbers and JSON escapes are never keywords;
+a date's day is kept with its month ("25 May"). A term scores high when it is frequent on the page,
 rare among the neighbouring pages (local IDF), and salient: a name, a number or a date.
 Optionally its rarity in English counts too (the background table); measured on LoCoMo
 with the lexical reader it lowers page selection (questions use everyday words), so it is
@@ -29,11 +31,24 @@ from langmem_paging.background import BACKGROUND, stem
 from langmem_paging.text import STOPWORDS
 from langmem_paging.tokens import message_text
 
-__all__ = ["PageTerms", "background_weight", "page_terms", "score_terms"]
+__all__ = ["FILLER", "PageTerms", "background_weight", "page_terms", "score_terms"]
 
 _WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")  # a time of day: rarely what a question is about
 _UNSAFE = re.compile(r"[\[\],:|\n]")
+_ESCAPE = re.compile(r"u[0-9a-f]{4}")  # a JSON escape (\u05d5) read as a word: never a keyword
+FILLER = frozenset(
+    ["interesting", "interested", "sharing", "share", "shared", "lately", "recently", "every", "everyone",
+     "anyone", "someone", "actually", "basically", "literally", "honestly", "seriously", "absolutely",
+     "pretty", "super", "kinda", "lol", "haha", "omg", "love", "loved", "lovely", "nice", "fun", "happy",
+     "excited", "exciting", "hear", "heard", "hope", "hoping", "maybe", "probably", "kind", "bit", "stuff",
+     "tell", "telling", "told", "guess", "soon", "today", "keep", "keeps", "kept", "thinking", "thought",
+     "doing", "getting", "trying", "looking", "finally", "especially", "sometimes", "usually", "together",
+     "whole", "able", "wonderful", "fantastic", "incredible", "beautiful", "proud", "sorry", "congrats",
+     "congratulations", "appreciate", "awesome", "absolutely", "exactly", "indeed", "hmm", "ah", "aw", "wish"]
+)
+"""Conversational filler: words a bookmark shows that tell a model nothing about the page (search
+keeps them: a question may use them)."""
 MONTHS = frozenset(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 )
@@ -63,6 +78,17 @@ def _sentence_start(text: str, at: int) -> bool:
     return i < 0 or text[i] in ".!?\n\"'“("
 
 
+def _month_by(text: str, start: int, end: int) -> str | None:
+    """The month named by the word after or before `text[start:end]` ("12 March", "May 3"), if any."""
+    after = text[end:end + 12].split()[:1]
+    before = text[max(0, start - 12):start].split()[-1:]
+    for word in after + before:
+        word = word.strip(".,;:!?'\"()")
+        if word.lower() in MONTHS and len(word) > 2:
+            return word.capitalize()
+    return None
+
+
 def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
     """Count a page's terms in one pass over its words (linear in its text)."""
     terms = PageTerms()
@@ -74,9 +100,16 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
                 word = word[:-2]
             lower = word.lower().replace("’", "'")
             digit = lower[0].isdigit()
-            if len(lower) < 2 or lower in STOPWORDS or (digit and _CLOCK.fullmatch(lower)):
+            if (len(lower) < 2 and not digit) or lower in STOPWORDS or lower in FILLER or _ESCAPE.fullmatch(lower):
                 continue
             form = _UNSAFE.sub("", word)
+            if digit and lower.isdigit() and len(lower) <= 2:  # a date's day reads as the date: "25 May"
+                month = _month_by(text, match.start(), match.end())
+                if month is None:
+                    continue  # a bare small number: runs of them read as noise
+                form, lower = f"{int(lower)} {month}", f"{int(lower)} {month.lower()}"
+            elif digit and _CLOCK.fullmatch(lower):
+                continue
             if not form:
                 continue
             key = lower if digit else stem(lower)

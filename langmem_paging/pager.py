@@ -13,7 +13,7 @@ import asyncio
 import threading
 import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -23,8 +23,9 @@ from langmem_paging.config import PagingConfig, resolve_max_tokens
 from langmem_paging.effects import arun, run
 from langmem_paging.engine import OnStoreError, StepEngine
 from langmem_paging.recall.plan import RecallPlan, plan_recall
-from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService
+from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, resident_turns
 from langmem_paging.search import InMemoryBM25Index, SearchIndex
+from langmem_paging.search_sqlite import SqliteSearchIndex, sqlite_file_of
 from langmem_paging.state import PagingState
 from langmem_paging.step import PagingResult, StepOptions, step_options
 from langmem_paging.store import PageStore
@@ -150,28 +151,37 @@ class Pager:
     # -- recall -----------------------------------------------------------------------------
     def recall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
                query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
-               history: Sequence[BaseMessage] = ()) -> RecallAnswer:
+               history: Sequence[BaseMessage] = (), served: Mapping[str, str] | None = None,
+               context: Sequence[BaseMessage] = ()) -> RecallAnswer:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch.
 
         `share`: how many tool calls the model made at once (each gets that share of the room);
         `call_tokens`: tokens of the message that made the call (the next step protects it);
-        `history`: the state's messages (view mode: a paged message edited since is recalled as edited)."""
-        request = self._request(page_ids, query, part, share, call_tokens, history)
-        flow = self.recalls.flow(thread_id, state, request, self.counter_for(state=state))
+        `history`: the state's messages (view mode: a paged message edited since is recalled as edited);
+        `served`: ids an earlier recall call of the same message asks for, by its call id (served once);
+        `context`: the messages the model sees (a search ranks its turns beside the paged ones and
+        keeps those that rank: `RecallAnswer.kept`)."""
+        counter = self.counter_for(state=state)
+        request = self._request(page_ids, query, part, share, call_tokens, history, served, context, counter)
+        flow = self.recalls.flow(thread_id, state, request, counter)
         return run(flow, self._io(thread_id, store))
 
     async def arecall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
                       query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
-                      history: Sequence[BaseMessage] = ()) -> RecallAnswer:
+                      history: Sequence[BaseMessage] = (), served: Mapping[str, str] | None = None,
+                      context: Sequence[BaseMessage] = ()) -> RecallAnswer:
         """Async `recall`."""
-        request = self._request(page_ids, query, part, share, call_tokens, history)
-        flow = self.recalls.flow(thread_id, state, request, await self.acounter_for(state=state))
+        counter = await self.acounter_for(state=state)
+        request = self._request(page_ids, query, part, share, call_tokens, history, served, context, counter)
+        flow = self.recalls.flow(thread_id, state, request, counter)
         return await arun(flow, self._io(thread_id, store))
 
     def _request(self, page_ids: Any, query: Any, part: Any, share: int, call_tokens: int,
-                 history: Sequence[BaseMessage]) -> RecallRequest:
+                 history: Sequence[BaseMessage], served: Mapping[str, str] | None,
+                 context: Sequence[BaseMessage], counter: TokenCounter) -> RecallRequest:
         edits = {m.id: m for m in history if m.id} if self.config.mode == "view" else {}
-        return RecallRequest(page_ids, query, part, share, call_tokens, edits)
+        resident = resident_turns(context, counter) if query is not None and context else []
+        return RecallRequest(page_ids, query, part, share, call_tokens, edits, resident, dict(served or {}))
 
     def room_for(self, branch: PagingState | dict | None, share: int = 1, call_tokens: int = 0) -> int:
         """Tokens a recall result may take on this branch (see `RecallService.room_for`)."""
@@ -189,21 +199,24 @@ _DEFAULT_INDEXES_LOCK = threading.Lock()
 
 
 def default_index(store: BaseStore, embedder: Any = None) -> SearchIndex:
-    """The process's search index for a store (one per store and embedder): an in-process BM25 index,
-    hybrid when an embedder is configured. Keyed by the store, so pagers over different stores
-    never share one (the same thread id in two stores is two threads)."""
+    """The process's search index for a store (one per store and embedder): for a file-backed
+    SQLite store, an FTS5 index in the store's own file (`SqliteSearchIndex`: nothing to rebuild
+    after a restart); else an in-process BM25 index, rebuilt from the store on a process's first
+    search of a thread; hybrid (in-process) when an embedder is configured. Keyed by the store, so
+    pagers over different stores never share one (the same thread id in two stores is two threads)."""
     key = embedder if isinstance(embedder, str) or embedder is None else id(embedder)
     with _DEFAULT_INDEXES_LOCK:
         per_store = _DEFAULT_INDEXES.setdefault(store, {})
         index = per_store.get(key)
         if index is None:
-            index = per_store[key] = _new_index(embedder)
+            index = per_store[key] = _new_index(store, embedder)
     return index
 
 
-def _new_index(embedder: Any) -> SearchIndex:
+def _new_index(store: BaseStore, embedder: Any) -> SearchIndex:
     if embedder is None:
-        return InMemoryBM25Index()
+        path = sqlite_file_of(store)
+        return SqliteSearchIndex(path) if path else InMemoryBM25Index()
     from langmem_paging.embeddings import get_embedder
 
     return InMemoryBM25Index(embedder=get_embedder(embedder))

@@ -27,7 +27,7 @@ from langmem_paging.records import Page
 from langmem_paging.text import search_terms
 from langmem_paging.tokens import message_text
 
-__all__ = ["Hit", "InMemoryBM25Index", "SearchIndex", "best_pages"]
+__all__ = ["Hit", "InMemoryBM25Index", "SearchIndex", "best_pages", "bm25_scores"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,16 @@ class SearchIndex(ABC):
         so the next search loads it again from the store; an index that can replace a page's
         passages overrides this."""
         self.drop(thread_id)
+
+    def score(self, thread_id: str, query: str, texts: Sequence[str]) -> list[float]:
+        """BM25 scores of `texts` (messages still in the context) for `query`, on the scale of
+        `search`'s hits where the index can (a recall ranks the resident turns beside the paged
+        ones). By default the texts are scored among themselves with `search_terms`."""
+        return bm25_scores(query, texts)
+
+    async def ascore(self, thread_id: str, query: str, texts: Sequence[str]) -> list[float]:
+        """Async `score` (the sync one in a worker thread)."""
+        return await asyncio.to_thread(self.score, thread_id, query, list(texts))
 
     async def aupdate(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Async `update` (the sync one in a worker thread)."""
@@ -229,6 +239,22 @@ class InMemoryBM25Index(SearchIndex):
         semantic = np.argsort(-cosine, kind="stable")[:depth]
         return _rrf(lexical, n) + _rrf(semantic, n)
 
+    def score(self, thread_id: str, query: str, texts: Sequence[str]) -> list[float]:
+        """BM25 of `texts` with the thread's document frequencies and lengths: on the scale of its hits."""
+        with self._lock:
+            index = self._threads.get(thread_id)
+            if index is None or not len(index.length):
+                return bm25_scores(query, texts, analyzer=self.analyzer, k1=self.k1, b=self.b)
+            n, mean = len(index.length), index.total_length / len(index.length)
+            postings = index.postings
+
+            def df(term: str) -> int:
+                posting = postings.get(term)
+                return len(posting[0]) if posting is not None else 0
+
+            return bm25_scores(query, texts, analyzer=self.analyzer, k1=self.k1, b=self.b, df=df, n_docs=n,
+                               mean_length=mean)
+
     def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
         terms = list(dict.fromkeys(self.analyzer(query)))
         with self._lock:
@@ -267,6 +293,30 @@ class InMemoryBM25Index(SearchIndex):
                     break
                 take *= 4
             return hits[:limit]
+
+
+def bm25_scores(query: str, texts: Sequence[str], *, analyzer: Callable[[str], list[str]] = search_terms,
+                k1: float = 1.2, b: float = 0.75, df: Callable[[str], int] | None = None, n_docs: int = 0,
+                mean_length: float = 0.0) -> list[float]:
+    """BM25 of each text for `query`; document frequencies from `df` over `n_docs` documents of
+    mean length `mean_length` (a thread's index), else from the texts themselves."""
+    docs = [analyzer(text) for text in texts]
+    terms = list(dict.fromkeys(analyzer(query)))
+    if df is None:
+        sets = [set(d) for d in docs]
+        n_docs, mean_length = len(docs), sum(map(len, docs)) / max(1, len(docs))
+
+        def df(term: str) -> int:
+            return sum(term in s for s in sets)
+    idf = {t: math.log(1 + (n_docs - df(t) + 0.5) / (df(t) + 0.5)) for t in terms}
+    out = []
+    for doc in docs:
+        norm = k1 * (1 - b + b * len(doc) / (mean_length or 1.0))
+        counts: dict[str, int] = {}
+        for term in doc:
+            counts[term] = counts.get(term, 0) + 1
+        out.append(sum(idf[t] * counts[t] * (k1 + 1) / (counts[t] + norm) for t in terms if t in counts))
+    return out
 
 
 def _rrf(ranked: np.ndarray, n: int, k: int = 60) -> np.ndarray:

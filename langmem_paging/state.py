@@ -337,7 +337,8 @@ def _fields(obj) -> dict[str, Any]:
 
 def recall_delta(page_ids: Iterable[str], *, turn: int, results: Iterable[str] = ()) -> dict[str, Any]:
     """The update a `recall` writes: one access per page id listed (repeats count), and the
-    ids of the recall results to keep resident at the next step."""
+    ids of the messages to keep resident at the next step (the recall results, and turns in the
+    context the search ranked)."""
     return {"kind": "recall", "accessed": list(page_ids), "turn": turn, "results": list(results)}
 
 

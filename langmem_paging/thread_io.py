@@ -23,7 +23,8 @@ from langmem_paging.search import Hit, SearchIndex
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
 
-__all__ = ["Commit", "IndexPages", "ListMembers", "LoadClusters", "Notify", "Search", "ThreadIO", "Trace"]
+__all__ = ["Commit", "IndexPages", "ListMembers", "LoadClusters", "Notify", "ScoreTexts", "Search", "ThreadIO",
+           "Trace"]
 
 logger = logging.getLogger("langmem_paging")
 
@@ -56,6 +57,16 @@ class Search(Request):
     query: str
     limit: int
     allow: Callable[[str], bool]
+
+
+@dataclass
+class ScoreTexts(Request):
+    """BM25 scores of texts still in the context, on the scale of the index's hits (the thread is
+    loaded first, as for `Search`). Answer: one score per text."""
+
+    op: ClassVar[str] = "score_texts"
+    query: str
+    texts: list[str]
 
 
 @dataclass
@@ -167,6 +178,18 @@ class ThreadIO(ComputeIO):
                                             allow=request.allow)
         except (SearchIndexError, PageStoreError):
             raise
+        except Exception as error:
+            raise _index_failed(error) from error
+
+    def score_texts(self, request: ScoreTexts) -> list[float]:
+        try:
+            return self.index.score(self.thread_id, request.query, request.texts)
+        except Exception as error:
+            raise _index_failed(error) from error
+
+    async def ascore_texts(self, request: ScoreTexts) -> list[float]:
+        try:
+            return await self.index.ascore(self.thread_id, request.query, request.texts)
         except Exception as error:
             raise _index_failed(error) from error
 

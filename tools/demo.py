@@ -40,7 +40,7 @@ from langmem_paging.testing import ScriptedChatModel  # noqa: E402
 from langmem_paging.text import search_terms  # noqa: E402
 
 _MARK = re.compile(r"\[([pc]\d+):([^\]|]*)")
-_USER_LINE = re.compile(r'<message from="user"[^>]*>(.*?)</message>', re.DOTALL)
+_USER_LINE = re.compile(r"^user(?: \[[^\]\n]*\])?: (.*(?:\n  .*)*)", re.MULTILINE)  # a user's message, recalled
 _NAME = re.compile(r"(?<!^)\b[A-Z][a-z]+")
 MAX_RECALLS = 4
 """Recall calls the scripted assistant makes for one question before it gives up."""
@@ -106,7 +106,8 @@ def scripted_assistant(replies: list[str]):
                 return AIMessage(f"From the recalled page: {line}")
         if len(calls) >= MAX_RECALLS:
             return AIMessage("I could not find it.")
-        if isinstance(last, ToolMessage) and "<cluster" in str(last.content):  # pick one of its pages
+        if isinstance(last, ToolMessage) and re.search(r"^=== c\d+ · ", str(last.content), re.MULTILINE):
+            # a cluster's listing: pick one of its pages
             pages = [i for i in _marks(question, [str(last.content)], tried) if i.startswith("p")]
             if pages:
                 return _call(page_ids=[pages[0]])

@@ -1,8 +1,12 @@
 """How recalled pages read to the model, and how a recall result shrinks and re-expands.
 
-Recalled text is delimited: each page is a ``<page id="p3">`` element and each message a
-``<message from="user">`` element, and text inside that could pass for one of these tags
-is escaped, so a stored page cannot impersonate a tool result or another message.
+Recalled text is compact and delimited (spec version 2): a page starts with a header line
+``=== p3 · messages 4-9 of 12 ===`` and each message is one ``Name [time]: text`` line; a
+message's further lines are indented by two spaces. So only the library writes lines that
+start at the margin: stored text that looks like a header or a speaker line is indented, and a
+stored page cannot impersonate a tool result, another page or another message. Results
+stored with version 1 (``<page id="p3">`` / ``<message from="user">`` elements, text that
+could pass for a tag escaped) still render as they were.
 
 A `recall` ToolMessage carries the text of pages that live in the store. When it ages out
 of the context it is not stored again: its content shrinks to a reference
@@ -20,13 +24,14 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from langmem_paging.messages import METADATA_KEY, speaker
-from langmem_paging.recall.spec import ClusterItem, Item, PageItem, PassageItem, RecallSpec
+from langmem_paging.recall.spec import SPEC_VERSION, ClusterItem, Item, PageItem, PassageItem, RecallSpec
 from langmem_paging.records import ClusterNode, Page
 from langmem_paging.tokens import TokenCounter, message_text, shared_counter
 
 __all__ = [
     "clip_note",
     "expand_recall_copy",
+    "member_line",
     "page_parts",
     "recall_artifact",
     "render_message",
@@ -54,24 +59,54 @@ def _attr(value: Any) -> str:
     return _QUOTE.sub(lambda m: {'"': "&quot;", "<": "&lt;", ">": "&gt;", "&": "&amp;"}[m.group(0)], str(value))
 
 
-def render_message(message: BaseMessage) -> str:
-    """``<message from="user" time="...">text</message>``, the text escaped."""
+_NAME_UNSAFE = re.compile(r"[\s:\[\]=]+")
+INDENT = "  "
+"""Continuation lines of a message's text start with this (the margin is the library's)."""
+PART_MIN_TOKENS = 96
+"""Parts are not cut smaller than this while the room is shared (several pages, or several recall
+calls at once): the result says to recall fewer at a time instead of showing a few words each."""
+
+
+def render_message(message: BaseMessage, version: int = SPEC_VERSION) -> str:
+    """One message as recalled: ``Name [time]: text`` with further lines indented (version 2), or
+    ``<message from="user" time="...">text</message>``, the text escaped (version 1)."""
     stamp = message.additional_kwargs.get("timestamp")
-    time = f' time="{_attr(stamp)}"' if stamp is not None else ""
-    return f'<message from="{_attr(speaker(message))}"{time}>{_escape(message_text(message))}</message>'
+    if version < 2:
+        time = f' time="{_attr(stamp)}"' if stamp is not None else ""
+        return f'<message from="{_attr(speaker(message))}"{time}>{_escape(message_text(message))}</message>'
+    name = _NAME_UNSAFE.sub(" ", speaker(message)).strip() or "someone"
+    time = f" [{_NAME_UNSAFE.sub(' ', str(stamp)).strip()}]" if stamp is not None else ""
+    return f"{name}{time}: " + _indented(message_text(message))
 
 
-def render_page(page: Page) -> str:
-    """A whole page as one ``<page>`` element."""
-    body = "\n".join(render_message(m) for m in page.messages)
-    return f'<page id="{page.id}">\n{body}\n</page>'
+def _indented(text: str) -> str:
+    """Text whose every line but the first starts with `INDENT`."""
+    return text.replace("\r", "").replace("\n", "\n" + INDENT)
 
 
-def page_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[str]:
+def _header(label: str, detail: str) -> str:
+    return f"=== {label} · {detail} ===" if detail else f"=== {label} ==="
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def render_page(page: Page, version: int = SPEC_VERSION) -> str:
+    """A whole page: its header and its messages (version 2), or one ``<page>`` element (1)."""
+    body = "\n".join(render_message(m, version) for m in page.messages)
+    if version < 2:
+        return f'<page id="{page.id}">\n{body}\n</page>'
+    return _header(page.id, _plural(len(page.messages), "message")) + "\n" + body
+
+
+def page_parts(page: Page, part_tokens: int, counter: TokenCounter, version: int = SPEC_VERSION) -> list[str]:
     """The page's rendering cut into parts of at most `part_tokens` tokens each, at message
     boundaries when possible (a longer message is cut by tokens). Joined, the parts' message
-    lines are the page's message lines."""
-    lines = [render_message(m) for m in page.messages]
+    lines are the page's message lines. Every part carries message text."""
+    if version >= 2:
+        return _compact_parts(page, max(part_tokens, 32), counter)
+    lines = [render_message(m, version) for m in page.messages]
     budget = max(16, part_tokens - 24)  # room for the part's own <page ...> tags
     chunks: list[str] = []
     current: list[str] = []
@@ -93,6 +128,35 @@ def page_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[str]
         chunks.append("\n".join(current))
     n = len(chunks)
     return [f'<page id="{page.id}" part="{i + 1}" of="{n}">\n{chunk}\n</page>' for i, chunk in enumerate(chunks)]
+
+
+def _compact_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[str]:
+    """Version 2 parts: whole message lines while they fit; a longer message is cut by tokens, its
+    pieces after the first indented (they continue its text)."""
+    budget = part_tokens - 16  # the part's header
+    chunks: list[list[str]] = [[]]
+    used = 0
+    for message in page.messages:
+        line = render_message(message)
+        cost = counter.count_text(line) + 1
+        if cost > budget:  # the speaker and the first piece of text, then the text indented
+            cut = line.index(": ") + 2
+            prefix, text = line[:cut], line[cut:]
+            first = max(8, budget - counter.count_text(prefix) - 2)
+            head = _split_tokens(text, first, counter)[0]
+            rest = _split_tokens(text[len(head):], budget - 4, counter)
+            lines = [prefix + head, *(INDENT + piece for piece in rest)]
+        else:
+            lines = [line]
+        for piece in lines:
+            cost = counter.count_text(piece) + 1
+            if used + cost > budget and chunks[-1]:
+                chunks.append([])
+                used = 0
+            chunks[-1].append(piece)
+            used += cost
+    n = len(chunks)
+    return [_header(page.id, f"part {i + 1} of {n}") + "\n" + "\n".join(chunk) for i, chunk in enumerate(chunks)]
 
 
 def _split_message(line: str, size: int, counter: TokenCounter) -> list[str]:
@@ -140,20 +204,22 @@ def _decodes(data: bytes) -> bool:
     return True
 
 
-def render_passages(page: Page, spans: Sequence[Sequence[int]]) -> str:
-    """Some messages of a page, in order: a ``<page>`` element with an ``excerpt`` attribute; ``...``
-    marks messages left out between spans."""
+def render_passages(page: Page, spans: Sequence[Sequence[int]], version: int = SPEC_VERSION) -> str:
+    """Some messages of a page, in order, under a header naming which; ``...`` marks messages left
+    out between spans."""
     shown = ", ".join(f"{a + 1}-{b}" if b - a > 1 else f"{a + 1}" for a, b in spans)
     lines = []
     for k, (a, b) in enumerate(spans):
         if k and a > spans[k - 1][1]:
             lines.append("...")
-        lines += [render_message(m) for m in page.messages[a:b]]
+        lines += [render_message(m, version) for m in page.messages[a:b]]
     n = len(page.messages)
-    return f'<page id="{page.id}" excerpt="messages {shown} of {n}">\n' + "\n".join(lines) + "\n</page>"
+    if version < 2:
+        return f'<page id="{page.id}" excerpt="messages {shown} of {n}">\n' + "\n".join(lines) + "\n</page>"
+    return _header(page.id, f"messages {shown} of {n}") + "\n" + "\n".join(lines)
 
 
-def _member_line(page: Page) -> str:
+def member_line(page: Page) -> str:
     """A cluster member: its id, all the keywords kept with it, its size."""
     keywords = ",".join(page.keywords) if page.keywords else page.bookmark
     return f"[{page.id}:{keywords}] {page.token_count} tokens"
@@ -187,7 +253,7 @@ def render_recall_shown(
 def clip_note(note: str, cap: int, counter: TokenCounter) -> str:
     """The note within `NOTE_MAX_TOKENS` and half the cap, escaped as page text is: it may echo what
     the model sent (a query, a malformed id), which must not pass for recall structure."""
-    note = _escape(note)
+    note = _escape(note).replace("\r", " ").replace("\n", " ")
     note_cap = min(NOTE_MAX_TOKENS, max(32, cap // 2))
     if note and counter.count_text(note) > note_cap:
         return counter.truncate_text(note, note_cap - 2) + " ..."
@@ -198,28 +264,32 @@ def _item_body(
     item: Item, spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
 ) -> tuple[str, str] | None:
     """An item's label and text, or None when what it names is gone."""
+    version = spec.version
     if isinstance(item, PassageItem):
         page = get_page(item.page)
-        return None if page is None else (item.page, render_passages(page, item.spans))
+        return None if page is None else (item.page, render_passages(page, item.spans, version))
     if isinstance(item, PageItem):
         page = get_page(item.page)
         if page is None:
             return None
         if item.part:
-            pieces = page_parts(page, spec.part_tokens, counter)
+            pieces = page_parts(page, spec.part_tokens, counter, version)
             return item.page, pieces[min(item.part, len(pieces)) - 1]
-        return item.page, render_page(page)
-    return _cluster_body(item, get_page, get_node)
+        return item.page, render_page(page, version)
+    return _cluster_body(item, get_page, get_node, version)
 
 
-def _cluster_body(item: ClusterItem, get_page: GetPage, get_node: GetNode | None) -> tuple[str, str] | None:
+def _cluster_body(item: ClusterItem, get_page: GetPage, get_node: GetNode | None,
+                  version: int) -> tuple[str, str] | None:
     node = get_node(item.cluster) if get_node else None
     if node is None:
         return None
     members = [p for p in (get_page(pid) for pid in item.members) if p is not None]
-    inner = "\n".join(render_page(p) if item.text else _member_line(p) for p in members)
+    inner = "\n".join(render_page(p, version) if item.text else member_line(p) for p in members)
     tail = f"\n({item.more} more member pages not listed: recall them by id, or search)" if item.more else ""
-    return item.cluster, f'<cluster id="{node.id}" pages="{node.size}">\n{inner}{tail}\n</cluster>'
+    if version < 2:
+        return item.cluster, f'<cluster id="{node.id}" pages="{node.size}">\n{inner}{tail}\n</cluster>'
+    return item.cluster, _header(node.id, _plural(node.size, "page")) + f"\n{inner}{tail}"
 
 
 def _fill(

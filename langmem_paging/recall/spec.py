@@ -4,16 +4,19 @@ A `recall` ToolMessage keeps its spec in its artifact (never sent to the model);
 checkpoint stores it, and when the result ages out of the context it shrinks to a reference
 and is rebuilt from the spec and the stored pages (rendering is deterministic). So the spec
 is read back after upgrades: `RecallSpec.from_dict` reads every version written so far
-(version 1, and the unversioned dicts of 0.2, which have the same fields).
+(version 2, the compact rendering; version 1, and the unversioned dicts of 0.2, which have the
+same fields and render as they did: XML elements). A spec renders in the version it was written
+in, so a shrunk result re-expands to exactly the text the model was shown.
 
 Example:
     >>> spec = RecallSpec(items=[PageItem("p3"), PassageItem("p9", [(2, 5)])], max_tokens=500,
     ...                   part_tokens=400, note="", encoding="cl100k_base")
     >>> RecallSpec.from_dict(spec.to_dict()) == spec
     True
-    >>> RecallSpec.from_dict({"items": [{"page": "p3"}], "max_tokens": 500, "part_tokens": 400,
-    ...                       "note": "", "encoding": "cl100k_base"}).items
-    [PageItem(page='p3', part=None)]
+    >>> old = RecallSpec.from_dict({"items": [{"page": "p3"}], "max_tokens": 500, "part_tokens": 400,
+    ...                             "note": "", "encoding": "cl100k_base"})
+    >>> old.items, old.version
+    ([PageItem(page='p3', part=None)], 1)
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 __all__ = ["ClusterItem", "Item", "PageItem", "PassageItem", "RecallSpec", "SPEC_VERSION"]
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 
 
 @dataclass
@@ -86,10 +89,12 @@ class RecallSpec:
     """Notes to the model (unknown ids, nothing found, a long page's parts, ...)."""
     encoding: str | None = None
     """The tiktoken encoding the result was sized with (rebuilds use the same)."""
+    version: int = SPEC_VERSION
+    """The rendering it was shown in: 2 compact lines, 1 XML elements."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, versioned."""
-        return {"v": SPEC_VERSION, "items": [item.to_dict() for item in self.items], "max_tokens": self.max_tokens,
+        return {"v": self.version, "items": [item.to_dict() for item in self.items], "max_tokens": self.max_tokens,
                 "part_tokens": self.part_tokens, "note": self.note, "encoding": self.encoding}
 
     @classmethod
@@ -105,7 +110,7 @@ class RecallSpec:
                              f"({SPEC_VERSION}); upgrade langmem-paging.")
         return cls(items=[_item(raw) for raw in data.get("items", [])], max_tokens=int(data["max_tokens"]),
                    part_tokens=int(data.get("part_tokens", data["max_tokens"])), note=data.get("note") or "",
-                   encoding=data.get("encoding"))
+                   encoding=data.get("encoding"), version=max(1, int(version)))
 
 
 def _item(raw: dict[str, Any]) -> Item:

@@ -16,8 +16,10 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command
 
+from langmem_paging.graph_state import prepare_view
 from langmem_paging.messages import is_bookmark
 from langmem_paging.pager import Pager
+from langmem_paging.recall.plan import plan_recall
 from langmem_paging.recall.service import RecallAnswer
 from langmem_paging.state import STATE_KEY, recall_delta
 
@@ -65,13 +67,37 @@ def _call(runtime: ToolRuntime, name: str) -> tuple[Any, int]:
     return None, 1
 
 
+def _served(message: Any, call_id: str | None, name: str) -> dict[str, str]:
+    """Pages and clusters that recall calls before this one in the same message ask for, by call
+    id: parallel recalls serve each page once."""
+    served: dict[str, str] = {}
+    for call in getattr(message, "tool_calls", None) or []:
+        if call.get("id") == call_id:
+            break
+        if call.get("name") == name:
+            args = call.get("args") or {}
+            plan = plan_recall(args.get("page_ids"), None)
+            for ident in [*plan.page_ids, *plan.cluster_ids]:
+                served.setdefault(ident, str(call.get("id")))
+    return served
+
+
 def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any) -> dict[str, Any]:
     """How the result is sized and where it reads: its share of the room, the calling message's
-    tokens, and the store of this call (the graph's, unless the pager has its own)."""
+    tokens, what sibling recalls serve, and the store of this call (the graph's, unless the pager
+    has its own)."""
     message, share = _call(runtime, name)
     call_tokens = pager.counter_for(state=state).count_message(message) if message is not None else 0
     history = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
-    return {"share": share, "call_tokens": call_tokens, "store": runtime.store, "history": history}
+    return {"share": share, "call_tokens": call_tokens, "store": runtime.store, "history": history,
+            "served": _served(message, runtime.tool_call_id, name), "context": _context(pager, history, state)}
+
+
+def _context(pager: Pager, history: list, state: Any) -> list:
+    """What the model sees: the state's messages (replace mode) or the view rendered from them."""
+    if pager.config.mode == "view":
+        return prepare_view(history, state, "view")[0]
+    return history
 
 
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
@@ -79,7 +105,7 @@ def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
     message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id or "", name=name, id=message_id,
                           artifact=answer.artifact, status=answer.status)
     update: dict[str, Any] = {"messages": [message]}
-    update[STATE_KEY] = recall_delta(answer.accessed, turn=answer.turn, results=[message_id])
+    update[STATE_KEY] = recall_delta(answer.accessed, turn=answer.turn, results=[message_id, *answer.kept])
     return Command(update=update)
 
 

@@ -16,10 +16,11 @@ Example:
     >>> [m.content for m in thread.prompt][:2]
     ['[c24:Accra,Kyoto,Lisbon,Perth,Riga,Rome|7 of p1-p13]', '[c26:Cusco,Dakar,Hanoi,Lima,Oslo,Porto|7 of p3-p14]']
     >>> print(thread.call_recall(query="Kyoto").content)
-    <page id="p2" excerpt="messages 1-2 of 2">
-    <message from="user">I will fly to Kyoto on Friday.</message>
-    <message from="assistant">Noted.</message>
-    </page>
+    === p2 · messages 1-2 of 2 ===
+    user: I will fly to Kyoto on Friday.
+    assistant: Noted.
+    === p1 · messages 2 of 2 ===
+    assistant: Noted.
     >>> thread.step().over_budget, thread.tokens <= 480
     (False, True)
     >>> [m.content for m in thread.history()][:2]

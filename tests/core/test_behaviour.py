@@ -143,8 +143,9 @@ def test_topic_shift_cuts_where_the_words_change():
 def _tier_history():
     history = []
     for i in range(24):
-        history += [HumanMessage(f"Note {i}: Zarko{i} keeps {i} beehives near lake Bled{i}. The queen is calm.",
-                                 id=f"h{i}"),
+        crowd = f" Ana{i}, Petra{i}, Ivo{i} and Mojca{i} came from Ljubljana{i} and Koper{i}." if i % 4 == 1 else ""
+        history += [HumanMessage(f"Note {i}: Zarko{i} keeps {120 + i} beehives near lake Bled{i}. The queen is calm."
+                                 + crowd, id=f"h{i}"),
                     AIMessage(f"Noted, Zarko{i} and the bees of Bled{i}.", id=f"a{i}")]
     history[14] = history[14].model_copy(update={"additional_kwargs": {METADATA_KEY: {"importance": 10.0}}})
     return history

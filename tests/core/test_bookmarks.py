@@ -42,7 +42,7 @@ def test_keywords_prefer_names_numbers_and_terms_rare_in_the_thread():
     page = [HumanMessage("we went hiking again, and then Priya said the hiking trail near Tromsø was closed "
                          "until 12 March", id="m1"), AIMessage("hiking sounds fun", id="m2")]
     text, keywords = _bookmark("p2", page, _ctx({"hike": 9}, 10))  # page frequencies count stems
-    assert set(keywords[:4]) == {"Priya", "Tromsø", "12", "March"}
+    assert set(keywords[:4]) == {"Priya", "Tromsø", "12 March", "March"}  # a date's day reads with its month
     # "hiking" is frequent on the page but common in the thread: it tells pages apart poorly.
     assert keywords.index("closed") < keywords.index("hiking")
 
@@ -78,3 +78,33 @@ def test_discriminative_bookmarks_drop_what_most_neighbours_share_and_keywords_k
     discriminative = DiscriminativeBookmarker().bookmark([PageDraft("p7", messages)], context)[0]
     assert "Zarko" in default.keywords and "Radovljica" in default.keywords
     assert "Zarko" not in discriminative.keywords and "Radovljica" in discriminative.keywords
+
+
+def _keywords(*texts: str) -> list[str]:
+    counter = TokenCounter()
+    page = PageDraft("p1", [HumanMessage(t, id=f"m{i}") for i, t in enumerate(texts)])
+    context = BookmarkContext(count_text=counter.count_text, doc_freq={}, n_docs=0)
+    return KeywordBookmarker(max_keywords=8, max_tokens=40).bookmark([page], context)[0].keywords
+
+
+def test_bookmarks_leave_out_conversational_filler():
+    """The demo's bookmarks read [p9:nice,Interesting,lately,sharing,battery,busy,dies,fast]."""
+    words = _keywords("Interesting! Thanks for sharing, lately every day is busy. Interesting, really interesting.",
+                      "Sharing is nice. My phone battery dies fast every day; Interesting. Lately sharing more.")
+    assert "battery" in words
+    assert not {"interesting", "sharing", "lately", "every", "nice"} & {w.lower() for w in words}, words
+
+
+def test_bookmarks_leave_out_runs_of_small_numbers_and_json_escapes():
+    """[p3:20,21,22,23,24,25,26,27] and [c14:u05d5,u05dc,u05dd,...] told the model nothing."""
+    words = _keywords("rows 20 21 22 23 24 25 26 27 of the Lisbon ledger for 2023, closed on 3 June",
+                      'args {"q": "\\u05d5\\u05dc\\u05dd"} about the Haifa warehouse')
+    assert "Lisbon" in words and "Haifa" in words and "2023" in words
+    assert "3 June" in words  # a date's day reads with its month
+    assert not [w for w in words if w.isdigit() and len(w) <= 2], words
+    assert not [w for w in words if w.lower().startswith("u05")], words
+
+
+def test_names_and_places_come_before_everyday_words():
+    words = _keywords("We walked around the market in Ljubljana with Tamsin and bought apples.")
+    assert words.index("Ljubljana") < words.index("apples") and words.index("Tamsin") < words.index("apples")

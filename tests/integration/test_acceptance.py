@@ -83,7 +83,7 @@ def test_a_large_tool_result_is_paged_on_arrival_behind_a_stub_naming_the_tool()
     assert stub.content.startswith("[p1:fetch_report result") and '{"year": 2024}' in stub.content
     assert max(sent_tokens(model, paging, [fetch_report])) <= 2000
     part = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
-    assert 'part="2"' in part.content and "Revenue grew in every region." in part.content
+    assert 'part 2 of' in part.content and "Revenue grew in every region." in part.content
     original = paging.page_store.get("big", "p1").messages[0]
     assert original.content.startswith("Annual report 2024.") and len(original.content) > 10_000
     assert [m.content for m in full_history(paging, "big", state) if isinstance(m, ToolMessage)][0] == \
@@ -165,21 +165,25 @@ def test_time_travel_with_update_state_keeps_the_budget():
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_six_parallel_recalls_all_count(mode):
+def test_six_parallel_recalls_all_count_and_serve_each_page_once(mode):
     store = InMemoryStore()
-    paging, model, agent = _facts_agent(store, 40, max_tokens=1200)
+    paging, model, agent = _facts_agent(store, 50, max_tokens=1500)
     config = {"configurable": {"thread_id": f"par-{mode}"}}
-    for fact in FACTS[:30]:
+    for fact in FACTS[:40]:
         agent.invoke({"messages": [fact]}, config)
     calls = [{"name": "recall", "args": {"page_ids": [pid]}, "id": f"c{i}"}
-             for i, pid in enumerate(["p1", "p1", "p1", "p2", "p2", "p2"])]
+             for i, pid in enumerate(["p1", "p2", "p1", "p3", "p2", "p4"])]
     script_next(model, AIMessage("", tool_calls=calls), "done")
     inputs = {"messages": ["recall them all"]}
     state = agent.invoke(inputs, config) if mode == "sync" else asyncio.run(agent.ainvoke(inputs, config))
-    counts = {pid: PagingStateView(state).access(pid)[0] for pid in ("p1", "p2")}
-    assert counts == {"p1": 3, "p2": 3}
-    assert paging.page_store.get(f"par-{mode}", "p1").access_count == 3  # mirrored at the last model call
-    assert paging.page_store.get(f"par-{mode}", "p2").access_count == 3
+    counts = {pid: PagingStateView(state).access(pid)[0] for pid in ("p1", "p2", "p3", "p4")}
+    assert counts == {"p1": 1, "p2": 1, "p3": 1, "p4": 1}  # six results merged; each page served once
+    results = {m.tool_call_id: m.content for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert "=== p1 · " in results["c0"] and "=== p1 · " not in results["c2"]
+    assert "p1: in the result of your other recall call (c0)" in results["c2"]
+    assert "p2: in the result of your other recall call (c1)" in results["c4"]
+    for pid in ("p1", "p2", "p3", "p4"):  # mirrored at the last model call
+        assert paging.page_store.get(f"par-{mode}", pid).access_count == 1
 
 
 def PagingStateView(state):  # noqa: N802 - reads like a constructor

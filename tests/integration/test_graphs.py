@@ -75,7 +75,7 @@ def test_agent_recalls_exact_text_of_an_evicted_page(base_store, mode, paging_mo
     page = paging.page_store.get(thread, "p1")
     assert page.messages[0].content == FACTS[0]
     assert FACTS[0] in tool_message.content and "Noted." in tool_message.content
-    assert '<page id="p1">' in tool_message.content
+    assert "=== p1 · " in tool_message.content
     assert paging.page_store.get(thread, "p1").access_count == 1  # mirrored at the next model call
     # The model saw bookmarks, never the evicted text, before recalling.
     before_recall = model.prompts[-2]
@@ -137,13 +137,13 @@ def test_threads_are_isolated_through_the_agent(base_store):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        ({"page_ids": "p1"}, '<page id="p1">'),
-        ({"page_ids": "[p1:Zarko0,Bled0]"}, '<page id="p1">'),
+        ({"page_ids": "p1"}, "=== p1 · "),
+        ({"page_ids": "[p1:Zarko0,Bled0]"}, "=== p1 · "),
         ({"page_ids": ["p999"]}, "No such page or cluster in this conversation: p999."),
         ({"page_ids": ["drop table"]}, "Not page or cluster ids: 'drop', 'table'"),
         ({"page_ids": [None]}, "Error invoking tool"),
         ({}, "Pass `page_ids`"),
-        ({"query": "beehives Bled0"}, '<page id="p1" excerpt="messages'),
+        ({"query": "beehives Bled0"}, "=== p1 · messages"),
         ({"page_ids": {"a": 1}}, "Error"),
         ({"query": "x" * 100_000}, "Nothing paged out matches the query"),
     ],

@@ -53,45 +53,53 @@ def chat_problems(messages: list[BaseMessage]) -> list[tuple[str, frozenset]]:
     return out
 
 
-_TAG = re.compile(r"<(/?)(page|message|cluster)\b[^>]*>")
+_HEADER = re.compile(r"=== ([pc]\d+) · (.*) ===")
+_SPEAKER = re.compile(r"[^\s:\[\]=](?:[^:\[\]=\n]*[^\s:\[\]=])?(?: \[[^\]\n]*\])?: ")
+_OTHER = re.compile(r"\.\.\.$|\[p\d+:|\(\d+ more member pages|\[(recall )?size cap")
 
 
 def recall_structure_problems(content: str) -> list[str]:
-    """Recall results are ``<page>`` elements of ``<message>`` elements (pages may sit in a
-    ``<cluster>``); any other tag order means stored text passes for structure. A page cut into
-    parts may end inside a message and start in the middle of one."""
-    stack: list[str] = []
-    parted = False
-    problems = []
-    allowed_parent = {"page": {None, "cluster"}, "message": {"page"}, "cluster": {None}}
-    for match in _TAG.finditer(content):
-        closing, name = match.group(1) == "/", match.group(2)
-        if closing:
-            if parted and name == "page" and stack[-2:] == ["page", "message"]:
-                stack.pop()  # a part ends inside a long message
-            if parted and name == "message" and stack[-1:] == ["page"]:
-                continue  # a part starts inside a long message
-            if not stack or stack[-1] != name:
-                problems.append(
-                    f"stray </{name}> at {match.start()}: "
-                    f"{content[max(0, match.start() - 60) : match.end() + 20]!r}"
-                )
-                break
-            stack.pop()
-        else:
-            parent = stack[-1] if stack else None
-            if parent not in allowed_parent[name]:
-                problems.append(
-                    f"<{name}> inside <{parent}> at {match.start()}: "
-                    f"{content[max(0, match.start() - 60) : match.end() + 20]!r}"
-                )
-                break
-            if name == "page":
-                parted = ' part="' in match.group(0)
-            stack.append(name)
-    if stack and not problems:
-        problems.append(f"unclosed {stack}")
+    """Recall results (spec version 2) put only the library's lines at the margin: a note first,
+    page and cluster headers, one ``Name: text`` line per message shown (its further lines
+    indented), ``...`` between runs, cluster member lines and the size notice. Stored text at the
+    margin (a forged header, a forged speaker line) shows as a line of no such kind, or as more
+    speaker lines under a header than the messages it names."""
+    problems: list[str] = []
+    expected: int | None = None
+    speakers = 0
+
+    def close() -> None:
+        if expected is not None and speakers != expected:
+            problems.append(f"{speakers} speaker lines under a header naming {expected} messages")
+
+    for k, line in enumerate(content.split("\n")):
+        if not line or line.startswith("  "):
+            continue
+        header = _HEADER.fullmatch(line)
+        if header:
+            close()
+            expected, speakers = _messages_named(header.group(2)), 0
+        elif _SPEAKER.match(line):
+            speakers += 1
+        elif not _OTHER.match(line) and k > 0:
+            problems.append(f"line {k} at the margin is no recall structure: {line[:80]!r}")
+    close()
     return problems
+
+
+def _messages_named(detail: str) -> int | None:
+    """How many message lines a header's detail promises (None: a part, or a cluster)."""
+    whole = re.fullmatch(r"(\d+) messages?", detail)
+    if whole:
+        return int(whole.group(1))
+    spans = re.fullmatch(r"messages ([\d, -]+) of \d+", detail)
+    if spans:
+        total = 0
+        for span in spans.group(1).split(", "):
+            a, _, b = span.partition("-")
+            total += int(b) - int(a) + 1 if b else 1
+        return total
+    return None
 
 
 def same_messages(a: list[BaseMessage], b: list[BaseMessage]) -> str | None:

@@ -1,0 +1,112 @@
+"""How readable are bookmarks? The share of bookmark terms that tell a model nothing.
+
+Replays LoCoMo conversations through a paging session (as the evaluation does) and reads every
+page's bookmark keywords. A term tells nothing when it is an English stopword, a conversational
+filler (interjections, discourse markers, small talk), a bare number of one or two digits in a
+bookmark that shows no month (with one, it may be a date's day), or a JSON escape (``u05d5``). The word lists are this script's own (a common English stopword list
+and a filler list), not the library's filter, so the measure does not just restate it.
+
+Usage (from the repository root)::
+
+    python tools/bookmark_readability.py --budget 4000            # dev data, table + JSON
+    python tools/bookmark_readability.py --budget 4000 --limit 2 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run by path: evals/ is not installed
+
+from evals.conversation import to_messages  # noqa: E402
+from evals.datasets.locomo import load_locomo  # noqa: E402
+from evals.paging_method import PagingSession  # noqa: E402
+
+ENGLISH_STOPWORDS = set(re.findall(r"\S+", """
+a about above after again against all am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
+once only or other our ours ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves also get got really
+"""))
+FILLER = set(re.findall(r"\S+", """
+oh wow hey hi hello yeah yes yep nope ok okay sure thanks thank great good nice cool awesome amazing interesting
+glad happy excited love loved lovely fun cute sweet totally definitely absolutely actually basically literally
+seriously honestly pretty super kinda sorta lol haha omg every everything anything something thing things stuff
+lately recently sharing share shared tell telling told hear heard hope hoping guess maybe probably kind bit lot
+lots much many way well still always never ever even time day today soon fancy busy keep keeps kept
+"""))
+_ESCAPE = re.compile(r"u[0-9a-f]{4}")
+
+
+MONTHS = set(re.findall(r"\S+", """
+january february march april may june july august september october november december
+jan feb mar apr jun jul aug sep sept oct nov dec
+"""))
+
+
+def kind_of(term: str, dated: bool = False) -> str | None:
+    """Why a term tells nothing (None: it may tell something). `dated`: the bookmark also shows a
+    month, so a small number may be a date's day."""
+    lower = term.lower()
+    if lower in ENGLISH_STOPWORDS:
+        return "stopword"
+    if lower in FILLER:
+        return "filler"
+    if lower.isdigit() and len(lower) <= 2 and not dated:
+        return "small number"
+    if _ESCAPE.fullmatch(lower):
+        return "escape"
+    return None
+
+
+def bookmark_terms(session: PagingSession) -> list[tuple[str, bool]]:
+    """The keywords every page's bookmark shows (its text between ``[pN:`` and ``]``), each with
+    whether the bookmark shows a month too."""
+    out = []
+    for page in session.pages.values():
+        body = page.bookmark.split(":", 1)[1].rstrip("]") if ":" in page.bookmark else ""
+        terms = [t for t in body.split(",") if t]
+        dated = any(t.lower() in MONTHS for t in terms)
+        out += [(t, dated) for t in terms]
+    return out
+
+
+def measure(budget: int, limit: int | None, data: str | None) -> dict:
+    terms: list[tuple[str, bool]] = []
+    for conversation in load_locomo(data, limit=limit):
+        session = PagingSession(budget, "fixed_20", "lfu")
+        for message in to_messages(conversation):
+            session.add(message)
+        terms += bookmark_terms(session)
+    kinds = Counter(k for t, dated in terms if (k := kind_of(t, dated)) is not None)
+    empty = sum(kinds.values())
+    return {"budget": budget, "terms": len(terms), "uninformative": empty,
+            "share": round(empty / max(1, len(terms)), 4), "by_kind": dict(kinds.most_common()),
+            "most_common_uninformative": Counter(t.lower() for t, d in terms if kind_of(t, d)).most_common(15)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=int, default=4000, help="token budget B of the replay")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N conversations")
+    parser.add_argument("--data", default=None, help="LoCoMo file (default: $LOCOMO_PATH or the shared dev data)")
+    parser.add_argument("--json", default=None, help="also write the result to this JSON file")
+    args = parser.parse_args(argv)
+    result = measure(args.budget, args.limit, args.data)
+    print(f"| budget | bookmark terms | uninformative | share | by kind |\n|---|---|---|---|---|\n"
+          f"| {result['budget']} | {result['terms']} | {result['uninformative']} | {result['share']:.3f} | "
+          f"{', '.join(f'{k} {v}' for k, v in result['by_kind'].items())} |")
+    print("most common:", ", ".join(f"{t} ({n})" for t, n in result["most_common_uninformative"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
