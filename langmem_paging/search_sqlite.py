@@ -97,10 +97,16 @@ class SqliteSearchIndex(SearchIndex):
             self._insert(thread_id, pages)
 
     def add(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Index a thread's new pages. A thread starts here with its first page (``p1``); one the
+        index never saw start (its pages were stored before) is loaded by its first search."""
+        pages = list(pages)
         with self._lock, self._transaction():
             known = self._conn.execute("SELECT 1 FROM langmem_paging_fts_threads WHERE thread_id = ?",
                                        (thread_id,)).fetchone()
-            if known is not None:  # else the first search loads the thread from the store
+            if known is None and any(page.id == "p1" for page in pages):
+                self._conn.execute("INSERT INTO langmem_paging_fts_threads (thread_id) VALUES (?)", (thread_id,))
+                known = (1,)
+            if known is not None:
                 self._insert(thread_id, pages)
 
     def update(self, thread_id: str, pages: Iterable[Page]) -> None:

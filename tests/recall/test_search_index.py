@@ -23,6 +23,7 @@ from langmem_paging import (
     SearchIndex,
 )
 from langmem_paging.search_postgres import MAX_PASSAGE_CHARS, PostgresSearchIndex
+from langmem_paging.search_sqlite import SqliteSearchIndex
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.postgres_server import fresh_database
 
@@ -44,11 +45,13 @@ def pg_index(search_database):
     index.close()
 
 
-@pytest.fixture(params=["bm25", "postgres"])
-def index(request):
+@pytest.fixture(params=["bm25", "sqlite", "postgres"])
+def index(request, tmp_path):
     """Every SearchIndex implementation."""
     if request.param == "bm25":
         return InMemoryBM25Index()
+    if request.param == "sqlite":
+        return SqliteSearchIndex(str(tmp_path / "index.db"))
     return request.getfixturevalue("pg_index")
 
 
