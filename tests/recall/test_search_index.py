@@ -316,3 +316,29 @@ def test_a_search_index_needs_only_the_documented_methods():
 
     assert Nothing().search("t", "q", limit=3, allow=lambda p: True) == []
     assert SearchIndex.__abstractmethods__ == {"has", "load", "add", "search", "drop"}
+
+
+class _TopicEmbedder:
+    """Unit vectors by topic word: a stand-in for a sentence embedder."""
+
+    topics = ("dog", "pottery", "marathon")
+
+    def embed(self, texts):
+        import numpy as np
+
+        out = []
+        for text in texts:
+            lower = text.lower()
+            vector = np.array([1.0 if (t in lower or (t == "dog" and "greyhound" in lower)) else 0.0
+                               for t in self.topics])
+            out.append(vector / (np.linalg.norm(vector) or 1.0))
+        return out
+
+
+def test_hybrid_search_fuses_scores_so_a_meaning_match_without_shared_words_ranks():
+    index = InMemoryBM25Index(embedder=_TopicEmbedder())
+    index.load("t", PAGES)
+    hits = index.search("t", "dog", limit=4, allow=lambda p: True)  # no page says "dog"
+    assert hits and hits[0].page_id in {"p1", "p4"}  # the greyhound pages, by meaning
+    lexical = index.search("t", "marathons Lisbon", limit=2, allow=lambda p: True)
+    assert lexical[0].page_id == "p3" and lexical[0].score > 1.0  # normalized BM25 (1.0) + cosine
