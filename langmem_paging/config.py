@@ -25,9 +25,12 @@ from langmem_paging.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.hooks import PagingHooks
 from langmem_paging.policies import EvictionPolicy, get_policy
 
-__all__ = ["PagingConfig", "PagingOptions", "resolve_max_tokens"]
+__all__ = ["Budget", "PagingConfig", "PagingOptions", "resolve_max_tokens"]
 
 Fraction = tuple[Literal["fraction"], float]
+Budget = int | tuple[Literal["tokens"], int] | Fraction
+"""A token budget as LangChain's middleware take one: ``4000``, ``("tokens", 4000)`` or
+``("fraction", 0.5)`` of the model's context window."""
 
 
 class PagingOptions(TypedDict, total=False):
@@ -59,12 +62,13 @@ class PagingOptions(TypedDict, total=False):
 class _Options(BaseModel):
     """The validated fields (internal; `PagingConfig` turns its errors into plain ValueErrors)."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True,
+                              use_attribute_docstrings=True)
 
     max_tokens: int | tuple[str, float]
     """Budget for everything the model receives: messages, bookmarks, recalled text, and (with
-    `PagingMiddleware`) the system prompt and tool schemas. An int, or ``("fraction", 0.5)`` of
-    the model's context window (read from the chat model's profile)."""
+    `PagingMiddleware`) the system prompt and tool schemas. An int, ``("tokens", 4000)``, or
+    ``("fraction", 0.5)`` of the model's context window (read from the chat model's profile)."""
     low_water_tokens: int | None = Field(default=None, gt=0)
     """When over budget, page down to this (default 75% of the message budget), so paging
     happens in steps rather than every turn."""
@@ -109,7 +113,7 @@ class _Options(BaseModel):
     """`PagingHooks` told when pages form, are evicted, are recalled."""
     search_embedder: Any = None
     """An `Embedder` (or its name: ``"hashing"``, ``"minilm"``, ``"openai:<model>"``) to rank
-    search passages by meaning too, fused with BM25 (reciprocal rank). None: BM25 only."""
+    search passages by meaning too: BM25 over the best BM25 score plus the cosine. None: BM25 only."""
     tiers: Any = None
     """Hot/warm/cold tiers: ``TierScoring(...)``, ``UtilityScoring(...)``, or ``"importance"`` /
     ``"utility"``; a tier score then decides what leaves the context (instead of `policy`) and
@@ -118,9 +122,12 @@ class _Options(BaseModel):
     @field_validator("max_tokens")
     @classmethod
     def _budget(cls, value):
-        if isinstance(value, tuple):
+        if isinstance(value, (tuple, list)):
+            if len(value) == 2 and value[0] == "tokens" and float(value[1]).is_integer() and value[1] > 0:
+                return int(value[1])
             if len(value) != 2 or value[0] != "fraction" or not 0 < float(value[1]) <= 1:
-                raise ValueError("use an int, or ('fraction', x) with 0 < x <= 1 of the model's context window")
+                raise ValueError("use an int, ('tokens', n) with n > 0, or ('fraction', x) with 0 < x <= 1 of "
+                                 "the model's context window")
             return ("fraction", float(value[1]))
         if isinstance(value, bool) or value <= 0:
             raise ValueError("must be a positive number of tokens")

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from types import FrameType
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
@@ -90,7 +93,7 @@ class StepEngine:
         try:
             with self._locks.hold(io.thread_id):
                 result = run(self._decide_and_commit(view, state, options), io)
-            run(self._after(io.thread_id, result), io)
+            run(self._after(io.thread_id, result, options), io)
         except StorageError as error:
             return self._unpaged(error, view, state)
         return result
@@ -101,7 +104,7 @@ class StepEngine:
         try:
             async with self._locks.ahold(io.thread_id):
                 result = await arun(self._decide_and_commit(view, state, options), io)
-            await arun(self._after(io.thread_id, result), io)
+            await arun(self._after(io.thread_id, result, options), io)
         except StorageError as error:
             return self._unpaged(error, view, state)
         return result
@@ -114,14 +117,14 @@ class StepEngine:
         yield Commit(result.pages, result.nodes, result.state, touched)
         return result
 
-    def _after(self, thread_id: str, result: PagingResult) -> Flow[None]:
+    def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> Flow[None]:
         if result.pages:
             try:
                 yield IndexPages(result.pages)
             except SearchIndexError as error:
                 self._index_failed(error, thread_id)
             self._watch_page_sizes(result)
-        self._report(thread_id, result)
+        self._report(thread_id, result, options)
         yield Trace(_trace_data(thread_id, result))
         events = _events(thread_id, result)
         if events:
@@ -131,11 +134,7 @@ class StepEngine:
     def _unpaged(self, error: StorageError, view: Sequence[BaseMessage], state: Any) -> PagingResult:
         if self.on_store_error == "raise":
             raise error
-        warnings.warn(
-            f"langmem-paging: {error}; this turn is not paged. Nothing was lost; the next turn pages again.",
-            RuntimeWarning,
-            stacklevel=5,
-        )
+        warn(f"langmem-paging: {error}; this turn is not paged. Nothing was lost; the next turn pages again.")
         return PagingResult(view=list(view), state=PagingState.from_value(state))
 
     def _index_failed(self, error: SearchIndexError, thread_id: str) -> None:
@@ -143,12 +142,10 @@ class StepEngine:
         paged result: the pages are stored already, and a later `load` of the thread re-indexes them."""
         if self.on_store_error == "raise":
             raise error
-        message = (f"langmem-paging: {error}; the new pages of thread {thread_id!r} are stored but not searchable "
-                   "until the index is loaded again.")
-        logger.warning(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=6)
+        warn(f"langmem-paging: {error}; the new pages of thread {thread_id!r} are stored but not searchable "
+             "until the index is loaded again.")
 
-    def _report(self, thread_id: str, result: PagingResult) -> None:
+    def _report(self, thread_id: str, result: PagingResult, options: StepOptions) -> None:
         if result.changed:
             logger.info(
                 "thread %s: %d -> %d tokens (budget %d); formed %s, evicted %s, folded %s",
@@ -156,31 +153,55 @@ class StepEngine:
                 result.formed or "-", result.evicted or "-", result.folded or "-",
             )
         if result.first_over_budget:
-            message = (
-                f"langmem-paging: thread {thread_id!r} needs {result.tokens} tokens but the budget is "
-                f"{result.state.budget}: what nothing may evict (system prompt and tools, pinned messages, "
-                f"the newest user message, the latest tool group, bookmarks) takes {result.protected_tokens}. "
-                "Raise `max_tokens`, shorten the protected messages, or lower `bookmark_share`."
+            overhead = options.overhead
+            beside = (f"max_tokens={options.budget + overhead} minus {overhead} for the system prompt and tool "
+                      "schemas, " if overhead else "")
+            warn(
+                f"langmem-paging: thread {thread_id!r} needs {result.tokens} tokens for its messages but their "
+                f"budget is {options.budget} ({beside}sent with every call): what nothing may evict (pinned "
+                f"messages, the newest user message, the latest tool group, bookmarks) takes "
+                f"{result.protected_tokens}. Raise `max_tokens`, shorten the protected messages"
+                + (", trim the tools or the system prompt" if overhead > options.budget else "")
+                + ", or lower `bookmark_share`."
             )
-            logger.warning(message)
-            warnings.warn(message, RuntimeWarning, stacklevel=6)
 
     def _watch_page_sizes(self, result: PagingResult) -> None:
         """Warn once when pages are usually larger than what one recall returns."""
         self._page_sizes = [*self._page_sizes, *(p.token_count for p in result.pages if p.kind == "page")][-50:]
-        if self._warned_page_size or len(self._page_sizes) < 3:
-            return
+        if self._warned_page_size or len(self._page_sizes) < 3 or "boundary" not in self.config.model_fields_set:
+            return  # (the default boundary is for budgets of a few thousand tokens: no warning for it)
         cap = self.config.recall_cap_for(result.state.budget)
         median = sorted(self._page_sizes)[len(self._page_sizes) // 2]
         if median > cap:
             self._warned_page_size = True
-            message = (
+            warn(
                 f"langmem-paging: pages ({self.components.boundary.name}) are usually larger than one recall "
                 f"returns (median {median} tokens, recall cap {cap}): a recalled page comes back in parts. Use "
                 "smaller pages (e.g. fixed_10 or tokens_N) or raise `recall_max_tokens`."
             )
-            logger.warning(message)
-            warnings.warn(message, RuntimeWarning, stacklevel=7)
+
+
+_LIBRARY_PARTS = ("/langgraph/", "/langchain_core/", "/langchain/", "/langsmith/", "/pydantic/", "/asyncio/",
+                  "/concurrent/", "/threading.py", "/contextlib.py", "/runpy.py")
+"""Frames `warn` looks past: the graph machinery between the user's call and the library."""
+
+
+def warn(message: str) -> None:
+    """One `RuntimeWarning` (no log line beside it), attributed to the first frame outside this
+    library, LangChain, LangGraph, LangSmith and asyncio: the user's code that ran the graph (the
+    line Python's warning filters and "once" registry key on)."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 2  # stacklevel 2: warn's caller
+    while frame is not None and _is_library(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, RuntimeWarning, stacklevel=level if frame is not None else 2)
+
+
+def _is_library(filename: str) -> bool:
+    return filename.startswith((_PACKAGE, "<frozen")) or any(part in filename for part in _LIBRARY_PARTS)
+
+
+_PACKAGE = str(Path(__file__).parent)
 
 
 def _trace_data(thread_id: str, result: PagingResult) -> dict[str, Any]:

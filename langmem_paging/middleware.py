@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NotRequired, cast
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, NotRequired, Unpack, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
-from langmem_paging.config import PagingConfig
+from langmem_paging.config import Budget, PagingConfig, PagingOptions
 from langmem_paging.engine import OnStoreError
 from langmem_paging.graph_state import prepare_view, state_update
+from langmem_paging.messages import recall_copy_pages
 from langmem_paging.pager import Pager
 from langmem_paging.recall.tool import make_recall_tool
 from langmem_paging.search import SearchIndex
@@ -93,15 +96,18 @@ class PagingMiddleware(AgentMiddleware):
         self,
         config: PagingConfig | None = None,
         *,
+        max_tokens: Budget | None = None,
         store: BaseStore | None = None,
         ttl: float | None = None,
         index: SearchIndex | None = None,
         on_store_error: OnStoreError = "raise",
-        **options: Any,
+        **options: Unpack[PagingOptions],
     ) -> None:
         super().__init__()
-        if config is not None and options:
+        if config is not None and (options or max_tokens is not None):
             raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
+        if max_tokens is not None:
+            options = {**options, "max_tokens": max_tokens}  # type: ignore[typeddict-unknown-key]
         self.config = config if config is not None else PagingConfig(**options)
         page_store = PageStore(store, ttl=ttl) if store is not None else None
         self.pager = Pager(self.config, page_store, index=index, on_store_error=on_store_error, ttl=ttl)
@@ -139,7 +145,8 @@ class PagingMiddleware(AgentMiddleware):
         thread_id, state, view, overhead, positions = self._prepare(request, self.pager.counter_for(request.model))
         result = self.pager.step(view, state, thread_id, store=_store_of(request), overhead=overhead,
                                  model=request.model)
-        response = handler(request.override(messages=_as_any_messages(result.view)))
+        with traced(result, overhead + result.state.budget):
+            response = handler(request.override(messages=_as_any_messages(result.view)))
         return self._respond(request, response, result, state, positions)
 
     async def awrap_model_call(
@@ -149,8 +156,40 @@ class PagingMiddleware(AgentMiddleware):
         thread_id, state, view, overhead, positions = self._prepare(request, counter)
         result = await self.pager.astep(view, state, thread_id, store=_store_of(request), overhead=overhead,
                                         model=request.model)
-        response = await handler(request.override(messages=_as_any_messages(result.view)))
+        with traced(result, overhead + result.state.budget):
+            response = await handler(request.override(messages=_as_any_messages(result.view)))
         return self._respond(request, response, result, state, positions)
+
+
+def run_metadata(result: PagingResult, max_tokens: int) -> dict[str, Any]:
+    """What paging did on a model call, as run metadata (flat keys: LangSmith filters on them).
+    Tokens count messages; the system prompt and tool schemas (`paging_overhead`) come on top."""
+    return {
+        "paging_tokens_before": result.tokens_before, "paging_tokens": result.tokens,
+        "paging_max_tokens": max_tokens, "paging_overhead": max_tokens - result.state.budget,
+        "paging_message_budget": result.state.budget, "paging_protected_tokens": result.protected_tokens,
+        "paging_formed": len(result.formed), "paging_evicted": len(result.evicted),
+        "paging_folded": len(result.folded), "paging_over_budget": result.over_budget,
+        "paging_recall_results": sum(1 for m in result.view if recall_copy_pages(m)),
+    }
+
+
+@contextmanager
+def traced(result: PagingResult, max_tokens: int) -> Iterator[None]:
+    """Run the model call under a config carrying `run_metadata` and the ``langmem-paging`` tag:
+    the model's run (what LangSmith and any LangChain tracer record) shows what paging did."""
+    config = var_child_runnable_config.get() or {}
+    tags = ["langmem-paging", *(["paging:evicted"] if result.evicted else []),
+            *(["paging:over-budget"] if result.over_budget else [])]
+    token = var_child_runnable_config.set({
+        **config,
+        "metadata": {**(config.get("metadata") or {}), **run_metadata(result, max_tokens)},
+        "tags": [*(config.get("tags") or []), *tags],
+    })
+    try:
+        yield
+    finally:
+        var_child_runnable_config.reset(token)
 
 
 def _as_any_messages(view: list[BaseMessage]) -> list[AnyMessage]:

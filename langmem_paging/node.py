@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, Unpack
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.config import get_store
 from langgraph.graph import MessagesState
+from langgraph.managed import RemainingSteps
 from langgraph.store.base import BaseStore
 
-from langmem_paging.config import PagingConfig
+from langmem_paging.config import Budget, PagingConfig, PagingOptions
 from langmem_paging.engine import OnStoreError
 from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.pager import Pager
@@ -23,9 +24,12 @@ __all__ = ["PagingMessagesState", "PagingNode"]
 
 
 class PagingMessagesState(MessagesState):
-    """`MessagesState` plus the paging state: use it (or add the ``paging`` key) with `PagingNode`."""
+    """`MessagesState` plus the paging state: use it (or add the ``paging`` key) with `PagingNode`,
+    in a `StateGraph` or as the ``state_schema`` of LangGraph's prebuilt ReAct agent with the node
+    as its ``pre_model_hook`` (which needs ``remaining_steps``, a managed value LangGraph fills)."""
 
     paging: NotRequired[Annotated[dict, paging_reducer]]
+    remaining_steps: NotRequired[RemainingSteps]
 
 
 def _graph_store() -> BaseStore | None:
@@ -81,6 +85,7 @@ class PagingNode(Runnable[dict, dict]):
         self,
         config: PagingConfig | None = None,
         *,
+        max_tokens: Budget | None = None,
         store: BaseStore | None = None,
         input_messages_key: str = "messages",
         output_messages_key: str = "messages",
@@ -88,12 +93,15 @@ class PagingNode(Runnable[dict, dict]):
         ttl: float | None = None,
         index: SearchIndex | None = None,
         on_store_error: OnStoreError = "raise",
-        **options: Any,
+        **options: Unpack[PagingOptions],
     ) -> None:
-        if config is not None and options:
+        if config is not None and (options or max_tokens is not None):
             raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
-        mode = "replace" if output_messages_key == input_messages_key else "view"
-        options.setdefault("mode", mode) if config is None else None
+        if max_tokens is not None:
+            options = {**options, "max_tokens": max_tokens}  # type: ignore[typeddict-unknown-key]
+        mode: Literal["replace", "view"] = "replace" if output_messages_key == input_messages_key else "view"
+        if config is None:
+            options.setdefault("mode", mode)
         self.config = config if config is not None else PagingConfig(**options)
         if self.config.mode != mode:
             raise ValueError(

@@ -19,13 +19,14 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from langmem_paging.records import Page
 from langmem_paging.text import search_terms
 from langmem_paging.tokens import message_text
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Hit", "InMemoryBM25Index", "SearchIndex", "best_pages", "bm25_scores"]
 
@@ -197,6 +198,8 @@ class InMemoryBM25Index(SearchIndex):
             self._threads.pop(thread_id, None)
 
     def _index_page(self, index: _ThreadIndex, page: Page) -> None:
+        import numpy as np  # lazy: importing the package must not pay for numpy
+
         if page.id in index.seen:
             return
         index.seen.add(page.id)
@@ -232,6 +235,8 @@ class InMemoryBM25Index(SearchIndex):
 
     def _fused(self, index: _ThreadIndex, bm25: np.ndarray, query: str) -> np.ndarray:
         """Score fusion: BM25 over the best BM25 score, plus `semantic_weight` x cosine."""
+        import numpy as np  # lazy: importing the package must not pay for numpy
+
         if index.matrix is None:
             index.matrix = np.concatenate(index.vectors).astype(np.float32)
         query_vector = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
@@ -257,6 +262,8 @@ class InMemoryBM25Index(SearchIndex):
                                mean_length=mean)
 
     def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
+        import numpy as np  # lazy: importing the package must not pay for numpy
+
         terms = list(dict.fromkeys(self.analyzer(query)))
         with self._lock:
             index = self._threads.get(thread_id)

@@ -75,6 +75,8 @@ class StepOptions:
     """Hot/warm/cold tier scoring (its warm digests are shown by the step), or None."""
     encoding: str | None = None
     """The tiktoken encoding counting the step (kept in the state for the branch's recalls)."""
+    overhead: int = 0
+    """Tokens of ``max_tokens`` the system prompt and tool schemas take (sent with every call)."""
 
 
 def step_options(
@@ -99,6 +101,7 @@ def step_options(
     large = config.large_result_share
     return StepOptions(
         budget=budget,
+        overhead=max_tokens - budget,
         low_water=config.low_water_for(budget),
         boundary=components.boundary,
         policy=components.policy,
