@@ -25,7 +25,7 @@ from langmem_paging.engine import OnStoreError, StepEngine
 from langmem_paging.recall.plan import RecallPlan, plan_recall
 from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, resident_turns
 from langmem_paging.search import InMemoryBM25Index, SearchIndex
-from langmem_paging.search_sqlite import SqliteSearchIndex, sqlite_file_of
+from langmem_paging.search_sqlite import SqliteSearchIndex
 from langmem_paging.state import PagingState
 from langmem_paging.step import PagingResult, StepOptions, step_options
 from langmem_paging.store import PageStore
@@ -215,8 +215,7 @@ def default_index(store: BaseStore, embedder: Any = None) -> SearchIndex:
 
 def _new_index(store: BaseStore, embedder: Any) -> SearchIndex:
     if embedder is None:
-        path = sqlite_file_of(store)
-        return SqliteSearchIndex(path) if path else InMemoryBM25Index()
+        return SqliteSearchIndex.for_store(store) or InMemoryBM25Index()
     from langmem_paging.embeddings import get_embedder
 
     return InMemoryBM25Index(embedder=get_embedder(embedder))

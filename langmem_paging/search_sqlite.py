@@ -69,19 +69,35 @@ class SqliteSearchIndex(SearchIndex):
 
     Args:
         path: The database file (the page store's own file is a good home: one file to back up),
-            or ``":memory:"`` for a private in-memory database (tests).
+            or ``":memory:"`` for a private in-memory database (tests). Its own connection.
+        conn: Instead of `path`, an open autocommit connection to share, with the `lock` that
+            serializes its users (`for_store` shares a `SqliteStore`'s: the index lives and closes
+            with the store, and the file's journal is checkpointed when the store closes).
         analyzer: Text -> terms, as the in-process index (default `search_terms`: stemmed words).
     """
 
-    def __init__(self, path: str, *, analyzer: Callable[[str], list[str]] = search_terms) -> None:
+    def __init__(self, path: str | None = None, *, conn: sqlite3.Connection | None = None,
+                 lock: Any = None, analyzer: Callable[[str], list[str]] = search_terms) -> None:
+        if (path is None) == (conn is None):
+            raise ValueError("Pass the database `path` or an open `conn` (with its `lock`), not both.")
         self.path, self.analyzer = path, analyzer
-        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
-        self._lock = threading.Lock()
+        self._conn = conn if conn is not None else sqlite3.connect(
+            str(path), check_same_thread=False, timeout=30, isolation_level=None)
+        self._lock = lock if lock is not None else threading.Lock()
         with self._lock:
-            if path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode=WAL")
             for statement in _DDL:
                 self._conn.execute(statement)
+
+    @classmethod
+    def for_store(cls, store: Any) -> SqliteSearchIndex | None:
+        """The index in a LangGraph `SqliteStore`'s file, on the store's own connection and lock (or,
+        for an `AsyncSqliteStore`, a connection of its own to the file); None for an in-memory
+        database or another store."""
+        conn = getattr(store, "conn", None)
+        if isinstance(conn, sqlite3.Connection) and isinstance(getattr(store, "lock", None), type(threading.Lock())):
+            return cls(conn=conn, lock=store.lock) if sqlite_file_of(store) else None
+        path = sqlite_file_of(store)
+        return cls(path) if path else None
 
     def has(self, thread_id: str) -> bool:
         with self._lock:

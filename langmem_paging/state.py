@@ -271,7 +271,7 @@ class PagingState:
             "order": dict(self.order),
             "next_order": self.next_order,
             "low_order": self.low_order,
-            "doc_freq": dict(self.doc_freq),
+            "doc_freq": _grouped(self.doc_freq),
             "n_pages": self.n_pages,
             "skeleton": self.skeleton,
             "seen": self.seen,
@@ -313,7 +313,7 @@ class PagingState:
             order=dict(value["order"]),
             next_order=value["next_order"],
             low_order=value.get("low_order", 0),
-            doc_freq=dict(value.get("doc_freq", {})),
+            doc_freq=_ungrouped(value.get("doc_freq", {})),
             n_pages=value.get("n_pages", 0),
             skeleton=list(value["skeleton"]) if value.get("skeleton") is not None else None,
             seen=value.get("seen"),
@@ -330,9 +330,40 @@ class PagingState:
         )
 
 
+TERMS_STORED = 12
+"""Term weights an entry keeps in the checkpoint (its best), rounded to `WEIGHT_DIGITS`: the state is
+written at every step, so it stays smaller than the messages it manages."""
+WEIGHT_DIGITS = 3
+
+
+def _grouped(doc_freq: dict[str, int]) -> dict[str, str]:
+    """The sketch as ``{count: "term term ..."}`` (terms are single words): a third of its size as
+    ``{term: count}``, in the order the sketch keeps them."""
+    out: dict[str, list[str]] = {}
+    for term, count in doc_freq.items():
+        out.setdefault(str(count), []).append(term)
+    return {count: " ".join(terms) for count, terms in out.items()}
+
+
+def _ungrouped(value: dict[str, Any]) -> dict[str, int]:
+    """Read the sketch in either form (``{term: count}`` was written before it was grouped)."""
+    if all(isinstance(v, str) for v in value.values()):
+        return {term: int(count) for count, terms in value.items() for term in terms.split()}
+    return {term: int(count) for term, count in value.items()}
+
+
 def _fields(obj) -> dict[str, Any]:
-    """A shallow dict of a dataclass (cheaper than `dataclasses.asdict`, which deep-copies)."""
-    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+    """A shallow dict of a dataclass (cheaper than `dataclasses.asdict`, which deep-copies), its
+    term weights trimmed and rounded."""
+    out = {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+    if isinstance(out.get("terms"), dict):
+        out["terms"] = _compact_terms(out["terms"])
+    return out
+
+
+def _compact_terms(terms: dict[str, float]) -> dict[str, float]:
+    best = sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:TERMS_STORED]
+    return {term: round(weight, WEIGHT_DIGITS) for term, weight in best}
 
 
 def recall_delta(page_ids: Iterable[str], *, turn: int, results: Iterable[str] = ()) -> dict[str, Any]:

@@ -64,6 +64,7 @@ from langchain_core.messages import (
     trim_messages,
 )
 from langgraph.graph.message import add_messages
+from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evals/ sits beside tools/ (not installed)
@@ -614,6 +615,35 @@ def bench_rss(args, workdir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_weight(args, workdir: Path) -> list[dict[str, Any]]:
+    """Bytes the checkpoint holds per channel at each history length (the state is written at every
+    step): the `paging` channel against the `messages` channel it manages, JSON as LangGraph's
+    serializer writes them, replace mode, at each budget."""
+    from langmem_paging.messages import dump_messages
+
+    rows = []
+    for budget in args.weight_budgets:
+        chat = Chat(shared_vocabulary(), seed=args.seed)
+        pager = Pager(PagingConfig(max_tokens=budget, boundary=BOUNDARY), PageStore(InMemoryStore()),
+                      index=InMemoryBM25Index())
+        messages: list[BaseMessage] = []
+        paging: Any = None
+        seen = 0
+        for size in args.sizes:
+            for segment in chat.segments():
+                messages = add_messages(messages, segment)
+                seen += len(segment)
+                result = pager.step(messages, paging, "weight")
+                messages, paging = result.apply(messages), result.state.to_value()
+                if seen >= size:
+                    break
+            paging_bytes = len(json.dumps(paging, default=str))
+            messages_bytes = len(json.dumps(dump_messages(messages), default=str))
+            rows.append({"budget": budget, "history_messages": seen, "paging_bytes": paging_bytes,
+                         "messages_bytes": messages_bytes, "ratio": round(paging_bytes / messages_bytes, 3)})
+    return rows
+
+
 # -- report ----------------------------------------------------------------------------------
 
 
@@ -739,6 +769,13 @@ def render(report: dict[str, Any], policy: str) -> str:
               f"{r['searched_bytes_per_thread'] / 1024:.0f}",
               f"{r['token_cache_entries']:,} ({r['token_cache_cap']:,})",
               f"{r['index_postings']:,} ({r['index_max_postings']:,})"] for r in rss])
+    weight = report.get("weight")
+    if weight:
+        lines += _section_table(
+            "Checkpoint weight (bytes of each channel, JSON; written at every step)",
+            ["budget", "history messages", "paging", "messages", "paging / messages"],
+            [[str(r["budget"]), f"{r['history_messages']:,}", f"{r['paging_bytes']:,}", f"{r['messages_bytes']:,}",
+              f"{r['ratio']:.2f}"] for r in weight])
     if report.get("targets"):
         lines += ["", "### Targets (reported, not asserted)", ""]
         for t in report["targets"]:
@@ -787,7 +824,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="cProfile extra calls after each window; .prof files here")
     parser.add_argument("--profile-steps", type=int, default=50, help="calls profiled per configuration and size")
     parser.add_argument("--profile-top", type=int, default=25, help="functions kept per profile in the JSON")
-    parser.add_argument("--only", default="steps,recall,rss", help="parts to run: steps, recall, rss")
+    parser.add_argument("--only", default="steps,recall,rss,weight",
+                        help="parts to run: steps, recall, rss, weight")
+    parser.add_argument("--weight-budgets", type=_ints, default=[900, 4000],
+                        help="budgets of the checkpoint weight part (default 900,4000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None, help="keep the SQLite files here (default: a temp dir)")
     parser.add_argument("--verbose", action="store_true", help="progress on stderr")
@@ -802,9 +842,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     extra = "fifo" if args.extra_policies is None else args.extra_policies
     args.extra_policies = [p for p in split_specs(extra) if p.strip() and p.strip() != args.policy]
     args.only = {p.strip() for p in args.only.split(",") if p.strip()}
-    unknown = args.only - {"steps", "recall", "rss"}
+    unknown = args.only - {"steps", "recall", "rss", "weight"}
     if unknown:
-        parser.error(f"unknown part(s) {', '.join(sorted(unknown))} in --only; available: steps, recall, rss")
+        parser.error(f"unknown part(s) {', '.join(sorted(unknown))} in --only; available: steps, recall, rss, "
+                     "weight")
     if args.sizes != sorted(args.sizes):
         parser.error("--sizes must be increasing")
     if args.profile:
@@ -822,7 +863,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         timings = {}
-        for part, run in (("steps", bench_steps), ("recall", bench_recall), ("rss", bench_rss)):
+        for part, run in (("steps", bench_steps), ("recall", bench_recall), ("rss", bench_rss),
+                          ("weight", bench_weight)):
             if part in args.only:
                 t0 = time.perf_counter()
                 report[part] = run(args, workdir)

@@ -18,7 +18,7 @@ from langmem_paging import tokens as tokens_module
         ({"max_tokens": 100, "boundary": "fixed_0"}, "`fixed_N` needs N >= 1"),
         ({"max_tokens": 100, "low_water_tokens": 200}, "`low_water_tokens` must be at most `max_tokens`"),
         ({"max_tokens": 0}, "Invalid paging option `max_tokens`: must be a positive number of tokens"),
-        ({"max_tokens": ("fraction", 2)}, "Invalid paging option `max_tokens`: use an int, or ('fraction', x)"),
+        ({"max_tokens": ("fraction", 2)}, "Invalid paging option `max_tokens`: use an int, ('tokens', n) with n > 0, or ('fraction', x)"),
         ({"max_tokens": 100, "mode": "both"}, "Invalid paging option `mode`"),
         ({"max_tokens": 100, "token_counter": 3}, "Invalid paging option `token_counter`: must be callable"),
         ({"max_tokens": 100, "bookmarker": "kw"}, "Unknown bookmarker 'kw'. Available: 'keywords', 'discriminative'"),

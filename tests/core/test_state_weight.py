@@ -1,0 +1,57 @@
+"""The checkpointed paging state stays smaller than the messages it manages (it is written at every
+step): term weights trimmed and rounded, the frequency sketch grouped by count; states written
+before read as they were."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from langmem_paging import page_messages
+from langmem_paging.messages import dump_messages, merge_messages
+from langmem_paging.state import TERMS_STORED, PagingState
+
+
+def _thread(turns: int, max_tokens: int):
+    messages, paging = [], None
+    for i in range(turns):
+        messages = merge_messages(messages, [HumanMessage(
+            f"Day {i}: Mirela{i} rowed across Lake Bohinj{i} and counted {100 + i} swans near Bled{i}.", id=f"h{i}")])
+        result = page_messages(messages, state=paging, max_tokens=max_tokens, boundary="fixed_2")
+        messages, paging = result.apply(messages), result.state.to_value()
+        messages = merge_messages(messages, [AIMessage(f"Noted: Mirela{i}, {100 + i} swans.", id=f"a{i}")])
+    return messages, paging
+
+
+def test_the_paging_state_is_smaller_than_the_messages_it_manages():
+    from tests.support.conversations import conversation
+
+    history = conversation(400, seed=3)
+    for max_tokens in (900, 4000):
+        messages, paging = [], None
+        for message in history:
+            messages = merge_messages(messages, [message])
+            if isinstance(message, HumanMessage):
+                result = page_messages(messages, state=paging, max_tokens=max_tokens, boundary="fixed_4")
+                messages, paging = result.apply(messages), result.state.to_value()
+        assert paging["clusters"], "the thread was paged and folded"
+        assert len(json.dumps(paging)) < len(json.dumps(dump_messages(messages))), max_tokens
+
+
+def test_term_weights_are_trimmed_and_rounded_in_the_checkpoint():
+    _, paging = _thread(120, 900)
+    entries = [*paging["shown"].values(), *paging["clusters"].values(), *paging["pages"].values()]
+    assert entries
+    for entry in entries:
+        assert len(entry["terms"]) <= TERMS_STORED
+        assert all(round(w, 3) == w for w in entry["terms"].values())
+    assert all(isinstance(terms, str) for terms in paging["doc_freq"].values())  # {count: "term term"}
+
+
+def test_a_state_written_before_reads_its_frequency_sketch():
+    _, paging = _thread(30, 900)
+    state = PagingState.from_value(paging)
+    old = {**paging, "doc_freq": dict(state.doc_freq)}  # the {term: count} form of earlier versions
+    assert PagingState.from_value(old).doc_freq == state.doc_freq
+    assert PagingState.from_value(PagingState.from_value(old).to_value()).doc_freq == state.doc_freq
