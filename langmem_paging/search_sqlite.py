@@ -42,7 +42,13 @@ _DDL = [
     "PRIMARY KEY (thread_id, page_id))",
     "CREATE TABLE IF NOT EXISTS langmem_paging_fts_threads (thread_id TEXT PRIMARY KEY, "
     "docs INTEGER NOT NULL DEFAULT 0, length INTEGER NOT NULL DEFAULT 0)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS langmem_paging_fts_terms USING fts5vocab(langmem_paging_fts, 'row')",
 ]
+COMMON_SHARE = 0.02
+"""A query term in more than this share of the file's messages (and more than `COMMON_MIN` of them) is
+left out of the match when rarer terms remain: it adds little to BM25 and makes FTS5 score every
+message holding it (seconds at a million messages)."""
+COMMON_MIN = 2000
 
 
 def sqlite_file_of(store: Any) -> str | None:
@@ -141,7 +147,7 @@ class SqliteSearchIndex(SearchIndex):
         terms = list(dict.fromkeys(self.analyzer(query)))
         if not terms:
             return []
-        match = " OR ".join(_quoted(t) for t in terms)
+        match = " OR ".join(_quoted(t) for t in self._selective(terms))
         take = limit
         while True:
             with self._lock:
@@ -154,6 +160,17 @@ class SqliteSearchIndex(SearchIndex):
             if len(hits) >= limit or len(rows) < take:
                 return hits[:limit]
             take *= 4
+
+    def _selective(self, terms: list[str]) -> list[str]:
+        """The query's terms without the very common ones (the rarest is always kept)."""
+        with self._lock:
+            total = self._conn.execute("SELECT coalesce(sum(docs), 0) FROM langmem_paging_fts_threads").fetchone()[0]
+            placeholders = ",".join("?" * len(terms))
+            docs = dict(self._conn.execute(
+                f"SELECT term, doc FROM langmem_paging_fts_terms WHERE term IN ({placeholders})", terms).fetchall())
+        limit = max(COMMON_MIN, COMMON_SHARE * total)
+        ranked = sorted(terms, key=lambda t: docs.get(t, 0))
+        return [t for k, t in enumerate(ranked) if k == 0 or docs.get(t, 0) <= limit]
 
     def score(self, thread_id: str, query: str, texts: Sequence[str]) -> list[float]:
         """BM25 of `texts` with the thread's document frequencies and lengths (on its hits' scale)."""

@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", default="1000,10000", help="thread sizes in pages, comma-separated")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--indexes", default="memory,sqlite", help="indexes to measure (memory, sqlite)")
     parser.add_argument("--child", nargs=3, metavar=("PATH", "INDEX", "PAGES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         for n_pages in (int(x) for x in args.pages.split(",")):
             path = str(Path(tmp) / f"thread-{n_pages}.db")
             write_thread(path, n_pages)
-            for kind in ("memory", "sqlite"):  # each in a fresh process: a restarted worker
+            for kind in args.indexes.split(","):  # each in a fresh process: a restarted worker
                 out = subprocess.run([sys.executable, __file__, "--child", path, kind, str(n_pages)],
                                      capture_output=True, text=True, check=True)
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
