@@ -23,12 +23,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 
+from langmem_paging.claims import claims_for
 from langmem_paging.effects import adrive, drive
 from langmem_paging.errors import PageStoreError
 from langmem_paging.forest import walk_members, walk_root
@@ -355,13 +357,29 @@ class PageStore:
     def reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState) -> list[int]:
         """Allocate numbers for new records on `state`'s branch (see the module docstring).
 
-        Hold the thread's lock from here to `commit` (the engine does)."""
-        return self._run(self._reserve(thread_id, kind, digests, state))
+        Hold the thread's lock from here to `commit` (the engine does). The numbers are claimed
+        atomically (`langmem_paging.claims`): a writer without that lock (another worker process)
+        stepping another branch of the thread at the same moment gets other numbers."""
+        claims = claims_for(self.store)
+        while True:
+            numbers = self._run(self._reserve(thread_id, kind, digests, state))
+            if all(self._claimed(partial(claims.claim, thread_id, kind, numbers, digests))):
+                return numbers  # (refused: another writer holds some; the branch allocates past them)
 
     async def areserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
                        state: PagingState) -> list[int]:
         """Async `reserve`."""
-        return await self._arun(self._reserve(thread_id, kind, digests, state))
+        claims = claims_for(self.store)
+        while True:
+            numbers = await self._arun(self._reserve(thread_id, kind, digests, state))
+            if all(await claims.aclaim(thread_id, kind, numbers, digests)):
+                return numbers
+
+    def _claimed(self, claim: Callable[[], list[bool]]) -> list[bool]:
+        try:
+            return claim()
+        except Exception as error:  # noqa: BLE001 - the claims live in the store's database
+            raise self._failed(error) from error
 
     def _reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
                  state: PagingState) -> Batches[list[int]]:
@@ -462,12 +480,17 @@ class PageStore:
 
     # -- lifecycle ----------------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> int:
-        """Delete every record of a thread (pages, clusters, statistics); returns how many."""
-        return self._run(self._delete_thread(thread_id))
+        """Delete every record of a thread (pages, clusters, statistics, number claims); returns how
+        many records."""
+        deleted = self._run(self._delete_thread(thread_id))
+        self._claimed(partial(_dropped, claims_for(self.store), thread_id))
+        return deleted
 
     async def adelete_thread(self, thread_id: str) -> int:
         """Async `delete_thread`."""
-        return await self._arun(self._delete_thread(thread_id))
+        deleted = await self._arun(self._delete_thread(thread_id))
+        await claims_for(self.store).adrop(thread_id)
+        return deleted
 
     def _delete_thread(self, thread_id: str) -> Batches[int]:
         ops: list[Op] = []
@@ -477,6 +500,11 @@ class PageStore:
         for i in range(0, len(ops), 500):
             yield ops[i : i + 500]
         return len(ops)
+
+
+def _dropped(claims: Any, thread_id: str) -> list[bool]:
+    claims.drop(thread_id)
+    return []
 
 
 FORGOTTEN = "[forgotten]"

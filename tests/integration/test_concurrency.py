@@ -247,12 +247,10 @@ class _WritesAfterBothRead:
         self.store.batch = batch
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Page numbers are reserved by reading the store, then written: two Pagers without a shared lock "
-    "(two worker processes, or two middleware instances) that step two branches of one thread at once "
-    "both see p1 free and both write it; the last write replaces the first branch's page. Needs an "
-    "atomic claim (a put-if-absent) or per-writer keys."))
 def test_two_workers_stepping_two_branches_of_one_thread_at_once_keep_both_pages():
+    """Two Pagers without a shared lock (two middleware instances; for processes see
+    tests/integration/test_workers.py) step two branches of one thread at once: both read p1 free;
+    the numbers are claimed atomically, so the second writer takes other numbers."""
     racing = _WritesAfterBothRead(InMemoryStore())
     config = PagingConfig(max_tokens=300, boundary="fixed_2", policy="fifo")
     workers = [Pager(config, PageStore(racing.store), index=InMemoryBM25Index()) for _ in range(2)]

@@ -1,0 +1,54 @@
+"""Number claims, on every backend: a number goes to one digest; the same digest is granted again (a
+retried step); a thread's claims go with the thread."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langgraph.store.memory import InMemoryStore
+
+from langmem_paging.claims import InProcessClaims, SqliteClaims, claims_for
+from tests.support.backends import sqlite_store
+from tests.support.postgres_server import fresh_database
+
+
+@pytest.fixture(params=["in-process", "sqlite", "postgres"])
+def claims(request, tmp_path):
+    if request.param == "in-process":
+        yield claims_for(InMemoryStore())
+    elif request.param == "sqlite":
+        yield claims_for(sqlite_store(str(tmp_path / "claims.db")))
+    else:
+        from langgraph.store.postgres import PostgresStore
+
+        uri = fresh_database(request.getfixturevalue("postgres_uri"), "langmem_claims")
+        with PostgresStore.from_conn_string(uri) as store:
+            store.setup()
+            yield claims_for(store)
+
+
+def test_a_number_goes_to_one_digest_and_the_same_digest_again(claims):
+    assert claims.claim("t", "p", [1, 2], ["a", "b"]) == [True, True]
+    assert claims.claim("t", "p", [1, 2, 3], ["a", "x", "c"]) == [True, False, True]  # p2 is b's
+    assert claims.claim("t", "c", [2], ["x"]) == [True]  # clusters are numbered apart
+    assert claims.claim("u", "p", [2], ["x"]) == [True]  # and threads
+
+
+def test_the_async_claim_agrees(claims):
+    assert asyncio.run(claims.aclaim("t", "p", [5], ["a"])) == [True]
+    assert claims.claim("t", "p", [5], ["b"]) == [False]
+
+
+def test_dropping_a_thread_frees_its_numbers(claims):
+    claims.claim("t", "p", [1], ["a"])
+    claims.claim("u", "p", [1], ["a"])
+    claims.drop("t")
+    assert claims.claim("t", "p", [1], ["b"]) == [True]
+    assert claims.claim("u", "p", [1], ["b"]) == [False]
+
+
+def test_each_store_gets_claims_in_its_own_database(tmp_path):
+    assert isinstance(claims_for(InMemoryStore()), InProcessClaims)
+    store = sqlite_store(str(tmp_path / "s.db"))
+    assert isinstance(claims_for(store), SqliteClaims) and claims_for(store) is claims_for(store)
