@@ -143,7 +143,7 @@ def _compact_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[
             cut = line.index(": ") + 2
             prefix, text = line[:cut], line[cut:]
             first = max(8, budget - counter.count_text(prefix) - 2)
-            head = _split_tokens(text, first, counter)[0]
+            head = next(iter(_split_tokens(text, first, counter)), "")
             rest = _split_tokens(text[len(head):], budget - 4, counter)
             lines = [prefix + head, *(INDENT + piece for piece in rest)]
         else:

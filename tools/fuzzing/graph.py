@@ -37,6 +37,7 @@ from .oracles import (
     order_label,
     recall_structure_problems,
     same_messages,
+    shows_page,
     stuck_label,
     tail_of,
 )
@@ -733,7 +734,7 @@ class GraphCase:
                 and not branch.owns("p", page_number(pid))
             ):
                 self.check("foreign id is no such page (graph)")
-                if f'<page id="{pid}"' in content:
+                if shows_page(content, pid):
                     self.fail("recall returned a page this branch does not own (graph)", f"{pid}")
                 if pid in self.abandoned.get(thread, set()) and "No such page" not in content:
                     self.fail("abandoned branch page visible (graph)", f"{pid}: {content[:200]!r}")

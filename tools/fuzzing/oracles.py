@@ -73,7 +73,7 @@ def recall_structure_problems(content: str) -> list[str]:
             problems.append(f"{speakers} speaker lines under a header naming {expected} messages")
 
     for k, line in enumerate(content.split("\n")):
-        if not line or line.startswith("  "):
+        if not line.strip() or line.startswith("  "):  # (blank lines carry nothing to forge)
             continue
         header = _HEADER.fullmatch(line)
         if header:
@@ -85,6 +85,11 @@ def recall_structure_problems(content: str) -> list[str]:
             problems.append(f"line {k} at the margin is no recall structure: {line[:80]!r}")
     close()
     return problems
+
+
+def shows_page(content: str, page_id: str) -> bool:
+    """True when a recall result shows `page_id` (its header line, not stored text naming it)."""
+    return re.search(rf"^=== {re.escape(page_id)} · ", content, re.MULTILINE) is not None
 
 
 def _messages_named(detail: str) -> int | None:

@@ -45,6 +45,7 @@ from .oracles import (
     order_label,
     recall_structure_problems,
     same_messages,
+    shows_page,
     stuck_label,
 )
 from .report import INJECTED, Failure, FuzzFailure, InjectedStoreError, Report
@@ -567,7 +568,7 @@ class PureCase:
                 continue
             if not branch.owns("p", page_number(pid)):
                 self.check("foreign id is no such page")
-                if f'<page id="{pid}"' in content:
+                if shows_page(content, pid):
                     self.fail("recall returned a page this branch does not own", f"{pid}: {content[:300]!r}")
                 if pid in self.abandoned and "No such page" not in content:
                     self.fail("abandoned branch page visible", f"{pid}: {content[:300]!r}")
