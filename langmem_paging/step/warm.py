@@ -90,8 +90,10 @@ def _written(tiers: TierMode, sources: dict[str, list[BaseMessage]], costs: dict
 
 
 def _show_warm(ctx: StepContext, page_id: str, shown: ShownPage, message: BaseMessage) -> None:
-    """Show a page's digest, unless its header and framing do not fit after all (it stays cold)."""
-    if ctx.total - shown.tokens + ctx.options.count_message(message) > ctx.options.budget:
+    """Show a page's digest, unless its header and framing do not fit after all, or it is no smaller
+    than the page it stands for (a digest must never make the context bigger): it stays cold."""
+    tokens = ctx.options.count_message(message)
+    if ctx.total - shown.tokens + tokens > ctx.options.budget or tokens >= shown.page_tokens:
         return
     _show(ctx, shown, message, "warm")
 

@@ -197,3 +197,4 @@ def test_a_tool_result_keeps_its_call_in_every_tier():
     run = replay(history, max_tokens=260, boundary="fixed_2", tiers=TierScoring(), text_counter=COUNTER)
     for result in run.steps:
         assert_valid_chat(result.view)
+
