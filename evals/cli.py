@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"methods, comma-separated (default all: {', '.join(METHODS)})")
         p.add_argument("--boundary", default="fixed_20", help="paging: how messages are cut into pages (default fixed_20)")
         p.add_argument("--policy", default="lfu", help="paging: eviction policy spec (default lfu)")
+        p.add_argument("--search-embedder", default=None,
+                       help="paging: hybrid search with this embedder (e.g. minilm; needs the embeddings extra); "
+                            "default BM25 only")
     p = sub.add_parser("ablate", help="paging: boundary strategies x eviction policies")
     _add_common(p)
     p.add_argument("--boundaries", type=_csv(), default=["fixed_10", "fixed_20", "fixed_40", "session", "topic_shift"],
@@ -150,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         dataset=dataset, budgets=args.budgets, protocol=args.protocol, reader=args.reader, data_sha256=sha,
         methods=getattr(args, "methods", ["paging"]),
         boundaries=args.boundaries if args.command == "ablate" else [args.boundary],
-        policies=policies, paging_readers=readers,
+        policies=policies, paging_readers=readers, search_embedder=getattr(args, "search_embedder", None),
         extra={"limit": args.limit, "max_questions": args.max_questions}
         | (reader.version if reader is not None else {}) | ({} if dataset == "locomo" else {
             "turns": args.synthetic_turns, "facts": args.synthetic_facts,

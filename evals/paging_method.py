@@ -69,13 +69,20 @@ class PagingSession:
     state: list[BaseMessage] = field(default_factory=list)
     paging: dict = field(default_factory=dict)
     store: InMemoryStore = field(default_factory=InMemoryStore)
+    search_embedder: str | None = None
+    """Hybrid search with this embedder (score fusion with BM25); None: BM25 only."""
 
     def __post_init__(self) -> None:
         if self.reader not in READER_MODES:
             raise ValueError(f"Unknown reader mode {self.reader!r}. Available: {', '.join(READER_MODES)}.")
         self.config = PagingConfig(max_tokens=self.budget, boundary=self.boundary, **paging_options(self.policy))
         # every replay uses the thread id THREAD: a search index of its own keeps threads apart
-        self.index = InMemoryBM25Index()
+        embedder = None
+        if self.search_embedder:
+            from langmem_paging.embeddings import get_embedder
+
+            embedder = get_embedder(self.search_embedder)
+        self.index = InMemoryBM25Index(embedder=embedder)
         self.pager = Pager(self.config, PageStore(self.store), index=self.index)
         self._semantic = None
         if self.reader == "semantic":

@@ -58,6 +58,8 @@ class RunConfig:
     ``paging[mode]`` (ignored by the llm reader, whose model decides)."""
     data_sha256: str | None = None
     extra: dict = field(default_factory=dict)
+    search_embedder: str | None = None
+    """Paging's search: hybrid with this embedder (``"minilm"``, ...), score fusion; None: BM25."""
 
 
 def _git(*args: str) -> str | None:
@@ -150,6 +152,7 @@ def run_unit(conversation: Conversation, unit: dict, protocol: str, reader=None,
     mode = reader_of(unit["method"])
     if mode is not None:
         session = PagingSession(unit["budget"], unit["boundary"], unit["policy"],
+                                search_embedder=unit.get("search_embedder"),
                                 reader=mode if reader is None else "bookmarks")
         persist = protocol == "streaming"
 
@@ -212,6 +215,8 @@ def _units(config: RunConfig, ablation: bool) -> list[dict]:
                     "protocol": config.protocol}
             if reader_of(method) is not None:
                 unit.update(boundary=config.boundaries[0], policy=config.policies[0])
+                if config.search_embedder:
+                    unit["search_embedder"] = config.search_embedder
             out.append(unit)
     return out
 
@@ -223,8 +228,8 @@ def unit_questions(conversation: Conversation, protocol: str, max_questions: int
 
 
 def _unit_key(sample_id: str, unit: dict) -> str:
-    return json.dumps([sample_id, unit["method"], unit["budget"], unit["boundary"], unit["policy"],
-                       unit["protocol"]])
+    key = [sample_id, unit["method"], unit["budget"], unit["boundary"], unit["policy"], unit["protocol"]]
+    return json.dumps([*key, unit["search_embedder"]] if unit.get("search_embedder") else key)
 
 
 def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Path, *, ablation: bool = False,
