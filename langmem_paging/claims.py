@@ -137,7 +137,7 @@ class PostgresClaims(NumberClaims):
             return await super().aclaim(thread_id, kind, numbers, digests)
         async with self._store._cursor() as cur:
             if not self._ready:
-                await cur.execute(_POSTGRES_DDL)
+                await _acreate(cur)
                 self._ready = True
             await cur.execute(_POSTGRES_CLAIM, self._params(thread_id, kind, numbers, digests))
             held = _held(await cur.fetchall())
@@ -156,19 +156,33 @@ class PostgresClaims(NumberClaims):
             await super().adrop(thread_id)
             return
         async with self._store._cursor() as cur:
-            await cur.execute(_POSTGRES_DDL)
+            await _acreate(cur)
             await cur.execute(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
 
 
 def _create(cur: Any) -> None:
     """The claims table; workers starting at once may race to create it (Postgres then reports a
     duplicate type: the table exists)."""
-    import psycopg
-
     try:
         cur.execute(_POSTGRES_DDL)
-    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+    except _created_meanwhile():
         pass
+
+
+async def _acreate(cur: Any) -> None:
+    """Async `_create` (tasks of one process race as workers do: 50 threads stepped at once on one
+    `AsyncPostgresStore` failed with a duplicate pg_type key)."""
+    try:
+        await cur.execute(_POSTGRES_DDL)
+    except _created_meanwhile():
+        pass
+
+
+def _created_meanwhile() -> tuple[type[Exception], ...]:
+    """The errors of a ``CREATE TABLE IF NOT EXISTS`` that lost the race to another creator."""
+    import psycopg
+
+    return (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable)
 
 
 def _held(rows: Sequence[Any]) -> dict[int, str]:

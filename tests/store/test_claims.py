@@ -52,3 +52,19 @@ def test_each_store_gets_claims_in_its_own_database(tmp_path):
     assert isinstance(claims_for(InMemoryStore()), InProcessClaims)
     store = sqlite_store(str(tmp_path / "s.db"))
     assert isinstance(claims_for(store), SqliteClaims) and claims_for(store) is claims_for(store)
+
+
+def test_tasks_claiming_at_once_on_a_fresh_async_postgres_store_all_get_their_numbers(postgres_uri):
+    # Every task finds the claims table missing and creates it: the losers of that race must go on
+    # (50 threads stepped at once on one AsyncPostgresStore failed with a duplicate pg_type key).
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    uri = fresh_database(postgres_uri, "langmem_claims_race")
+
+    async def run() -> list[list[bool]]:
+        async with AsyncPostgresStore.from_conn_string(uri, pool_config={"max_size": 16}) as store:
+            await store.setup()
+            claims = claims_for(store)
+            return await asyncio.gather(*(claims.aclaim(f"t{i}", "p", [1], ["a"]) for i in range(80)))
+
+    assert asyncio.run(run()) == [[True]] * 80
