@@ -31,6 +31,18 @@ def test_the_options_typed_dict_and_the_config_fields_name_the_same_options():
     assert set(PagingOptions.__annotations__) == set(PagingConfig.fields()) - {"max_tokens"}
 
 
+def test_the_options_typed_dict_and_the_config_fields_give_each_option_the_same_type():
+    """Every option has the TypedDict's type on the validated field too, except the objects pydantic
+    cannot validate (strategies, callables, hooks), which are `Any` (or a sequence of `Any`) there."""
+    from langmem_paging.config import _Options
+
+    hints = typing.get_type_hints(PagingOptions)
+    differ = {name: field.annotation for name, field in _Options.model_fields.items()
+              if name in hints and hints[name] != field.annotation}
+    assert set(differ) == {"boundary", "policy", "token_counter", "bookmarker", "hooks"}, differ
+    assert all(a is typing.Any or typing.get_args(a) == (typing.Any,) for a in differ.values()), differ
+
+
 def test_every_option_is_documented():
     missing = [name for name, doc in PagingConfig.fields().items() if not doc.strip()]
     assert not missing, f"options without a description: {missing}"
