@@ -24,13 +24,13 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
-from functools import partial
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 
-from langmem_paging.claims import claims_for
+from langmem_paging.claims import NumberClaims, claims_for
 from langmem_paging.effects import adrive, drive
 from langmem_paging.errors import PageStoreError
 from langmem_paging.forest import walk_members, walk_root
@@ -45,7 +45,22 @@ __all__ = ["FORGOTTEN", "KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError"
 logger = logging.getLogger("langmem_paging")
 
 T = TypeVar("T")
-Batches = Generator[Sequence[Op], list[Any], T]
+@dataclass(frozen=True)
+class Claim:
+    """A request of a store operation: claim `numbers` of `kind` on a thread for these digests
+    (`langmem_paging.claims`); answered with one bool per number."""
+
+    thread_id: str
+    kind: str
+    numbers: list[int]
+    digests: list[str]
+
+    @property
+    def args(self) -> tuple[str, str, list[int], list[str]]:
+        return self.thread_id, self.kind, self.numbers, self.digests
+
+
+Batches = Generator["Sequence[Op] | Claim", list[Any], T]
 """An operation written once: it yields store batches and receives their results."""
 
 NAMESPACE_ROOT = "langmem_paging"
@@ -133,7 +148,9 @@ class PageStore:
         self.retries = retries
 
     # -- the only I/O: batch / abatch, retried ----------------------------------------
-    def _batch(self, ops: Sequence[Op]) -> list[Any]:
+    def _batch(self, ops: Sequence[Op] | Claim) -> list[Any]:
+        if isinstance(ops, Claim):
+            return self._claim(lambda claims: claims.claim(*ops.args))
         if not ops:
             return []
         for attempt in range(self.retries + 1):
@@ -148,7 +165,12 @@ class PageStore:
                 time.sleep(0.01 * 2**attempt)
         raise AssertionError("unreachable")
 
-    async def _abatch(self, ops: Sequence[Op]) -> list[Any]:
+    async def _abatch(self, ops: Sequence[Op] | Claim) -> list[Any]:
+        if isinstance(ops, Claim):
+            try:
+                return await claims_for(self.store).aclaim(*ops.args)
+            except Exception as error:  # noqa: BLE001 - the claims live in the store's database
+                raise self._failed(error) from error
         if not ops:
             return []
         for attempt in range(self.retries + 1):
@@ -162,6 +184,12 @@ class PageStore:
                 logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
                 await asyncio.sleep(0.01 * 2**attempt)
         raise AssertionError("unreachable")
+
+    def _claim(self, call: Callable[[NumberClaims], list[bool]]) -> list[bool]:
+        try:
+            return call(claims_for(self.store))
+        except Exception as error:  # noqa: BLE001 - the claims live in the store's database
+            raise self._failed(error) from error
 
     def _failed(self, error: Exception) -> PageStoreError:
         tries = f" after {self.retries} retries" if self.retries else ""
@@ -360,29 +388,23 @@ class PageStore:
         Hold the thread's lock from here to `commit` (the engine does). The numbers are claimed
         atomically (`langmem_paging.claims`): a writer without that lock (another worker process)
         stepping another branch of the thread at the same moment gets other numbers."""
-        claims = claims_for(self.store)
-        while True:
-            numbers = self._run(self._reserve(thread_id, kind, digests, state))
-            if all(self._claimed(partial(claims.claim, thread_id, kind, numbers, digests))):
-                return numbers  # (refused: another writer holds some; the branch allocates past them)
+        return self._run(self._reserve(thread_id, kind, digests, state))
 
     async def areserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
                        state: PagingState) -> list[int]:
         """Async `reserve`."""
-        claims = claims_for(self.store)
-        while True:
-            numbers = await self._arun(self._reserve(thread_id, kind, digests, state))
-            if all(await claims.aclaim(thread_id, kind, numbers, digests)):
-                return numbers
-
-    def _claimed(self, claim: Callable[[], list[bool]]) -> list[bool]:
-        try:
-            return claim()
-        except Exception as error:  # noqa: BLE001 - the claims live in the store's database
-            raise self._failed(error) from error
+        return await self._arun(self._reserve(thread_id, kind, digests, state))
 
     def _reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
                  state: PagingState) -> Batches[list[int]]:
+        while True:
+            numbers = yield from self._free_numbers(thread_id, kind, digests, state)
+            granted = yield Claim(thread_id, kind, numbers, list(digests))
+            if all(granted):
+                return numbers  # (refused: another writer holds some; the branch allocates past them)
+
+    def _free_numbers(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
+                      state: PagingState) -> Batches[list[int]]:
         start = state.next[kind]
         records = thread_namespace(thread_id, "pages" if kind == "p" else "clusters")
         while True:
@@ -483,7 +505,7 @@ class PageStore:
         """Delete every record of a thread (pages, clusters, statistics, number claims); returns how
         many records."""
         deleted = self._run(self._delete_thread(thread_id))
-        self._claimed(partial(_dropped, claims_for(self.store), thread_id))
+        self._claim(lambda claims: _dropped(claims, thread_id))
         return deleted
 
     async def adelete_thread(self, thread_id: str) -> int:
