@@ -162,7 +162,7 @@ class InMemoryBM25Index(SearchIndex):
         k1: float = 1.2,
         b: float = 0.75,
         embedder: Any = None,
-        semantic_weight: float = 1.0,
+        semantic_weight: float = 0.3,
     ) -> None:
         self.embedder, self.semantic_weight = embedder, semantic_weight
         self.analyzer = analyzer
@@ -258,8 +258,38 @@ class InMemoryBM25Index(SearchIndex):
                 posting = postings.get(term)
                 return len(posting[0]) if posting is not None else 0
 
-            return bm25_scores(query, texts, analyzer=self.analyzer, k1=self.k1, b=self.b, df=df, n_docs=n,
-                               mean_length=mean)
+            raw = bm25_scores(query, texts, analyzer=self.analyzer, k1=self.k1, b=self.b, df=df, n_docs=n,
+                              mean_length=mean)
+            if self.embedder is None or not index.vectors:
+                return raw
+            # hybrid: on the fused scale of the hits (BM25 over the best BM25 score, plus the cosine)
+            top = max(float(self._bm25(index, list(dict.fromkeys(self.analyzer(query)))).max(initial=0.0)),
+                      max(raw, default=0.0))
+        import numpy as np
+
+        vectors = np.asarray(self.embedder.embed([query, *texts]), dtype=np.float32)
+        cosine = np.clip(vectors[1:] @ vectors[0], 0.0, None)
+        return [(r / top if top > 0 else 0.0) + self.semantic_weight * float(c) for r, c in zip(raw, cosine, strict=True)]
+
+    def _bm25(self, index: _ThreadIndex, terms: list[str]) -> np.ndarray:
+        """BM25 of every message of the thread for `terms` (hold the lock)."""
+        import numpy as np  # lazy: importing the package must not pay for numpy
+
+        n = len(index.length)
+        if index.norm is None or len(index.norm) != n:  # kept until the thread gains pages
+            lengths = np.frombuffer(index.length, dtype=np.float32)
+            index.norm = self.k1 * (1 - self.b + self.b * lengths / (index.total_length / n or 1.0))
+        norm = index.norm
+        scores = np.zeros(n, dtype=np.float64)
+        for term in terms:
+            posting = index.postings.get(term)
+            if posting is None:
+                continue
+            docs = np.frombuffer(posting[0], dtype=np.int32)
+            tfs = np.frombuffer(posting[1], dtype=np.float32)
+            idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            scores[docs] += idf * tfs * (self.k1 + 1) / (tfs + norm[docs])
+        return scores
 
     def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
         import numpy as np  # lazy: importing the package must not pay for numpy
@@ -270,23 +300,7 @@ class InMemoryBM25Index(SearchIndex):
             if index is None or not terms or not len(index.length):
                 return []
             self._threads.move_to_end(thread_id)
-            n = len(index.length)
-            if index.norm is None or len(index.norm) != n:  # kept until the thread gains pages
-                lengths = np.frombuffer(index.length, dtype=np.float32)
-                index.norm = self.k1 * (1 - self.b + self.b * lengths / (index.total_length / n or 1.0))
-                del lengths
-            norm = index.norm
-            scores = np.zeros(n, dtype=np.float64)
-            for term in terms:
-                posting = index.postings.get(term)
-                if posting is None:
-                    continue
-                docs = np.frombuffer(posting[0], dtype=np.int32)
-                tfs = np.frombuffer(posting[1], dtype=np.float32)
-                idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
-                scores[docs] += idf * tfs * (self.k1 + 1) / (tfs + norm[docs])
-                del docs, tfs
-            del norm
+            scores = self._bm25(index, terms)
             if self.embedder is not None and index.vectors:
                 scores = self._fused(index, scores, query)
             hits: list[Hit] = []
