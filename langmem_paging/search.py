@@ -162,7 +162,7 @@ class InMemoryBM25Index(SearchIndex):
         k1: float = 1.2,
         b: float = 0.75,
         embedder: Any = None,
-        semantic_weight: float = 0.3,
+        semantic_weight: float = 1.0,
     ) -> None:
         self.embedder, self.semantic_weight = embedder, semantic_weight
         self.analyzer = analyzer
