@@ -53,20 +53,20 @@ class NumberClaims(ABC):
 
 
 class InProcessClaims(NumberClaims):
-    """Claims shared by the writers of one process (one per store object)."""
+    """Claims shared by the writers of one process (one per store object), by thread."""
 
     def __init__(self) -> None:
-        self._claims: dict[tuple[str, str, int], str] = {}
+        self._claims: dict[str, dict[tuple[str, int], str]] = {}
         self._lock = threading.Lock()
 
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
         with self._lock:
-            return [self._claims.setdefault((thread_id, kind, n), d) == d for n, d in zip(numbers, digests, strict=True)]
+            held = self._claims.setdefault(thread_id, {})
+            return [held.setdefault((kind, n), d) == d for n, d in zip(numbers, digests, strict=True)]
 
     def drop(self, thread_id: str) -> None:
         with self._lock:
-            for key in [k for k in self._claims if k[0] == thread_id]:
-                del self._claims[key]
+            self._claims.pop(thread_id, None)
 
 
 class SqliteClaims(NumberClaims):

@@ -95,32 +95,50 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
     for message in messages:
         text = message_text(message)
         for match in _WORD.finditer(text):
-            word = match.group(0)
-            if word.endswith(("'s", "’s")):
-                word = word[:-2]
-            lower = word.lower().replace("’", "'")
-            digit = lower[0].isdigit()
-            if (len(lower) < 2 and not digit) or lower in STOPWORDS or lower in FILLER or _ESCAPE.fullmatch(lower):
+            term = _term(text, match)
+            if term is None:
                 continue
-            form = _UNSAFE.sub("", word)
-            if digit and lower.isdigit() and len(lower) <= 2:  # a date's day reads as the date: "25 May"
-                month = _month_by(text, match.start(), match.end())
-                if month is None:
-                    continue  # a bare small number: runs of them read as noise
-                form, lower = f"{int(lower)} {month}", f"{int(lower)} {month.lower()}"
-            elif digit and _CLOCK.fullmatch(lower):
-                continue
-            if not form:
-                continue
-            key = lower if digit else stem(lower)
+            key, form, salient = term
             terms.tf[key] += 1
             surface = terms.surface.get(key)
             if surface is None:  # (not setdefault: that builds a Counter per word)
                 surface = terms.surface[key] = Counter()
             surface[form] += 1
-            if digit or lower in MONTHS or word[0].isupper() and not _sentence_start(text, match.start()):
+            if salient:
                 terms.salient.add(key)
     return terms
+
+
+def _term(text: str, match: re.Match[str]) -> tuple[str, str, bool] | None:
+    """A word as a candidate keyword: ``(stem key, surface form, salient)``, or None when it tells
+    nothing (a stopword, filler, a JSON escape, a time of day, a bare small number)."""
+    word = match.group(0)
+    if word.endswith(("'s", "’s")):
+        word = word[:-2]
+    lower = word.lower().replace("’", "'")
+    digit = lower[0].isdigit()
+    if (len(lower) < 2 and not digit) or lower in STOPWORDS or lower in FILLER or _ESCAPE.fullmatch(lower):
+        return None
+    form = _UNSAFE.sub("", word)
+    if digit:
+        return _number_term(text, match, lower, form)
+    if not form:
+        return None
+    salient = lower in MONTHS or word[0].isupper() and not _sentence_start(text, match.start())
+    return stem(lower), form, salient
+
+
+def _number_term(text: str, match: re.Match[str], lower: str, form: str) -> tuple[str, str, bool] | None:
+    """A number as a keyword (salient): a date's day reads with its month ("25 May"); a time of day
+    or a bare small number is none."""
+    if lower.isdigit() and len(lower) <= 2:
+        month = _month_by(text, match.start(), match.end())
+        if month is None:
+            return None
+        return f"{int(lower)} {month.lower()}", f"{int(lower)} {month}", True
+    if _CLOCK.fullmatch(lower) or not form:
+        return None
+    return lower, form, True
 
 
 def background_weight(terms: PageTerms, key: str) -> float:

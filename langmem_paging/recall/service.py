@@ -198,22 +198,12 @@ def _resolve(plan: RecallPlan, branch: PagingState,
              served: Mapping[str, str]) -> tuple[list[str], list[str], list[str]]:
     """The pages and clusters to read, and notes on what was asked but cannot be (or is in the
     result of another recall call of the same message)."""
-    notes = []  # most useful first: a small result clips the rest
-    elsewhere = [i for i in [*plan.page_ids, *plan.cluster_ids] if i in served]
-    if elsewhere:
-        calls = ", ".join(dict.fromkeys(served[i] for i in elsewhere))
-        notes.append(f"{_listed(elsewhere)}: in the result of your other recall call ({calls}), not repeated.")
-        plan = replace(plan, page_ids=[p for p in plan.page_ids if p not in served],
-                       cluster_ids=[c for c in plan.cluster_ids if c not in served])
+    notes: list[str] = []  # most useful first: a small result clips the rest
+    plan = _not_served_elsewhere(plan, served, notes)
     unknown = [p for p in plan.page_ids if not branch.owns("p", page_number(p))]
     unknown += [c for c in plan.cluster_ids if not branch.owns("c", cluster_number(c))]
     resident = [p for p in plan.page_ids if p in branch.pages]
-    if unknown:
-        notes.append(f"No such page or cluster in this conversation: {_listed(unknown)}.")
-    if resident:
-        notes.append(f"Already in your context, not paged out: {_listed(resident)}.")
-    if plan.malformed:
-        notes.append(f"Not page or cluster ids: {_listed(plan.malformed, 5)}. Ids look like 'p3' or 'c2'.")
+    notes += _id_notes(unknown, resident, plan.malformed)
     wanted = [p for p in plan.page_ids if p not in unknown and p not in resident]
     clusters = [c for c in plan.cluster_ids if c not in unknown]
     return wanted, clusters, notes
@@ -340,6 +330,29 @@ def _edited(page: Page, edits: Mapping[str, BaseMessage]) -> Page:
     if not changed:
         return page
     return replace(page, messages=[changed.get(m.id or "", m) for m in page.messages])
+
+
+def _not_served_elsewhere(plan: RecallPlan, served: Mapping[str, str], notes: list[str]) -> RecallPlan:
+    """`plan` without the ids another recall call of the same message serves (a note points there)."""
+    elsewhere = [i for i in [*plan.page_ids, *plan.cluster_ids] if i in served]
+    if not elsewhere:
+        return plan
+    calls = ", ".join(dict.fromkeys(served[i] for i in elsewhere))
+    notes.append(f"{_listed(elsewhere)}: in the result of your other recall call ({calls}), not repeated.")
+    return replace(plan, page_ids=[p for p in plan.page_ids if p not in served],
+                   cluster_ids=[c for c in plan.cluster_ids if c not in served])
+
+
+def _id_notes(unknown: list[str], resident: list[str], malformed: list[str]) -> list[str]:
+    """Notes on asked ids that are not this branch's, not paged out, or not ids at all."""
+    notes = []
+    if unknown:
+        notes.append(f"No such page or cluster in this conversation: {_listed(unknown)}.")
+    if resident:
+        notes.append(f"Already in your context, not paged out: {_listed(resident)}.")
+    if malformed:
+        notes.append(f"Not page or cluster ids: {_listed(malformed, 5)}. Ids look like 'p3' or 'c2'.")
+    return notes
 
 
 def _visible(branch: PagingState, page_id: str) -> bool:

@@ -87,14 +87,6 @@ def _latest_group_results(ctx: StepContext) -> list[Arrival]:
     return [(i, r) for i, r in _pageable_results(ctx) if unit.start <= i < unit.end]
 
 
-def _tokens_now(ctx: StepContext, i: int) -> int:
-    """Tokens of the view's message `i` as the step has left it (0 when dropped)."""
-    current = ctx.current(ctx.keys[i])
-    if current is None:
-        return 0
-    return ctx.counts[i] if current is ctx.messages[i] else ctx.options.count_message(current)
-
-
 def _over_the_groups_room(ctx: StepContext, results: list[Arrival]) -> list[Arrival]:
     """The group's largest results, while the group exceeds the room the budget leaves beside what
     nothing may evict (measured as the step has left it, stubs of larger results included)."""
@@ -102,7 +94,7 @@ def _over_the_groups_room(ctx: StepContext, results: list[Arrival]) -> list[Arri
         return []
     count = ctx.options.count_message
     mine = {i for i, _ in results}
-    others = sum(_tokens_now(ctx, i) for k in ctx.protected for i in range(ctx.units[k].start, ctx.units[k].end)
+    others = sum(ctx.tokens_now(i) for k in ctx.protected for i in range(ctx.units[k].start, ctx.units[k].end)
                  if i not in mine)
     room = ctx.options.budget - others
     size = sum(ctx.counts[i] for i in mine)

@@ -80,15 +80,17 @@ class StepContext:
         """Keys of the messages the state says are ours (bookmarks, digests, cluster bookmarks)."""
         return {s.anchor for s in self.state.shown.values()} | {c.anchor for c in self.state.clusters.values()}
 
+    def tokens_now(self, i: int) -> int:
+        """Tokens of the view's message `i` as the step has left it (0 when dropped): its count when
+        unchanged, else its replacement measured."""
+        current = self.replace.get(self.keys[i], self.messages[i])
+        if current is None:
+            return 0
+        return self.counts[i] if current is self.messages[i] else self.options.count_message(current)
+
     def measured_total(self) -> int:
         """Tokens of the view as the step has left it, measured (not the running estimate)."""
-        count = self.options.count_message
-        total = 0
-        for key, message, tokens in zip(self.keys, self.messages, self.counts, strict=True):
-            new = self.replace.get(key, message)
-            if new is not None:
-                total += tokens if new is message else count(new)
-        return total
+        return sum(self.tokens_now(i) for i in range(len(self.messages)))
 
     def policy_context(self) -> PolicyContext:
         """What a policy may know besides its candidates: the turn and the recent context."""

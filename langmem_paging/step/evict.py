@@ -129,8 +129,7 @@ def _evict_candidate(ctx: StepContext, current: _Pass, victim: Candidate) -> Non
 
 
 def _page_tokens(ctx: StepContext, page: ResidentPage) -> int:
-    count = ctx.options.count_message
-    return sum(count(m) for key in page.ids if (m := ctx.current(key)) is not None)
+    return sum(ctx.tokens_now(ctx.position[key]) for key in page.ids)
 
 
 def _candidates(ctx: StepContext) -> list[Candidate]:
@@ -160,9 +159,7 @@ def _page_candidate(ctx: StepContext, page_id: str, page: ResidentPage) -> Candi
     if not all(m is ctx.messages[i] or is_shrunk_copy(m) or is_result_stub(m)
                for m, i in zip(current, where, strict=True)):
         return None
-    count = ctx.options.count_message
-    tokens = sum(ctx.counts[i] if m is ctx.messages[i] else count(m)
-                 for m, i in zip(current, where, strict=True) if m is not None)
+    tokens = sum(ctx.tokens_now(i) for i in where)
     return Candidate(
         key=page_id, kind="page", page_ids=(page_id,), position=where[0], tokens=tokens,
         created_turn=page.turn, last_access=page.last, access_count=page.count,
