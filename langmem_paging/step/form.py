@@ -133,9 +133,7 @@ def _record(ctx: StepContext, draft: Draft, page_draft: PageDraft, digest: str, 
             features: dict) -> Page:
     """The page record, and its resident entry in the state."""
     state = ctx.state
-    count = ctx.options.count_message
-    tokens = sum(ctx.counts[i] if m is ctx.messages[i] else count(m)
-                 for i in draft.indexes if (m := ctx.current(ctx.keys[i])) is not None)
+    tokens = sum(ctx.tokens_now(i) for i in draft.indexes)
     ids = [ctx.keys[i] for i in draft.indexes]
     order = state.order.get(ids[0], state.next_order)
     if draft.kind == "page":  # a tool result paged on arrival keeps its stub's ordinal
@@ -159,6 +157,6 @@ def _bookmark_context(ctx: StepContext, drafts: list[Sequence[BaseMessage]]) -> 
     """Page frequencies over the thread (a bounded sketch of its frequent terms), counting the
     pages formed now."""
     for msgs in drafts:
-        ctx.state.count_terms(set(search_terms("\n".join(message_text(m) for m in msgs))))
+        ctx.state.count_terms(dict.fromkeys(search_terms("\n".join(message_text(m) for m in msgs))))
     return BookmarkContext(count_text=ctx.options.count_text, doc_freq=dict(ctx.state.doc_freq),
                            n_docs=ctx.state.n_pages)
