@@ -145,7 +145,7 @@ class PagingMiddleware(AgentMiddleware):
         thread_id, state, view, overhead, positions = self._prepare(request, self.pager.counter_for(request.model))
         result = self.pager.step(view, state, thread_id, store=_store_of(request), overhead=overhead,
                                  model=request.model)
-        with traced(result, overhead + result.state.budget):
+        with traced(result, overhead):
             response = handler(request.override(messages=_as_any_messages(result.view)))
         return self._respond(request, response, result, state, positions)
 
@@ -156,17 +156,17 @@ class PagingMiddleware(AgentMiddleware):
         thread_id, state, view, overhead, positions = self._prepare(request, counter)
         result = await self.pager.astep(view, state, thread_id, store=_store_of(request), overhead=overhead,
                                         model=request.model)
-        with traced(result, overhead + result.state.budget):
+        with traced(result, overhead):
             response = await handler(request.override(messages=_as_any_messages(result.view)))
         return self._respond(request, response, result, state, positions)
 
 
-def run_metadata(result: PagingResult, max_tokens: int) -> dict[str, Any]:
+def run_metadata(result: PagingResult, overhead: int) -> dict[str, Any]:
     """What paging did on a model call, as run metadata (flat keys: LangSmith filters on them).
     Tokens count messages; the system prompt and tool schemas (`paging_overhead`) come on top."""
     return {
         "paging_tokens_before": result.tokens_before, "paging_tokens": result.tokens,
-        "paging_max_tokens": max_tokens, "paging_overhead": max_tokens - result.state.budget,
+        "paging_max_tokens": result.state.budget + overhead, "paging_overhead": overhead,
         "paging_message_budget": result.state.budget, "paging_protected_tokens": result.protected_tokens,
         "paging_formed": len(result.formed), "paging_evicted": len(result.evicted),
         "paging_folded": len(result.folded), "paging_over_budget": result.over_budget,
@@ -175,7 +175,7 @@ def run_metadata(result: PagingResult, max_tokens: int) -> dict[str, Any]:
 
 
 @contextmanager
-def traced(result: PagingResult, max_tokens: int) -> Iterator[None]:
+def traced(result: PagingResult, overhead: int) -> Iterator[None]:
     """Run the model call under a config carrying `run_metadata` and the ``langmem-paging`` tag:
     the model's run (what LangSmith and any LangChain tracer record) shows what paging did."""
     config = var_child_runnable_config.get() or {}
@@ -183,7 +183,7 @@ def traced(result: PagingResult, max_tokens: int) -> Iterator[None]:
             *(["paging:over-budget"] if result.over_budget else [])]
     token = var_child_runnable_config.set({
         **config,
-        "metadata": {**(config.get("metadata") or {}), **run_metadata(result, max_tokens)},
+        "metadata": {**(config.get("metadata") or {}), **run_metadata(result, overhead)},
         "tags": [*(config.get("tags") or []), *tags],
     })
     try:

@@ -82,7 +82,7 @@ def _served(message: Any, call_id: str | None, name: str) -> dict[str, str]:
     return served
 
 
-def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any) -> dict[str, Any]:
+def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any, query: Any) -> dict[str, Any]:
     """How the result is sized and where it reads: its share of the room, the calling message's
     tokens, what sibling recalls serve, and the store of this call (the graph's, unless the pager
     has its own)."""
@@ -90,11 +90,12 @@ def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any) -> dict[s
     call_tokens = pager.counter_for(state=state).count_message(message) if message is not None else 0
     history = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
     return {"share": share, "call_tokens": call_tokens, "store": runtime.store, "history": history,
-            "served": _served(message, runtime.tool_call_id, name), "context": _context(pager, history, state)}
+            "served": _served(message, runtime.tool_call_id, name), "context": _context(pager, history, state) if query is not None else []}
 
 
 def _context(pager: Pager, history: list, state: Any) -> list:
-    """What the model sees: the state's messages (replace mode) or the view rendered from them."""
+    """What the model sees (a search ranks its turns): the state's messages (replace mode) or the view
+    rendered from them."""
     if pager.config.mode == "view":
         return prepare_view(history, state, "view")[0]
     return history
@@ -129,7 +130,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
             return _NO_THREAD
         state = _paging_state(runtime)
         answer = pager.recall(thread_id, state, page_ids=page_ids, query=query, part=part,
-                              **_sizing(pager, runtime, name, state))
+                              **_sizing(pager, runtime, name, state, query))
         return _command(answer, runtime, name)
 
     async def arecall(
@@ -144,7 +145,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
             return _NO_THREAD
         state = _paging_state(runtime)
         answer = await pager.arecall(thread_id, state, page_ids=page_ids, query=query, part=part,
-                                     **_sizing(pager, runtime, name, state))
+                                     **_sizing(pager, runtime, name, state, query))
         return _command(answer, runtime, name)
 
     return StructuredTool.from_function(func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION)
