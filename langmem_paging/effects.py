@@ -39,6 +39,7 @@ from langmem_paging.state import PagingState
 __all__ = [
     "ComputeFeatures",
     "ComputeIO",
+    "Digester",
     "Flow",
     "LoadPages",
     "LocalIO",
@@ -59,6 +60,8 @@ R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 IO = TypeVar("IO")
 IO_contra = TypeVar("IO_contra", contravariant=True)
+Q = TypeVar("Q")
+A = TypeVar("A")
 
 
 class Request(ABC, Generic[R_co, IO_contra]):
@@ -79,6 +82,14 @@ class Request(ABC, Generic[R_co, IO_contra]):
 Flow = Generator[Request[Any, "StepIO"], object, T]
 """A flow of the paging step's requests returning a `T` (what it is sent is `object`: answers
 are typed by `ask`)."""
+
+
+class Digester(Protocol):
+    """What writes warm digests (`langmem_paging.llm.LLMDigester`)."""
+
+    def digest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]: ...
+
+    async def adigest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]: ...
 
 
 class StepIO(Protocol):
@@ -168,8 +179,8 @@ class MakeDigests(Request[list["str | None"], StepIO]):
     """Digests of pages by a digester (`langmem_paging.llm.LLMDigester`). Answer: one text or
     None per page."""
 
-    digester: Any
-    """The digester (anything with ``digest`` and ``adigest``)."""
+    digester: Digester
+    """The digester."""
     pages: list[Sequence[BaseMessage]]
     """The messages of each page."""
     max_tokens: list[int]
@@ -234,9 +245,10 @@ async def arun(flow: Generator[Request[Any, IO], object, T], io: IO) -> T:
             answer, error = None, exc
 
 
-def drive(reads: Generator[Any, Any, T], read: Callable[[Any], Any]) -> T:
-    """Run a generator of plain reads (no `Request`s): each yielded value is answered by `read`.
-    The store's operations and the cluster-forest walks are such generators."""
+def drive(reads: Generator[Q, A, T], read: Callable[[Q], A]) -> T:
+    """Run a generator of plain reads (no `Request`s): each yielded `Q` is answered by `read`
+    with an `A`. The store's operations, the Postgres index's statements and the cluster-forest
+    walks are such generators."""
     try:
         request = next(reads)
         while True:
@@ -245,7 +257,7 @@ def drive(reads: Generator[Any, Any, T], read: Callable[[Any], Any]) -> T:
         return stop.value
 
 
-async def adrive(reads: Generator[Any, Any, T], read: Callable[[Any], Awaitable[Any]]) -> T:
+async def adrive(reads: Generator[Q, A, T], read: Callable[[Q], Awaitable[A]]) -> T:
     """`drive`, awaiting each read."""
     try:
         request = next(reads)
