@@ -170,3 +170,41 @@ def test_a_cold_search_reads_the_same_on_both_sides(mode):
     hits = io.search(request) if mode == "sync" else asyncio.run(io.asearch(request))
     assert [hit.page_id for hit in hits] == ["p1"]
     assert index.calls == ["has", "load list", "search"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_claims_on_postgres_read_and_write_the_same_on_both_sides(postgres_uri, mode):
+    """Postgres claims are one generator of statements run on a sync or an async cursor: deleting a
+    thread before anything was claimed creates no table on either side (the async side used to
+    create it, the sync side looked first), and a claim after it creates it on both."""
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    from langmem_paging.claims import TABLE, claims_for
+    from tests.support.postgres_server import fresh_database
+
+    uri = fresh_database(postgres_uri, f"langmem_claims_{mode}")
+
+    def table_exists() -> bool:
+        with psycopg.connect(uri) as conn:
+            return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,)).fetchone()[0])
+
+    async def on_async_store() -> list[bool]:
+        async with AsyncPostgresStore.from_conn_string(uri) as store:
+            await store.setup()
+            claims = claims_for(store)
+            await claims.adrop("t")
+            dropped_created = table_exists()
+            return [dropped_created, *(await claims.aclaim("t", "p", [1], ["a"]))]
+
+    if mode == "sync":
+        with PostgresStore.from_conn_string(uri) as store:
+            store.setup()
+            claims = claims_for(store)
+            claims.drop("t")
+            seen = [table_exists(), *claims.claim("t", "p", [1], ["a"])]
+    else:
+        seen = asyncio.run(on_async_store())
+    assert seen == [False, True]
+    assert table_exists()
