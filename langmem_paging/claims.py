@@ -22,12 +22,17 @@ import sqlite3
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langmem_paging.effects import adrive, drive
 
 __all__ = ["InProcessClaims", "NumberClaims", "PostgresClaims", "SqliteClaims", "claims_for"]
 
 TABLE = "langmem_paging_claims"
+
+T = TypeVar("T")
 
 
 class NumberClaims(ABC):
@@ -124,58 +129,84 @@ class PostgresClaims(NumberClaims):
         if self._async:  # an AsyncPostgresStore from sync code: on its own loop, as its sync methods do
             loop = self._store.loop
             return asyncio.run_coroutine_threadsafe(self.aclaim(thread_id, kind, numbers, digests), loop).result()
-        with self._store._cursor() as cur:
-            if not self._ready:
-                _create(cur)
-                self._ready = True
-            cur.execute(_POSTGRES_CLAIM, self._params(thread_id, kind, numbers, digests))
-            held = _held(cur.fetchall())
-        return [held.get(n) == d for n, d in zip(numbers, digests, strict=True)]
+        return self._execute(self._claim(thread_id, kind, numbers, digests))
 
     async def aclaim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
         if not self._async:
             return await super().aclaim(thread_id, kind, numbers, digests)
-        async with self._store._cursor() as cur:
-            if not self._ready:
-                await _acreate(cur)
-                self._ready = True
-            await cur.execute(_POSTGRES_CLAIM, self._params(thread_id, kind, numbers, digests))
-            held = _held(await cur.fetchall())
-        return [held.get(n) == d for n, d in zip(numbers, digests, strict=True)]
+        return await self._aexecute(self._claim(thread_id, kind, numbers, digests))
 
     def drop(self, thread_id: str) -> None:
         if self._async:
             asyncio.run_coroutine_threadsafe(self.adrop(thread_id), self._store.loop).result()
             return
-        with self._store._cursor() as cur:
-            if self._ready or _exists(cur):
-                cur.execute(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
+        self._execute(self._drop(thread_id))
 
     async def adrop(self, thread_id: str) -> None:
         if not self._async:
             await super().adrop(thread_id)
             return
+        await self._aexecute(self._drop(thread_id))
+
+    # -- one source for both: generators of statements, run on a sync or an async cursor --------
+    def _claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> _Work[list[bool]]:
+        if not self._ready:
+            yield _Statement(_POSTGRES_DDL, creates=True)
+            self._ready = True
+        rows = yield _Statement(_POSTGRES_CLAIM, self._params(thread_id, kind, numbers, digests), fetch=True)
+        held = _held(rows)
+        return [held.get(n) == d for n, d in zip(numbers, digests, strict=True)]
+
+    def _drop(self, thread_id: str) -> _Work[None]:
+        if not self._ready:  # a thread deleted before anything was claimed: no table to create for it
+            (found,) = yield _Statement("SELECT to_regclass(%s) IS NOT NULL AS found", (TABLE,), fetch=True)
+            if not (found["found"] if isinstance(found, dict) else found[0]):
+                return
+        yield _Statement(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
+
+    def _execute(self, work: _Work[T]) -> T:
+        with self._store._cursor() as cur:
+            def execute(statement: _Statement) -> list[Any]:
+                lost_race = _created_meanwhile() if statement.creates else ()
+                try:
+                    cur.execute(statement.sql, statement.params)
+                except lost_race:
+                    return []
+                return cur.fetchall() if statement.fetch else []
+
+            return drive(work, execute)
+
+    async def _aexecute(self, work: _Work[T]) -> T:
         async with self._store._cursor() as cur:
-            await _acreate(cur)
-            await cur.execute(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
+            async def execute(statement: _Statement) -> list[Any]:
+                lost_race = _created_meanwhile() if statement.creates else ()
+                try:
+                    await cur.execute(statement.sql, statement.params)
+                except lost_race:
+                    return []
+                return await cur.fetchall() if statement.fetch else []
+
+            return await adrive(work, execute)
 
 
-def _create(cur: Any) -> None:
-    """The claims table; workers starting at once may race to create it (Postgres then reports a
-    duplicate type: the table exists)."""
-    try:
-        cur.execute(_POSTGRES_DDL)
-    except _created_meanwhile():
-        pass
+@dataclass(frozen=True)
+class _Statement:
+    """One statement of a claims operation."""
+
+    sql: str
+    """The SQL."""
+    params: tuple[Any, ...] = ()
+    """Its parameters."""
+    fetch: bool = False
+    """Whether its rows are the answer (else the answer is ``[]``)."""
+    creates: bool = False
+    """A ``CREATE ... IF NOT EXISTS`` that may lose the race to another creator (workers, or tasks of
+    one process: 50 threads stepped at once on one `AsyncPostgresStore` failed with a duplicate
+    pg_type key): losing it means the table exists."""
 
 
-async def _acreate(cur: Any) -> None:
-    """Async `_create` (tasks of one process race as workers do: 50 threads stepped at once on one
-    `AsyncPostgresStore` failed with a duplicate pg_type key)."""
-    try:
-        await cur.execute(_POSTGRES_DDL)
-    except _created_meanwhile():
-        pass
+_Work = Generator[_Statement, list[Any], T]
+"""A claims operation: statements yielded, each answered by its rows."""
 
 
 def _created_meanwhile() -> tuple[type[Exception], ...]:
@@ -189,12 +220,6 @@ def _held(rows: Sequence[Any]) -> dict[int, str]:
     """``{number: digest}`` from rows as tuples or as the stores' dict rows."""
     return {int(r["number"]): r["digest"] for r in rows} if rows and isinstance(rows[0], dict) else {
         int(n): d for n, d in rows}
-
-
-def _exists(cur: Any) -> bool:
-    cur.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (TABLE,))
-    row = cur.fetchone()
-    return bool(row["found"] if isinstance(row, dict) else row[0])
 
 
 _CLAIMS: weakref.WeakKeyDictionary[Any, NumberClaims] = weakref.WeakKeyDictionary()

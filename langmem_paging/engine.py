@@ -24,12 +24,12 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.config import PagingConfig
-from langmem_paging.effects import Flow, arun, run
+from langmem_paging.effects import arun, ask, run
 from langmem_paging.errors import SearchIndexError, StorageError
 from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.state import PagingState
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
-from langmem_paging.thread_io import Commit, IndexPages, Notify, ThreadIO, Trace
+from langmem_paging.thread_io import Commit, HookName, IndexPages, Notify, ThreadFlow, ThreadIO, Trace
 
 __all__ = ["OnStoreError", "StepEngine"]
 
@@ -111,24 +111,24 @@ class StepEngine:
 
     # -- the flows -----------------------------------------------------------------------
     @staticmethod
-    def _decide_and_commit(view: Sequence[BaseMessage], state: Any, options: StepOptions) -> Flow[PagingResult]:
+    def _decide_and_commit(view: Sequence[BaseMessage], state: Any, options: StepOptions) -> ThreadFlow[PagingResult]:
         result = yield from paging_step(view, state, options)
         touched, result.state.touched = result.state.touched, []
-        yield Commit(result.pages, result.nodes, result.state, touched)
+        yield from ask(Commit(result.pages, result.nodes, result.state, touched))
         return result
 
-    def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> Flow[None]:
+    def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> ThreadFlow[None]:
         if result.pages:
             try:
-                yield IndexPages(result.pages)
+                yield from ask(IndexPages(result.pages))
             except SearchIndexError as error:
                 self._index_failed(error, thread_id)
             self._watch_page_sizes(result)
         self._report(thread_id, result, options)
-        yield Trace(_trace_data(thread_id, result))
+        yield from ask(Trace(_trace_data(thread_id, result)))
         events = _events(thread_id, result)
         if events:
-            yield Notify(self.hooks, events)
+            yield from ask(Notify(self.hooks, events))
 
     # -- failures and warnings ---------------------------------------------------------------
     def _unpaged(self, error: StorageError, view: Sequence[BaseMessage], state: Any) -> PagingResult:
@@ -210,9 +210,9 @@ def _trace_data(thread_id: str, result: PagingResult) -> dict[str, Any]:
             "folded": result.folded, "over_budget": result.over_budget}
 
 
-def _events(thread_id: str, result: PagingResult) -> list[tuple[str, PageEvent]]:
+def _events(thread_id: str, result: PagingResult) -> list[tuple[HookName, PageEvent]]:
     turn = result.state.turn
-    events = []
+    events: list[tuple[HookName, PageEvent]] = []
     if result.formed:
         formed = [p for p in result.pages if p.id in result.formed]
         events.append(("formed", PageEvent(thread_id, list(result.formed), turn, formed)))

@@ -11,11 +11,11 @@ logged and never fails the turn.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Literal, Protocol, TypeVar
 
-from langmem_paging.effects import ComputeIO, LoadPages, Request, Reserve
+from langmem_paging.effects import ComputeIO, LoadPages, Request, Reserve, StepIO, arun, ask, run
 from langmem_paging.errors import PageStoreError, SearchIndexError
 from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.records import ClusterNode, Page
@@ -23,87 +23,202 @@ from langmem_paging.search import Hit, SearchIndex
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
 
-__all__ = ["Commit", "IndexPages", "ListMembers", "LoadClusters", "Notify", "ScoreTexts", "Search", "ThreadIO",
-           "Trace"]
+__all__ = ["Commit", "HookName", "IndexPages", "ListMembers", "LoadClusters", "Notify", "PagingIO", "ScoreTexts",
+           "Search", "ThreadFlow", "ThreadIO", "Trace"]
 
 logger = logging.getLogger("langmem_paging")
 
+T = TypeVar("T")
+
+
+class PagingIO(StepIO, Protocol):
+    """The handlers of every request a paging flow makes (the step's, and those of the engine
+    and the recall service), each sync and async: `ThreadIO` implements it for one thread."""
+
+    def commit(self, request: Commit) -> None: ...
+
+    async def acommit(self, request: Commit) -> None: ...
+
+    def index_pages(self, request: IndexPages) -> None: ...
+
+    async def aindex_pages(self, request: IndexPages) -> None: ...
+
+    def search(self, request: Search) -> list[Hit]: ...
+
+    async def asearch(self, request: Search) -> list[Hit]: ...
+
+    def score_texts(self, request: ScoreTexts) -> list[float]: ...
+
+    async def ascore_texts(self, request: ScoreTexts) -> list[float]: ...
+
+    def load_clusters(self, request: LoadClusters) -> dict[str, ClusterNode]: ...
+
+    async def aload_clusters(self, request: LoadClusters) -> dict[str, ClusterNode]: ...
+
+    def list_members(self, request: ListMembers) -> dict[str, list[str]]: ...
+
+    async def alist_members(self, request: ListMembers) -> dict[str, list[str]]: ...
+
+    def notify(self, request: Notify) -> None:
+        for hook in request.hooks:
+            for name, event in request.events:
+                try:
+                    _handlers(hook)[name][0](event)
+                except Exception:  # noqa: BLE001 - a hook never fails the turn
+                    logger.exception("paging hook %r failed on %s", hook, name)
+
+    async def anotify(self, request: Notify) -> None:
+        for hook in request.hooks:
+            for name, event in request.events:
+                try:
+                    await _handlers(hook)[name][1](event)
+                except Exception:  # noqa: BLE001
+                    logger.exception("paging hook %r failed on %s", hook, name)
+
+    def trace(self, request: Trace) -> None: ...
+
+    async def atrace(self, request: Trace) -> None: ...
+
+
+ThreadFlow = Generator[Request[Any, PagingIO], object, T]
+"""A flow of the engine's or the recall service's requests (a step's `Flow` runs inside it)."""
+
 
 @dataclass
-class Commit(Request):
+class Commit(Request[None, PagingIO]):
     """Store a step's new records (see `PageStore.commit`). Answer: None."""
 
-    op: ClassVar[str] = "commit"
     pages: list[Page]
+    """The new pages."""
     nodes: list[ClusterNode]
+    """The new cluster nodes."""
     state: PagingState
+    """The branch's paging state after the step."""
     stats: list[str]
+    """Ids of the pages whose access statistics changed."""
+
+    def answer(self, io: PagingIO) -> None:
+        return io.commit(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+        return io.acommit(self)
 
 
 @dataclass
-class IndexPages(Request):
+class IndexPages(Request[None, PagingIO]):
     """Index new pages for search. Answer: None; raises `SearchIndexError`."""
 
-    op: ClassVar[str] = "index_pages"
     pages: list[Page]
+    """The new pages."""
+
+    def answer(self, io: PagingIO) -> None:
+        return io.index_pages(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+        return io.aindex_pages(self)
 
 
 @dataclass
-class Search(Request):
+class Search(Request[list[Hit], PagingIO]):
     """The best passages for a query among the pages `allow` accepts (the index is loaded from the
     store first if it does not hold the thread). Answer: hits, best first."""
 
-    op: ClassVar[str] = "search"
     query: str
+    """What the model searched for."""
     limit: int
+    """The most hits."""
     allow: Callable[[str], bool]
+    """Whether a page id may be returned (the running branch's pages)."""
+
+    def answer(self, io: PagingIO) -> list[Hit]:
+        return io.search(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[list[Hit]]:
+        return io.asearch(self)
 
 
 @dataclass
-class ScoreTexts(Request):
+class ScoreTexts(Request[list[float], PagingIO]):
     """BM25 scores of texts still in the context, on the scale of the index's hits (the thread is
     loaded first, as for `Search`). Answer: one score per text."""
 
-    op: ClassVar[str] = "score_texts"
     query: str
+    """What the model searched for."""
     texts: list[str]
+    """The texts scored."""
+
+    def answer(self, io: PagingIO) -> list[float]:
+        return io.score_texts(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[list[float]]:
+        return io.ascore_texts(self)
 
 
 @dataclass
-class LoadClusters(Request):
+class LoadClusters(Request[dict[str, ClusterNode], PagingIO]):
     """Stored cluster nodes by id (those that exist). Answer: ``{cluster_id: ClusterNode}``."""
 
-    op: ClassVar[str] = "load_clusters"
     cluster_ids: list[str]
+    """The ids wanted."""
+
+    def answer(self, io: PagingIO) -> dict[str, ClusterNode]:
+        return io.load_clusters(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[dict[str, ClusterNode]]:
+        return io.aload_clusters(self)
 
 
 @dataclass
-class ListMembers(Request):
+class ListMembers(Request[dict[str, list[str]], PagingIO]):
     """The member pages of clusters, at most `limit` each. Answer: ``{cluster_id: [page ids]}``."""
 
-    op: ClassVar[str] = "list_members"
     cluster_ids: list[str]
+    """The clusters."""
     limit: int
+    """The most members listed per cluster."""
+
+    def answer(self, io: PagingIO) -> dict[str, list[str]]:
+        return io.list_members(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[dict[str, list[str]]]:
+        return io.alist_members(self)
+
+
+HookName = Literal["formed", "evicted", "recalled"]
+"""A page life event a hook is told about (`PagingHooks.on_formed`, ...)."""
 
 
 @dataclass
-class Notify(Request):
-    """Tell hooks about page life events (``formed``, ``evicted``, ``recalled``). Answer: None."""
+class Notify(Request[None, PagingIO]):
+    """Tell hooks about page life events. Answer: None."""
 
-    op: ClassVar[str] = "notify"
     hooks: Sequence[PagingHooks]
-    events: list[tuple[str, PageEvent]]
+    """Who is told."""
+    events: list[tuple[HookName, PageEvent]]
+    """The events, in order."""
+
+    def answer(self, io: PagingIO) -> None:
+        return io.notify(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+        return io.anotify(self)
 
 
 @dataclass
-class Trace(Request):
+class Trace(Request[None, PagingIO]):
     """Attach paging metadata to the running graph run (a ``langmem_paging`` custom event). Answer: None."""
 
-    op: ClassVar[str] = "trace"
     data: dict[str, Any] = field(default_factory=dict)
+    """The metadata."""
+
+    def answer(self, io: PagingIO) -> None:
+        return io.trace(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+        return io.atrace(self)
 
 
-class ThreadIO(ComputeIO):
+class ThreadIO(ComputeIO, PagingIO):
     """Answers requests for one thread of a page store and a search index."""
 
     def __init__(self, page_store: PageStore, index: SearchIndex, thread_id: str) -> None:
@@ -161,25 +276,10 @@ class ThreadIO(ComputeIO):
             raise _index_failed(error) from error
 
     def search(self, request: Search) -> list[Hit]:
-        try:
-            if not self.index.has(self.thread_id):  # a cold start: this process never indexed it
-                self.index.load(self.thread_id, self.page_store.scan(self.thread_id))
-            return self.index.search(self.thread_id, request.query, limit=request.limit, allow=request.allow)
-        except (SearchIndexError, PageStoreError):
-            raise
-        except Exception as error:
-            raise _index_failed(error) from error
+        return run(_search(request), self)
 
     async def asearch(self, request: Search) -> list[Hit]:
-        try:
-            if not await self.index.ahas(self.thread_id):
-                await self.index.aload(self.thread_id, await self.page_store.alist_pages(self.thread_id))
-            return await self.index.asearch(self.thread_id, request.query, limit=request.limit,
-                                            allow=request.allow)
-        except (SearchIndexError, PageStoreError):
-            raise
-        except Exception as error:
-            raise _index_failed(error) from error
+        return await arun(_search(request), self)
 
     def score_texts(self, request: ScoreTexts) -> list[float]:
         try:
@@ -229,3 +329,79 @@ class ThreadIO(ComputeIO):
 
 def _index_failed(error: Exception) -> SearchIndexError:
     return SearchIndexError(f"the search index failed: {type(error).__name__}: {error}")
+
+
+def _handlers(hook: PagingHooks) -> dict[HookName, tuple[Callable[[PageEvent], None],
+                                                       Callable[[PageEvent], Awaitable[None]]]]:
+    """A hook's sync and async handler of each event."""
+    return {"formed": (hook.on_formed, hook.aon_formed), "evicted": (hook.on_evicted, hook.aon_evicted),
+            "recalled": (hook.on_recalled, hook.aon_recalled)}
+
+
+# -- one source for the reads of a search, sync or async --------------------------------------
+# A search is a flow of the reads below, driven by `run` or `arun` over the `ThreadIO` itself:
+# both sides read the same things in the same order, and only the call to the store or the
+# index differs (each read's `answer` / `aanswer`).
+
+def _search(request: Search) -> Generator[Request[Any, ThreadIO], object, list[Hit]]:
+    try:
+        if not (yield from ask(_Holds())):  # a cold start: this process never indexed it
+            # every page is read before the index is written: no index lock is held across a store read
+            pages = yield from ask(_ReadPages())
+            yield from ask(_Load(pages))
+        return (yield from ask(_Find(request)))
+    except (SearchIndexError, PageStoreError):
+        raise
+    except Exception as error:
+        raise _index_failed(error) from error
+
+
+@dataclass
+class _Holds(Request[bool, ThreadIO]):
+    """Whether the index holds the thread."""
+
+    def answer(self, io: ThreadIO) -> bool:
+        return io.index.has(io.thread_id)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[bool]:
+        return io.index.ahas(io.thread_id)
+
+
+@dataclass
+class _ReadPages(Request[list[Page], ThreadIO]):
+    """Every stored page of the thread."""
+
+    def answer(self, io: ThreadIO) -> list[Page]:
+        return io.page_store.list_pages(io.thread_id)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[list[Page]]:
+        return io.page_store.alist_pages(io.thread_id)
+
+
+@dataclass
+class _Load(Request[None, ThreadIO]):
+    """Index the thread's pages (a cold load)."""
+
+    pages: list[Page]
+    """Every stored page of the thread."""
+
+    def answer(self, io: ThreadIO) -> None:
+        return io.index.load(io.thread_id, self.pages)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[None]:
+        return io.index.aload(io.thread_id, self.pages)
+
+
+@dataclass
+class _Find(Request[list[Hit], ThreadIO]):
+    """The index's hits for a search."""
+
+    search: Search
+    """What is searched."""
+
+    def answer(self, io: ThreadIO) -> list[Hit]:
+        return io.index.search(io.thread_id, self.search.query, limit=self.search.limit, allow=self.search.allow)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[list[Hit]]:
+        return io.index.asearch(io.thread_id, self.search.query, limit=self.search.limit,
+                                allow=self.search.allow)

@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_paging.bookmarks import Bookmarker
 from langmem_paging.config import PagingConfig
-from langmem_paging.effects import Flow, LoadPages
+from langmem_paging.effects import LoadPages, ask
 from langmem_paging.errors import StorageError
 from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.messages import library_mark, split_units
@@ -40,7 +40,7 @@ from langmem_paging.recall.spec import ClusterItem, Item, PageItem, PassageItem,
 from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.search import Hit, best_pages
 from langmem_paging.state import PagingState
-from langmem_paging.thread_io import ListMembers, LoadClusters, Notify, ScoreTexts, Search
+from langmem_paging.thread_io import ListMembers, LoadClusters, Notify, ScoreTexts, Search, ThreadFlow
 from langmem_paging.tokens import TokenCounter, message_text
 
 __all__ = ["RECALL_UNAVAILABLE", "RecallAnswer", "RecallRequest", "RecallService", "resident_turns"]
@@ -122,7 +122,7 @@ class RecallService:
     def __init__(self, config: PagingConfig, *, bookmarker: Bookmarker, hooks: Sequence[PagingHooks] = ()) -> None:
         self.config, self.bookmarker, self.hooks = config, bookmarker, list(hooks)
 
-    def flow(self, thread_id: str, state: Any, request: RecallRequest, counter: TokenCounter) -> Flow[RecallAnswer]:
+    def flow(self, thread_id: str, state: Any, request: RecallRequest, counter: TokenCounter) -> ThreadFlow[RecallAnswer]:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch."""
         branch = PagingState.from_value(state)
         plan = plan_recall(request.page_ids, request.query, request.part)
@@ -139,26 +139,26 @@ class RecallService:
                            request.resident).answer(wanted, notes)
         if answer.accessed and self.hooks:
             event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
-            yield Notify(self.hooks, [("recalled", event)])
+            yield from ask(Notify(self.hooks, [("recalled", event)]))
         return answer
 
     def _read(self, plan: RecallPlan, branch: PagingState, wanted: list[str], clusters: list[str],
-              room: int, resident: Sequence[tuple[str, str, int]]) -> Flow[_Read]:
+              room: int, resident: Sequence[tuple[str, str, int]]) -> ThreadFlow[_Read]:
         read = _Read()
         if plan.query is not None:
             # resident pages too: the room the result takes pushes them out at the next step
-            read.hits = yield Search(plan.query, max(50, 8 * self.config.search_results, room // 25),
-                                     lambda pid: branch.owns("p", page_number(pid)))
+            read.hits = yield from ask(Search(plan.query, max(50, 8 * self.config.search_results, room // 25),
+                                              lambda pid: branch.owns("p", page_number(pid))))
             if resident:
-                read.resident_scores = yield ScoreTexts(plan.query, [text for _, text, _ in resident])
-        read.nodes = (yield LoadClusters(clusters)) if clusters else {}
-        read.members = (yield ListMembers(list(read.nodes), CLUSTER_MEMBERS_LISTED)) if read.nodes else {}
+                read.resident_scores = yield from ask(ScoreTexts(plan.query, [text for _, text, _ in resident]))
+        read.nodes = (yield from ask(LoadClusters(clusters))) if clusters else {}
+        read.members = (yield from ask(ListMembers(list(read.nodes), CLUSTER_MEMBERS_LISTED))) if read.nodes else {}
         listed = [p for members in read.members.values() for p in members]
         matched = best_pages(read.hits, max(24, room // 100))
-        read.pages = yield LoadPages([*wanted, *matched, *listed])
+        read.pages = yield from ask(LoadPages([*wanted, *matched, *listed]))
         edges = [p for p in adjacent_pages(matched) if p not in read.pages and _visible(branch, p)]
         if edges:  # passages run on across page edges
-            read.pages.update((yield LoadPages(edges)))
+            read.pages.update((yield from ask(LoadPages(edges))))
         return read
 
     def room_for(self, branch: PagingState, counter: TokenCounter, *, share: int = 1, call_tokens: int = 0) -> int:

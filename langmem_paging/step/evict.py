@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from langchain_core.messages import BaseMessage, ToolMessage
 
 from langmem_paging.clusters import merge_terms
-from langmem_paging.effects import Flow, Reserve
+from langmem_paging.effects import Flow, Reserve, ask
 from langmem_paging.library_messages import (
     bookmark_message,
     cluster_bookmark_tokens,
@@ -235,7 +235,7 @@ def _restored_page(ctx: StepContext, page_id: str, page: ResidentPage, current: 
 def _renumber(ctx: StepContext, restored: list[Page]) -> Flow[None]:
     """Give pages whose messages changed while resident new numbers: the record under the old
     number may be another branch's (it was stored before a fork), never rewritten."""
-    numbers = yield Reserve("p", [p.digest for p in restored], ctx.state)
+    numbers = yield from ask(Reserve("p", [p.digest for p in restored], ctx.state))
     result = ctx.result
     for page, number in zip(restored, numbers, strict=True):
         old, new = page.id, f"p{number}"

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from langmem_paging.clusters import ClusterOptions, FoldPlan, materialize, plan_folds
-from langmem_paging.effects import Flow, Reserve
+from langmem_paging.effects import Flow, Reserve, ask
 from langmem_paging.library_messages import cluster_message
 from langmem_paging.state import ClusterEntry, PagingState
 from langmem_paging.step.context import StepContext
@@ -30,7 +30,7 @@ def fold(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str
     _forget_unhoused(state, plan, orphans, orphan_clusters)
     if not plan:
         return
-    numbers = yield Reserve("c", [n.digest for n in plan.nodes], state)
+    numbers = yield from ask(Reserve("c", [n.digest for n in plan.nodes], state))
     nodes, entries, _ = materialize(plan, numbers, max_keywords=ctx.options.clusters.max_keywords)
     consumed = {state.shown[p].anchor for p in plan.folded} | set(plan.removed_anchors)
     for page_id in plan.folded:

@@ -10,7 +10,7 @@ from typing import Literal
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.bookmarks import Bookmark, BookmarkContext, PageDraft
-from langmem_paging.effects import ComputeFeatures, Flow, MakeBookmarks, Reserve
+from langmem_paging.effects import ComputeFeatures, Flow, MakeBookmarks, Reserve, ask
 from langmem_paging.library_messages import stored_form
 from langmem_paging.messages import Unit, is_pinned
 from langmem_paging.records import Page, messages_digest
@@ -109,13 +109,12 @@ def form_pages(ctx: StepContext, drafts: list[Draft]) -> Flow[list[Page]]:
     """Give drafts page ids, bookmarks and features, and record them as resident pages."""
     stored: list[Sequence[BaseMessage]] = [[stored_form(m) for m in _current(ctx, d)] for d in drafts]
     digests = [messages_digest(msgs) for msgs in stored]
-    numbers = yield Reserve("p", digests, ctx.state)
+    numbers = yield from ask(Reserve("p", digests, ctx.state))
     page_drafts = [PageDraft(f"p{n}", msgs) for n, msgs in zip(numbers, stored, strict=True)]
-    bookmarks: list[Bookmark] = yield MakeBookmarks(ctx.options.bookmarker, page_drafts,
-                                                    _bookmark_context(ctx, stored))
+    bookmarks = yield from ask(MakeBookmarks(ctx.options.bookmarker, page_drafts, _bookmark_context(ctx, stored)))
     if len(bookmarks) != len(page_drafts):
         raise ValueError(f"The bookmarker returned {len(bookmarks)} bookmarks for {len(page_drafts)} pages.")
-    features = yield ComputeFeatures(ctx.options.policy, stored)
+    features = yield from ask(ComputeFeatures(ctx.options.policy, stored))
     pages = [_record(ctx, draft, page_draft, digest, bookmark, feats) for draft, page_draft, digest, bookmark, feats
              in zip(drafts, page_drafts, digests, bookmarks, features, strict=True)]
     ctx.result.pages.extend(pages)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.effects import Flow, LoadPages, MakeDigests
+from langmem_paging.effects import Flow, LoadPages, MakeDigests, ask
 from langmem_paging.library_messages import bookmark_message, digest_message, stored_form
 from langmem_paging.records import page_number
 from langmem_paging.state import ShownPage
@@ -70,7 +70,7 @@ def _sources(ctx: StepContext, promote: list[str]) -> Flow[dict[str, list[BaseMe
     in_view = {pid: [ctx.messages[ctx.position[k]] for k in ctx.result.evicted_ids.get(pid, []) if k in ctx.position]
                for pid in promote}
     missing = [pid for pid in promote if not in_view[pid]]
-    loaded = (yield LoadPages(missing)) if missing else {}
+    loaded = (yield from ask(LoadPages(missing))) if missing else {}
     return {pid: [stored_form(m) for m in in_view[pid]] or (loaded[pid].messages if pid in loaded else [])
             for pid in promote}
 
@@ -84,7 +84,7 @@ def _written(tiers: TierMode, sources: dict[str, list[BaseMessage]], costs: dict
     todo = [pid for pid, text in written.items() if text is None]
     if todo and not getattr(digester, "background", True):
         pages: list[Sequence[BaseMessage]] = [sources[p] for p in todo]
-        texts = yield MakeDigests(digester, pages, [costs[p] for p in todo])
+        texts = yield from ask(MakeDigests(digester, pages, [costs[p] for p in todo]))
         written.update(zip(todo, texts, strict=True))
     return {pid: text for pid, text in written.items() if text}
 
