@@ -13,8 +13,8 @@ from langgraph.store.base import BaseStore
 
 from langmem_paging.config import Budget, PagingConfig, PagingOptions, check_call_options, check_thread_id
 from langmem_paging.engine import OnStoreError
-from langmem_paging.graph_stores import GraphStores
 from langmem_paging.graph_state import prepare_view, state_update
+from langmem_paging.graph_stores import GraphStores
 from langmem_paging.pager import Pager
 from langmem_paging.recall.tool import SCHEMA_HELP, make_recall_tool
 from langmem_paging.search import SearchIndex

@@ -60,7 +60,7 @@ def test_readme_quickstart_runs_verbatim_and_its_last_line_reads_a_page(scripted
     assert asked == ["openai:gpt-4o-mini"]  # the snippet's model string reached create_agent
     assert len(model.prompts) == 1 and (tmp_path / "pages.sqlite").exists()
     # "hundreds of turns later": the same agent, thread and middleware, driven until p3 is paged out
-    agent, config, paging = namespace["agent"], namespace["config"], namespace["paging"]
+    agent, config = namespace["agent"], namespace["config"]
     for turn in range(40):
         agent.invoke({"messages": [f"Turn {turn}: my cousin Farid walked his greyhound Zephyr{turn} along the "
                                    f"canal for {turn + 2} kilometres, past the old mill and the ferry dock. " * 4]},
