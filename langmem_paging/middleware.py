@@ -268,17 +268,19 @@ def refuse_tool_clash(paging_tool: BaseTool, tools: Sequence[Any]) -> None:
             name = getattr(tool, "__name__", None)
         if name == paging_tool.name and tool is not paging_tool:
             raise ValueError(
-                f"The agent has a tool named {name!r} ({_describe(tool)}) and PagingMiddleware's recall tool "
-                f"has the same name, so one would replace the other. Rename paging's tool with "
-                f"PagingMiddleware(tool_name='memory_recall', ...) or rename yours."
+                f"Two tools are named {name!r}: the agent's tool {_describe(tool)} and PagingMiddleware's recall "
+                "tool; LangChain keeps one per name, so the other would never be called. Rename paging's with "
+                "PagingMiddleware(tool_name='memory_recall', ...), or rename yours."
             )
 
 
 def _describe(tool: Any) -> str:
+    """Where a tool comes from: the function behind it, else its class."""
     if isinstance(tool, dict):
         return "a provider tool"
-    module = getattr(tool, "__module__", None) or type(tool).__module__
-    return f"{type(tool).__name__} from {module}"
+    func = getattr(tool, "func", None) or getattr(tool, "coroutine", None) or tool
+    name = getattr(func, "__qualname__", None) or type(tool).__qualname__
+    return f"{getattr(func, '__module__', None) or type(tool).__module__}.{name}"
 
 
 def _tools_of_agent_being_built() -> Sequence[Any]:
@@ -294,7 +296,12 @@ def _tools_of_agent_being_built() -> Sequence[Any]:
             return ()
         if frame.f_code is _CREATE_AGENT_CODE:
             tools = frame.f_locals.get("tools")
-            return list(tools) if isinstance(tools, (list, tuple)) else ()
+            middleware = frame.f_locals.get("middleware")
+            found = list(tools) if isinstance(tools, (list, tuple)) else []
+            for other in middleware if isinstance(middleware, (list, tuple)) else ():
+                # another PagingMiddleware's tools property would read this one's: take its tool directly
+                found += [other.recall_tool] if isinstance(other, PagingMiddleware) else getattr(other, "tools", [])
+            return found
         frame = frame.f_back
     return ()
 
