@@ -257,7 +257,7 @@ def check_embedder(value: Any) -> None:
                      "or an Embedder instance")
 
 
-def check_call_options(*, ttl: Any, index: Any, on_store_error: Any) -> None:
+def check_call_options(*, ttl: Any, index: Any) -> None:
     """The options `PagingMiddleware` and `PagingNode` take beside a `PagingConfig`, checked when
     they are built (the store they apply to comes with each call, later).
 
@@ -273,8 +273,6 @@ def check_call_options(*, ttl: Any, index: Any, on_store_error: Any) -> None:
                 "`SqliteSearchIndex(path)`." if isinstance(index, str) else "")
         raise TypeError(f"Invalid paging option `index`: must be a SearchIndex (InMemoryBM25Index, "
                         f"SqliteSearchIndex, PostgresSearchIndex), got {index!r}.{hint}")
-    if on_store_error not in ("raise", "continue"):
-        raise ValueError(f"Invalid paging option `on_store_error`: must be 'raise' or 'continue'; got {on_store_error!r}.")
 
 
 def check_thread_id(thread_id: str) -> str:
@@ -296,7 +294,8 @@ class PagingConfig:
     Args: see the field list: ``max_tokens`` (required), ``low_water_tokens``, ``boundary``,
     ``policy``, ``mode``, ``model``, ``encoding``, ``token_counter``, ``bookmarker``,
     ``recall_max_tokens``, ``recent_messages``, ``search_results``, ``bookmark_share``,
-    ``large_result_share``, ``cluster_threshold``, ``max_clusters``, ``hooks``.
+    ``large_result_share``, ``cluster_threshold``, ``max_clusters``, ``hooks``, ``search_embedder``,
+    ``tiers``, ``tool_name``, ``calibrate``.
 
     Raises:
         ValueError: For an unknown option or a bad value, naming the option.

@@ -162,7 +162,7 @@ class PagingMiddleware(AgentMiddleware):
         if max_tokens is not None:
             options = {**options, "max_tokens": max_tokens}  # type: ignore[typeddict-unknown-key]
         self.config = config if config is not None else PagingConfig(**options)
-        check_call_options(ttl=ttl, index=index, on_store_error=on_store_error)
+        check_call_options(ttl=ttl, index=index)
         page_store = PageStore(store, ttl=ttl) if store is not None else None
         self.pager = Pager(self.config, page_store, index=index, on_store_error=on_store_error, ttl=ttl)
         self.recall_tool = make_recall_tool(self.pager, name=self.config.tool_name)

@@ -104,7 +104,7 @@ class PagingNode(Runnable[dict, dict]):
         if config is None:
             options.setdefault("mode", mode)
         self.config = config if config is not None else PagingConfig(**options)
-        check_call_options(ttl=ttl, index=index, on_store_error=on_store_error)
+        check_call_options(ttl=ttl, index=index)
         if self.config.calibrate:
             raise ValueError("Invalid paging option `calibrate`: it learns from the model's responses, which a "
                              "PagingNode does not see. Use PagingMiddleware with create_agent, or drop `calibrate`.")

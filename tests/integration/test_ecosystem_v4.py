@@ -364,3 +364,24 @@ def test_other_model_errors_are_not_retried():
     with pytest.raises(RuntimeError, match="rate limited"):
         agent.invoke({"messages": ["hello"]}, config_for("t"))
     assert len(model.prompts) == 1
+
+
+# -- 1. page_store of a middleware built without store= ----------------------------------------------------
+
+
+def test_page_store_without_store_is_the_graphs_and_refuses_to_guess_between_two():
+    paging = PagingMiddleware(max_tokens=500, boundary="fixed_2")
+    with pytest.raises(ValueError, match="has not run yet"):
+        paging.page_store  # noqa: B018
+    first, second = InMemoryStore(), InMemoryStore()
+    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[paging], store=first,
+                         checkpointer=InMemorySaver())
+    for fact in FACTS[:8]:
+        agent.invoke({"messages": [fact]}, config_for("t"))
+    assert paging.page_store.store is first and paging.page_store.get("t", "p1").messages[0].content == FACTS[0]
+
+    other = create_agent(ScriptedChatModel(responses=["Noted."]), middleware=[paging], store=second,
+                         checkpointer=InMemorySaver())
+    other.invoke({"messages": ["hello"]}, config_for("u"))
+    with pytest.raises(ValueError, match=r"paged into 2 graph stores .* `PageStore\(store\)`"):
+        paging.page_store  # noqa: B018
