@@ -12,7 +12,7 @@ from langgraph.managed import RemainingSteps
 from langgraph.store.base import BaseStore
 
 from langmem_paging.config import Budget, PagingConfig, PagingOptions, check_call_options, check_thread_id
-from langmem_paging.engine import OnStoreError
+from langmem_paging.engine import OnStoreError, warn
 from langmem_paging.graph_state import prepare_view, state_update
 from langmem_paging.graph_stores import GraphStores
 from langmem_paging.pager import Pager
@@ -20,6 +20,7 @@ from langmem_paging.recall.tool import SCHEMA_HELP, make_recall_tool
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import STATE_KEY, paging_reducer
 from langmem_paging.store import PageStore
+from langmem_paging.tokens import foreign_model_warning
 
 __all__ = ["PagingMessagesState", "PagingNode"]
 
@@ -119,6 +120,11 @@ class PagingNode(Runnable[dict, dict]):
         page_store = PageStore(store, ttl=ttl) if store is not None else None
         self.pager = Pager(self.config, page_store, index=index, on_store_error=on_store_error, ttl=ttl)
         self.recall_tool = make_recall_tool(self.pager, name=self.config.tool_name)
+        if self.config.token_counter is None and self.config.encoding is None:
+            # the node never sees the model it pages for: only `model=` tells which one it is
+            message = foreign_model_warning(self.config.model, self.pager.encoding_for())
+            if message:
+                warn(message)
         self._graph_stores = GraphStores()
         self._threads_paged: OrderedDict[str, None] = OrderedDict()  # to spot a missing `paging` key
 

@@ -385,3 +385,13 @@ def test_page_store_without_store_is_the_graphs_and_refuses_to_guess_between_two
     other.invoke({"messages": ["hello"]}, config_for("u"))
     with pytest.raises(ValueError, match=r"paged into 2 graph stores .* `PageStore\(store\)`"):
         paging.page_store  # noqa: B018
+
+
+def test_a_node_paging_for_gemini_with_tiktoken_warns_at_construction():
+    name = f"google_genai:gemini-2.5-flash-{uuid.uuid4().hex[:6]}"
+    with pytest.warns(RuntimeWarning, match="tokenizes differently"):
+        PagingNode(max_tokens=2000, model=name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PagingNode(max_tokens=2000, model=name)  # once
+        PagingNode(max_tokens=2000, model=name.replace("gemini", "gpt-4o"))  # OpenAI's own tokenizer: no warning
