@@ -23,7 +23,7 @@ from typing import Any
 import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-__all__ = ["TokenCounter", "encoding_for_model", "foreign_model_warning", "get_encoding", "loaded_counter",
+__all__ = ["ModelCounter", "TokenCounter", "encoding_for_model", "foreign_model_warning", "get_encoding", "loaded_counter",
            "message_text", "model_name", "resolve_token_counter", "shared_counter", "wire_text"]
 
 _BLOB_URLS = {
@@ -315,11 +315,53 @@ def resolve_token_counter(value: Any) -> Callable[..., int] | None:
         raise ValueError(f"Unknown token counter {value!r}. Available: 'approximate', a chat model (its "
                          "get_num_tokens_from_messages) or a callable messages -> int.")
     if isinstance(value, BaseLanguageModel):
-        return value.get_num_tokens_from_messages
+        return ModelCounter(value)
     if not callable(value):
         raise ValueError(f"must be a callable messages -> int, 'approximate' or a chat model; got "
                          f"{type(value).__name__}")
     return value
+
+
+class ModelCounter:
+    """A chat model's `get_num_tokens_from_messages`, one message at a time, remembering each count.
+
+    A step counts every message of the view; a model's counter may be slow (a tokenizer in Python)
+    or remote (Anthropic's counts are an API call), so a message already counted under the same id
+    and text is not counted again: a turn asks the model about what changed.
+
+    Args:
+        model: The chat model.
+        cache_size: How many message counts to keep.
+    """
+
+    def __init__(self, model: Any, *, cache_size: int = 20_000) -> None:
+        self.model = model
+        self._cache: OrderedDict[str, tuple[tuple[str, int], int]] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ModelCounter({model_name(self.model) or type(self.model).__name__!r})"
+
+    def count_message(self, message: BaseMessage) -> int:
+        """Tokens of one message, by the model's rule."""
+        fingerprint = (message.type, hash(wire_text(message)))
+        if message.id is not None:
+            with self._lock:
+                entry = self._cache.get(message.id)
+                if entry is not None and entry[0] == fingerprint:
+                    self._cache.move_to_end(message.id)
+                    return entry[1]
+        n = int(self.model.get_num_tokens_from_messages([message]))
+        if message.id is not None:
+            with self._lock:
+                self._cache[message.id] = (fingerprint, n)
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return n
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> int:
+        return sum(self.count_message(m) for m in messages)
 
 
 _FOREIGN_FAMILIES = ("claude", "gemini", "gemma", "mistral", "mixtral", "codestral", "llama", "command", "qwen",

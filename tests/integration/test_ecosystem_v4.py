@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections import Counter
 import warnings
 
 import httpx
@@ -149,10 +150,10 @@ def test_approximate_counter_pages_by_langchains_count():
 class CountingModel(ScriptedChatModel):
     """A chat model whose provider tokenizer says 25 tokens a message."""
 
-    counted: list[int] = []
+    counted: list[tuple] = []
 
     def get_num_tokens_from_messages(self, messages, tools=None) -> int:
-        self.counted.append(len(messages))
+        self.counted += [(m.id, str(m.content)) for m in messages]
         return 25 * len(messages)
 
 
@@ -164,6 +165,9 @@ def test_a_chat_model_counts_with_its_own_tokenizer():
         agent.invoke({"messages": [fact]}, config_for("t"))
     overhead = shared_counter("cl100k_base").count_tools([paging.recall_tool])
     assert model.counted, "the model's get_num_tokens_from_messages was not used"
+    # a message is counted once, not on every turn it stays (twice when its id alternates between the
+    # message and the bookmark that took its id: one cache entry per id)
+    assert max(Counter(c for c in model.counted if c[0] is not None).values()) <= 2
     assert max(25 * len(p) for p in model.prompts) <= 500 - overhead  # its rule, not tiktoken's
     assert str(model.prompts[-1][0].content).startswith(("[p1:", "[c"))  # paged out behind a bookmark
 
