@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections import Counter
 import warnings
+from collections import Counter
 
 import httpx
 import openai
