@@ -3,7 +3,7 @@
     langmem-paging threads --store sqlite:///pages.sqlite [--json]
     langmem-paging inspect THREAD --store sqlite:///pages.sqlite [--json]
     langmem-paging show THREAD p3 [--json]
-    langmem-paging verify THREAD [--json]         # exit 0: lossless, 1: not (with what is wrong)
+    langmem-paging verify THREAD [--json]         # exit 0: lossless, 1: not, 2: no checkpoints to verify
     langmem-paging export THREAD [--out thread.jsonl]
     langmem-paging import thread.jsonl [--thread NEW_ID]
     langmem-paging delete THREAD [--yes] [--with-checkpoints]
@@ -283,6 +283,11 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     with _store(args) as store:
         if _is_unknown(store, args, snapshots):
             raise _no_such_thread(args)
+        if not snapshots:  # the checkpoints may live elsewhere: not knowing is not a loss (exit 2, not 1)
+            where = ("--checkpoints none" if (args.checkpoints or "").lower() == "none" else
+                     f"thread {args.thread!r} in {shown_uri(args.checkpoints)}" if args.checkpoints else "this store")
+            raise _Fail(f"cannot verify: no checkpoints in {where}; pass --checkpoints PATH (the checkpointer's "
+                        "URI, e.g. sqlite:///checkpoints.sqlite)", 2)
         result = verify_thread(PageStore(store), args.thread, snapshots, counter=TokenCounter(encoding=args.encoding))
     if args.json:
         _print(out, result.to_dict())
@@ -374,7 +379,12 @@ def _forget(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _report(args: argparse.Namespace, out: TextIO) -> int:
-    from langmem_paging.report import render_report
+    from langmem_paging.report import check_report_path, render_report
+
+    try:
+        check_report_path(args.out)
+    except ValueError as error:
+        raise _Fail(str(error), 2) from None
 
     snapshots = _snapshots(args, lineage=True)
     with _store(args) as store:

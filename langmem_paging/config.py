@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypedDict
 
@@ -25,7 +27,8 @@ from langmem_paging.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.hooks import PagingHooks
 from langmem_paging.policies import EvictionPolicy, get_policy
 
-__all__ = ["Budget", "PagingConfig", "PagingOptions", "resolve_max_tokens"]
+__all__ = ["Budget", "PagingConfig", "PagingOptions", "check_call_options", "check_embedder", "check_thread_id",
+           "resolve_max_tokens"]
 
 Fraction = tuple[Literal["fraction"], float]
 Budget = int | tuple[Literal["tokens"], int] | Fraction
@@ -57,6 +60,8 @@ class PagingOptions(TypedDict, total=False):
     hooks: Sequence[PagingHooks]
     search_embedder: Any
     tiers: Any
+    tool_name: str
+    calibrate: bool
 
 
 class _Options(BaseModel):
@@ -87,7 +92,9 @@ class _Options(BaseModel):
     encoding: str | None = None
     """tiktoken encoding name (``cl100k_base`` or ``o200k_base``); overrides `model`."""
     token_counter: Any = None
-    """Callable counting a message list, instead of tiktoken."""
+    """How to count a message list instead of tiktoken: a callable ``messages -> int``,
+    ``"approximate"`` (langchain_core's `count_tokens_approximately`), or a chat model (its
+    `get_num_tokens_from_messages`: the provider's own tokenizer where the integration has one)."""
     bookmarker: Any = None
     """A `Bookmarker`, or a function ``(page_id, messages, context) -> (text, keywords)``
     (default `KeywordBookmarker`)."""
@@ -118,10 +125,21 @@ class _Options(BaseModel):
     """Hot/warm/cold tiers: ``TierScoring(...)``, ``UtilityScoring(...)``, or ``"importance"`` /
     ``"utility"``; a tier score then decides what leaves the context (instead of `policy`) and
     which evicted pages stay shown as digests. None: no warm tier."""
+    tool_name: str = "recall"
+    """The name of the tool the model calls to bring pages back (rename it when your agent has a
+    tool of that name already: ``tool_name="memory_recall"``)."""
+    calibrate: bool = False
+    """`PagingMiddleware` only: correct the count with the provider's ``usage_metadata`` (its
+    input-token count of each call): the ratio of the provider's count to the estimate, kept in the
+    thread's state (``paging_calibration``, between 0.5 and 2), scales the next call's budget."""
 
-    @field_validator("max_tokens")
+    @field_validator("max_tokens", mode="before")
     @classmethod
     def _budget(cls, value):
+        # before pydantic's coercion: True would become a 1-token budget, "4000" an int
+        if isinstance(value, bool) or not isinstance(value, (int, tuple, list)):
+            raise ValueError(f"must be an int number of tokens (e.g. 4000), ('tokens', n) or ('fraction', x); "
+                             f"got {value!r} ({type(value).__name__})")
         if isinstance(value, (tuple, list)):
             if len(value) == 2 and value[0] == "tokens" and float(value[1]).is_integer() and value[1] > 0:
                 return int(value[1])
@@ -155,8 +173,21 @@ class _Options(BaseModel):
     @field_validator("token_counter")
     @classmethod
     def _counter(cls, value):
-        if value is not None and not callable(value):
-            raise ValueError("must be callable: messages -> int")
+        from langmem_paging.tokens import resolve_token_counter
+
+        return resolve_token_counter(value)
+
+    @field_validator("search_embedder")
+    @classmethod
+    def _embedder(cls, value):
+        check_embedder(value)
+        return value
+
+    @field_validator("tool_name")
+    @classmethod
+    def _tool_name(cls, value):
+        if not isinstance(value, str) or not _TOOL_NAME.fullmatch(value):
+            raise ValueError(f"must be 1-64 letters, digits, '_' or '-' (what chat APIs accept); got {value!r}")
         return value
 
     @field_validator("encoding")
@@ -188,8 +219,73 @@ class _Options(BaseModel):
     def _consistent(self):
         if (isinstance(self.max_tokens, int) and self.low_water_tokens is not None
                 and self.low_water_tokens > self.max_tokens):
-            raise ValueError("`low_water_tokens` must be at most `max_tokens`.")
+            raise _OptionError("low_water_tokens", f"{self.low_water_tokens} is above `max_tokens` "
+                               f"({self.max_tokens}); it must be at most `max_tokens` (default: 75% of it)")
         return self
+
+
+class _OptionError(ValueError):
+    """A check across options that names the option at fault (pydantic's error has no field)."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def check_embedder(value: Any) -> None:
+    """A `search_embedder` names an embedder without building it (a model or a client would load).
+
+    Raises:
+        ValueError: For an unknown name, naming the known ones; for ``"minilm"`` without its extra.
+    """
+    from langmem_paging.embeddings import EMBEDDERS, Embedder
+
+    if value is None or isinstance(value, Embedder):
+        return
+    if not isinstance(value, str):
+        raise ValueError(f"must be an Embedder or an embedder name; got {type(value).__name__}")
+    family, _, model = value.partition(":")
+    if family == "openai" or (value in EMBEDDERS and not model):
+        if family == "minilm" and importlib.util.find_spec("sentence_transformers") is None:
+            raise ValueError("'minilm' needs sentence-transformers: pip install 'langmem-paging[embeddings]'")
+        return
+    available = ", ".join(repr(name) for name in EMBEDDERS)
+    raise ValueError(f"Unknown embedder {value!r}. Available: {available} (or 'openai:<model>'), "
+                     "or an Embedder instance")
+
+
+def check_call_options(*, ttl: Any, index: Any) -> None:
+    """The options `PagingMiddleware` and `PagingNode` take beside a `PagingConfig`, checked when
+    they are built (the store they apply to comes with each call, later).
+
+    Raises:
+        ValueError, TypeError: Naming the option.
+    """
+    from langmem_paging.search import SearchIndex
+
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
+        raise ValueError(f"Invalid paging option `ttl`: must be a positive number of minutes, or None; got {ttl!r}.")
+    if index is not None and not isinstance(index, SearchIndex):
+        hint = (" The SQLite index is the default for a SqliteStore: drop `index=`, or pass "
+                "`SqliteSearchIndex(path)`." if isinstance(index, str) else "")
+        raise TypeError(f"Invalid paging option `index`: must be a SearchIndex (InMemoryBM25Index, "
+                        f"SqliteSearchIndex, PostgresSearchIndex), got {index!r}.{hint}")
+
+
+def check_thread_id(thread_id: str) -> str:
+    """A thread id the stores can key: no NUL character (PostgreSQL rejects it in text; retrying
+    cannot help, so it fails here, at once).
+
+    Raises:
+        ValueError: Naming the thread id.
+    """
+    if "\x00" in thread_id:
+        raise ValueError(f"Invalid thread_id {thread_id!r}: it contains a NUL character, which stores cannot "
+                         "key. Use printable thread ids (config={'configurable': {'thread_id': '...'}}).")
+    return thread_id
 
 
 class PagingConfig:
@@ -198,7 +294,8 @@ class PagingConfig:
     Args: see the field list: ``max_tokens`` (required), ``low_water_tokens``, ``boundary``,
     ``policy``, ``mode``, ``model``, ``encoding``, ``token_counter``, ``bookmarker``,
     ``recall_max_tokens``, ``recent_messages``, ``search_results``, ``bookmark_share``,
-    ``large_result_share``, ``cluster_threshold``, ``max_clusters``, ``hooks``.
+    ``large_result_share``, ``cluster_threshold``, ``max_clusters``, ``hooks``, ``search_embedder``,
+    ``tiers``, ``tool_name``, ``calibrate``.
 
     Raises:
         ValueError: For an unknown option or a bad value, naming the option.
@@ -218,7 +315,9 @@ class PagingConfig:
             object.__setattr__(self, "_options", _Options(**options))
         except ValidationError as error:
             first = error.errors()[0]
-            name = ".".join(str(p) for p in first["loc"]) or "options"
+            cause = (first.get("ctx") or {}).get("error")
+            name = (cause.option if isinstance(cause, _OptionError)
+                    else ".".join(str(p) for p in first["loc"]) or "options")
             message = first["msg"].removeprefix("Value error, ")
             raise ValueError(f"Invalid paging option `{name}`: {message}") from None
 

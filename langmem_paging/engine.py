@@ -154,7 +154,7 @@ class StepEngine:
             )
         if result.first_over_budget:
             overhead = options.overhead
-            beside = (f"max_tokens={options.budget + overhead} minus {overhead} for the system prompt and tool "
+            beside = (f"max_tokens={options.max_tokens} minus {overhead} for the system prompt and tool "
                       "schemas, " if overhead else "")
             warn(
                 f"langmem-paging: thread {thread_id!r} needs {result.tokens} tokens for its messages but their "

@@ -11,14 +11,16 @@ from langgraph.graph import MessagesState
 from langgraph.managed import RemainingSteps
 from langgraph.store.base import BaseStore
 
-from langmem_paging.config import Budget, PagingConfig, PagingOptions
-from langmem_paging.engine import OnStoreError
+from langmem_paging.config import Budget, PagingConfig, PagingOptions, check_call_options, check_thread_id
+from langmem_paging.engine import OnStoreError, warn
 from langmem_paging.graph_state import prepare_view, state_update
+from langmem_paging.graph_stores import GraphStores
 from langmem_paging.pager import Pager
 from langmem_paging.recall.tool import SCHEMA_HELP, make_recall_tool
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import STATE_KEY, paging_reducer
 from langmem_paging.store import PageStore
+from langmem_paging.tokens import foreign_model_warning
 
 __all__ = ["PagingMessagesState", "PagingNode"]
 
@@ -103,6 +105,10 @@ class PagingNode(Runnable[dict, dict]):
         if config is None:
             options.setdefault("mode", mode)
         self.config = config if config is not None else PagingConfig(**options)
+        check_call_options(ttl=ttl, index=index)
+        if self.config.calibrate:
+            raise ValueError("Invalid paging option `calibrate`: it learns from the model's responses, which a "
+                             "PagingNode does not see. Use PagingMiddleware with create_agent, or drop `calibrate`.")
         if self.config.mode != mode:
             raise ValueError(
                 f"`mode={self.config.mode!r}` does not match the keys: output_messages_key == "
@@ -113,18 +119,20 @@ class PagingNode(Runnable[dict, dict]):
         self.name = name
         page_store = PageStore(store, ttl=ttl) if store is not None else None
         self.pager = Pager(self.config, page_store, index=index, on_store_error=on_store_error, ttl=ttl)
-        self.recall_tool = make_recall_tool(self.pager)
+        self.recall_tool = make_recall_tool(self.pager, name=self.config.tool_name)
+        if self.config.token_counter is None and self.config.encoding is None:
+            # the node never sees the model it pages for: only `model=` tells which one it is
+            message = foreign_model_warning(self.config.model, self.pager.encoding_for())
+            if message:
+                warn(message)
+        self._graph_stores = GraphStores()
         self._threads_paged: OrderedDict[str, None] = OrderedDict()  # to spot a missing `paging` key
 
     @property
     def page_store(self) -> PageStore:
-        """The page store given as ``store=`` (with none, each call uses its graph's store)."""
-        if self.pager.page_store is None:
-            raise ValueError(
-                "This PagingNode has no store of its own: each call uses its graph's store. Read pages with "
-                "`PageStore(store)` over that store, or pass `store=` to the node."
-            )
-        return self.pager.page_store
+        """The page store given as ``store=``; without one, the store of the graph the node pages in
+        (an error before its first call, or when it served graphs with different stores)."""
+        return self._graph_stores.page_store(self.pager, "PagingNode")
 
     def _prepare(self, input: Any, config: RunnableConfig | None):
         state = input if isinstance(input, dict) else vars(input)
@@ -134,7 +142,7 @@ class PagingNode(Runnable[dict, dict]):
             raise ValueError(
                 "PagingNode needs a thread: invoke the graph with config={'configurable': {'thread_id': '...'}}."
             )
-        thread_id = str(thread_id)
+        thread_id = check_thread_id(str(thread_id))
         if STATE_KEY not in state and thread_id in self._threads_paged:
             raise ValueError(SCHEMA_HELP)
         value = state.get(STATE_KEY)
@@ -154,10 +162,14 @@ class PagingNode(Runnable[dict, dict]):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         messages, thread_id, value, view, positions = self._prepare(input, config)
-        result = self.pager.step(view, value, thread_id, store=_graph_store())
+        store = _graph_store()
+        self._graph_stores.add(store)
+        result = self.pager.step(view, value, thread_id, store=store)
         return self._output(result, messages, value, thread_id, positions)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         messages, thread_id, value, view, positions = self._prepare(input, config)
-        result = await self.pager.astep(view, value, thread_id, store=_graph_store())
+        store = _graph_store()
+        self._graph_stores.add(store)
+        result = await self.pager.astep(view, value, thread_id, store=store)
         return self._output(result, messages, value, thread_id, positions)

@@ -90,6 +90,10 @@ class Pager:
                 self._fallback = PageStore(InMemoryStore(), retries=self.retries)
         return self._fallback
 
+    def has_fallback_store(self) -> bool:
+        """Whether a call without any store made this pager's in-memory page store."""
+        return self._fallback is not None
+
     def index_for(self, page_store: PageStore) -> SearchIndex:
         """The search index of a call: the one given to the pager, else the store's default."""
         return self.index if self.index is not None else default_index(page_store.store, self.config.search_embedder)
@@ -131,19 +135,23 @@ class Pager:
 
     # -- paging -------------------------------------------------------------------------------
     def step(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *, store: BaseStore | None = None,
-             overhead: int = 0, model: Any = None) -> PagingResult:
-        """Page `view` on `state`'s branch; new records are stored before the result returns."""
+             overhead: int = 0, model: Any = None, max_tokens: int | None = None) -> PagingResult:
+        """Page `view` on `state`'s branch; new records are stored before the result returns.
+        `max_tokens`: this call's budget, when the caller corrected the configured one."""
         counter = self.counter_for(model)
-        options = self.options(max_tokens=self.max_tokens_for(model), overhead=overhead, counter=counter)
+        options = self.options(max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead,
+                               counter=counter)
         result = self.engine.step(view, state, self._io(thread_id, store), options)
         _forget_evicted(counter, result)
         return result
 
     async def astep(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *,
-                    store: BaseStore | None = None, overhead: int = 0, model: Any = None) -> PagingResult:
+                    store: BaseStore | None = None, overhead: int = 0, model: Any = None,
+                    max_tokens: int | None = None) -> PagingResult:
         """Async `step`."""
         counter = await self.acounter_for(model)
-        options = self.options(max_tokens=self.max_tokens_for(model), overhead=overhead, counter=counter)
+        options = self.options(max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead,
+                               counter=counter)
         result = await self.engine.astep(view, state, self._io(thread_id, store), options)
         _forget_evicted(counter, result)
         return result

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 
 from langchain_core.messages import BaseMessage
 
@@ -29,7 +31,7 @@ from langmem_paging.messages import library_mark
 from langmem_paging.ops import ClusterRow, Inspection, PageRow, PagingStep, RecallRow, Verification
 from langmem_paging.records import Page, cluster_number, page_number
 
-__all__ = ["nice_ceiling", "render_report", "tokens_chart"]
+__all__ = ["check_report_path", "nice_ceiling", "render_report", "tokens_chart"]
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
@@ -352,6 +354,24 @@ def _verification_html(result: Verification | None) -> str:
             f"{result.seen} distinct messages seen in checkpoints; {result.user_turns} user turns.</p>")
     issues = "".join(f"<li><code>{_e(i.code)}</code> {_e(i.detail)}</li>" for i in result.issues)
     return head + (f"<ul class='issues'>{issues}</ul>" if issues else "")
+
+
+def check_report_path(path: str | os.PathLike[str]) -> None:
+    """Where a report is to be written can be written, checked before the thread is read.
+
+    Raises:
+        ValueError: Naming the path and what is wrong with it.
+    """
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise ValueError(f"cannot write the report to {str(path)!r}: it is a directory; pass a file, e.g. "
+                         f"--out {target / 'report.html'}")
+    if not parent.is_dir():
+        raise ValueError(f"cannot write the report to {str(path)!r}: the directory {str(parent)!r} does not exist "
+                         "(create it first, or pass --out in an existing directory)")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"cannot write the report to {str(path)!r}: the directory {str(parent)!r} is not writable")
 
 
 def render_report(

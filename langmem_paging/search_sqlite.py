@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -84,6 +85,9 @@ class SqliteSearchIndex(SearchIndex):
 
     def __init__(self, path: str | None = None, *, conn: sqlite3.Connection | None = None,
                  lock: Any = None, analyzer: Callable[[str], list[str]] = search_terms) -> None:
+        if path is not None and not isinstance(path, (str, os.PathLike)):  # e.g. a connection passed positionally
+            raise TypeError(f"SqliteSearchIndex(path): `path` is a file path; got {type(path).__name__}. Pass an open "
+                            "connection as SqliteSearchIndex(conn=conn, lock=lock).")
         if (path is None) == (conn is None):
             raise ValueError("Pass the database `path` or an open `conn` (with its `lock`), not both.")
         self.path, self.analyzer = path, analyzer

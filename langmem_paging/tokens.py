@@ -15,7 +15,7 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ from typing import Any
 import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-__all__ = ["TokenCounter", "encoding_for_model", "get_encoding", "message_text", "loaded_counter", "model_name", "shared_counter", "wire_text"]
+__all__ = ["ModelCounter", "TokenCounter", "encoding_for_model", "foreign_model_warning", "get_encoding", "loaded_counter",
+           "message_text", "model_name", "resolve_token_counter", "shared_counter", "wire_text"]
 
 _BLOB_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -281,6 +282,111 @@ class TokenCounter:
             total += n
         return total
 
+
+
+COUNTERS = {"approximate": "langchain_core's count_tokens_approximately (about 4 characters a token)"}
+"""`token_counter` names beside a callable or a chat model."""
+
+
+def resolve_token_counter(value: Any) -> Callable[..., int] | None:
+    """A `token_counter` option as a callable ``messages -> int`` (None: tiktoken).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> resolve_token_counter("approximate")([HumanMessage("hello world, how are you?")])
+        11
+        >>> resolve_token_counter("exact")
+        Traceback (most recent call last):
+        ...
+        ValueError: Unknown token counter 'exact'. Available: 'approximate', a chat model (its get_num_tokens_from_messages) or a callable messages -> int.
+
+    Raises:
+        ValueError: For an unknown name or a value that cannot count.
+    """
+    from langchain_core.language_models import BaseLanguageModel
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value == "approximate":
+            from langchain_core.messages.utils import count_tokens_approximately
+
+            return count_tokens_approximately
+        raise ValueError(f"Unknown token counter {value!r}. Available: 'approximate', a chat model (its "
+                         "get_num_tokens_from_messages) or a callable messages -> int.")
+    if isinstance(value, BaseLanguageModel):
+        return ModelCounter(value)
+    if not callable(value):
+        raise ValueError(f"must be a callable messages -> int, 'approximate' or a chat model; got "
+                         f"{type(value).__name__}")
+    return value
+
+
+class ModelCounter:
+    """A chat model's `get_num_tokens_from_messages`, one message at a time, remembering each count.
+
+    A step counts every message of the view; a model's counter may be slow (a tokenizer in Python)
+    or remote (Anthropic's counts are an API call), so a message already counted under the same id
+    and text is not counted again: a turn asks the model about what changed.
+
+    Args:
+        model: The chat model.
+        cache_size: How many message counts to keep.
+    """
+
+    def __init__(self, model: Any, *, cache_size: int = 20_000) -> None:
+        self.model = model
+        self._cache: OrderedDict[str, tuple[tuple[str, int], int]] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ModelCounter({model_name(self.model) or type(self.model).__name__!r})"
+
+    def count_message(self, message: BaseMessage) -> int:
+        """Tokens of one message, by the model's rule."""
+        fingerprint = (message.type, hash(wire_text(message)))
+        if message.id is not None:
+            with self._lock:
+                entry = self._cache.get(message.id)
+                if entry is not None and entry[0] == fingerprint:
+                    self._cache.move_to_end(message.id)
+                    return entry[1]
+        n = int(self.model.get_num_tokens_from_messages([message]))
+        if message.id is not None:
+            with self._lock:
+                self._cache[message.id] = (fingerprint, n)
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return n
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> int:
+        return sum(self.count_message(m) for m in messages)
+
+
+_FOREIGN_FAMILIES = ("claude", "gemini", "gemma", "mistral", "mixtral", "codestral", "llama", "command", "qwen",
+                     "deepseek")
+_FOREIGN_MODULES = ("langchain_anthropic", "langchain_google", "langchain_mistralai", "langchain_aws",
+                    "langchain_ollama")
+_warned_foreign: set[str] = set()
+
+
+def foreign_model_warning(model: Any, encoding: str) -> str | None:
+    """The warning to give, once per model name and process, when a model that is not OpenAI's is
+    counted with tiktoken (OpenAI's tokenizer): None when there is nothing (new) to say."""
+    name = model_name(model) or ""
+    module = type(model).__module__ if model is not None and not isinstance(model, str) else ""
+    if not (name.startswith(_FOREIGN_FAMILIES) or module.startswith(_FOREIGN_MODULES)):
+        return None
+    shown = name or type(model).__name__
+    with _SHARED_LOCK:
+        if shown in _warned_foreign:
+            return None
+        _warned_foreign.add(shown)
+    return (f"langmem-paging: counting {shown!r} with tiktoken ({encoding}), OpenAI's tokenizer: this model "
+            "tokenizes differently, so the budget is an estimate. Pass token_counter=<the chat model> (its "
+            "get_num_tokens_from_messages) or token_counter='approximate', set calibrate=True to correct the "
+            "count from each response's usage_metadata, or leave a margin in max_tokens.")
 
 
 _SHARED: dict[str, TokenCounter] = {}

@@ -19,7 +19,7 @@ from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
 from langmem_paging.tokens import TokenCounter, message_text
 
-__all__ = ["Issue", "Verification", "verify_thread"]
+__all__ = ["CannotVerify", "Issue", "Verification", "verify_thread"]
 
 
 @dataclass
@@ -27,10 +27,15 @@ class Issue:
     """One reason a thread is not lossless."""
 
     code: str
-    """``no-checkpoint``, ``missing-page``, ``missing-cluster``, ``unresolved-bookmark``,
+    """``missing-page``, ``missing-cluster``, ``unresolved-bookmark``,
     ``duplicate``, ``lost``, ``changed``, ``order``, ``user-turns``."""
     detail: str
     """What is wrong, naming the page, cluster or message."""
+
+
+class CannotVerify(ValueError):
+    """No checkpoint to check the thread against: losslessness can be neither shown nor refuted
+    (the checkpoints may simply live elsewhere, e.g. in the checkpointer's own file)."""
 
 
 @dataclass
@@ -193,11 +198,14 @@ def verify_thread(
 
     Returns:
         A `Verification`; ``lossless`` is True when no issue was found.
+
+    Raises:
+        CannotVerify: When `snapshots` is empty (nothing to check against: not a loss).
     """
-    result = Verification(thread_id=thread_id, lossless=False, checkpoints=len(snapshots))
     if not snapshots:
-        result.issues.append(Issue("no-checkpoint", f"thread {thread_id!r} has no checkpoint to rebuild from"))
-        return result
+        raise CannotVerify(f"cannot verify thread {thread_id!r}: no checkpoints of it were given (they hold "
+                           "what the rebuilt history is checked against)")
+    result = Verification(thread_id=thread_id, lossless=False, checkpoints=len(snapshots))
     latest = snapshots[-1]
     state = PagingState.from_value(latest.paging)
     fetch = _Fetcher(page_store, thread_id)

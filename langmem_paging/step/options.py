@@ -76,7 +76,9 @@ class StepOptions:
     encoding: str | None = None
     """The tiktoken encoding counting the step (kept in the state for the branch's recalls)."""
     overhead: int = 0
-    """Tokens of ``max_tokens`` the system prompt and tool schemas take (sent with every call)."""
+    """Tokens the system prompt and tool schemas take (sent with every call; may exceed ``max_tokens``)."""
+    max_tokens: int = 0
+    """The whole budget: the messages' `budget` plus `overhead` (unless the overhead alone exceeds it)."""
 
 
 def step_options(
@@ -101,7 +103,8 @@ def step_options(
     large = config.large_result_share
     return StepOptions(
         budget=budget,
-        overhead=max_tokens - budget,
+        overhead=overhead,
+        max_tokens=max_tokens,
         low_water=config.low_water_for(budget),
         boundary=components.boundary,
         policy=components.policy,

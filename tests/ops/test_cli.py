@@ -280,9 +280,9 @@ def test_verify_fails_when_a_stored_message_was_altered(thread, capsys):
     assert code == 1 and f"changed: message {page.messages[0].id}" in out
 
 
-def test_verify_without_checkpoints_fails(thread, capsys):
-    code, out, _ = run(capsys, "verify", thread.thread_id, "--store", thread.uri, "--checkpoints", "none")
-    assert code == 1 and "no-checkpoint" in out
+def test_verify_without_checkpoints_cannot_verify(thread, capsys):
+    code, out, err = run(capsys, "verify", thread.thread_id, "--store", thread.uri, "--checkpoints", "none")
+    assert code == 2 and not out and "cannot verify: no checkpoints in --checkpoints none; pass --checkpoints" in err
 
 
 @pytest.mark.parametrize("mode", ["replace", "view"])
