@@ -7,6 +7,8 @@
     langmem-paging export THREAD [--out thread.jsonl]
     langmem-paging import thread.jsonl [--thread NEW_ID]
     langmem-paging delete THREAD [--yes] [--with-checkpoints]
+    langmem-paging forget THREAD MESSAGE_ID [--yes]
+    langmem-paging where THREAD --text "4111 1111"   # exit 0: nowhere, 1: lists where it still lives
     langmem-paging report THREAD --out report.html
 
 Stores and checkpointers are named by URI (``--store``, default ``$LANGMEM_PAGING_STORE``):
@@ -49,6 +51,8 @@ from langmem_paging.ops import (
     verify_thread,
     without_ttl_refresh,
 )
+from langmem_paging.ops.where import where_text
+from langmem_paging.pager import default_index
 from langmem_paging.records import Page
 from langmem_paging.store import PageStore
 from langmem_paging.tokens import OFFLINE_ENCODINGS, TokenCounter
@@ -146,6 +150,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("thread")
     p.add_argument("message_id", help="the id of the message to forget")
     p.add_argument("--yes", action="store_true", help="do not ask")
+
+    p = sub.add_parser("where", parents=[common, json_flag],
+                       help="list every place the thread still holds a text: store records, search index, state")
+    p.add_argument("thread")
+    p.add_argument("--text", required=True, help="the text to look for (a card number, a name)")
 
     p = sub.add_parser("report", parents=[common, encoding], help="a self-contained HTML report of a thread")
     p.add_argument("thread")
@@ -363,14 +372,35 @@ def _forget(args: argparse.Namespace, out: TextIO) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             out.write("nothing forgotten\n")
             return 1
-    with _store(args) as store:
+    with _store(args) as store, _checkpointer(args) as saver:
         if not any(record_counts(store, args.thread).values()):
             raise _no_such_thread(args)
-        changed = PageStore(store).forget(args.thread, args.message_id)
+        # the same index as the agent's (`default_index` sees through the TTL-preserving view), and the
+        # latest checkpoint, so the next prompt's bookmarks and sketch lose the text too
+        changed = PageStore(store).forget(args.thread, args.message_id, checkpointer=saver)
     if not changed:
         raise _Fail(f"no page of thread {args.thread!r} holds message {args.message_id!r}", 1)
-    out.write(f"forgot message {args.message_id} in {', '.join(changed)} of thread {args.thread}\n")
+    state = "" if saver is not None else " (no checkpoints given: the thread's state was not updated)"
+    out.write(f"forgot message {args.message_id} in {', '.join(changed)} of thread {args.thread}{state}\n")
     return 0
+
+
+def _where(args: argparse.Namespace, out: TextIO) -> int:
+    snapshots = _snapshots(args, lineage=False)
+    with _store(args) as store:
+        if _is_unknown(store, args, snapshots):
+            raise _no_such_thread(args)
+        latest = snapshots[-1] if snapshots else None
+        places = where_text(PageStore(store), args.thread, args.text, index=default_index(store),
+                            paging=latest.paging if latest else None, messages=latest.messages if latest else ())
+    if args.json:
+        _print(out, [p.to_dict() for p in places])
+    elif not places:
+        out.write(f"{args.text!r} is nowhere in thread {args.thread} (store records, search index"
+                  f"{', checkpointed state' if latest else ''})\n")
+    else:
+        out.write(format_table([p.to_dict() for p in places], ["place", "where", "excerpt"]) + "\n")
+    return 1 if places else 0
 
 
 def _report(args: argparse.Namespace, out: TextIO) -> int:
@@ -401,6 +431,7 @@ COMMANDS = {
     "import": _import,
     "delete": _delete,
     "forget": _forget,
+    "where": _where,
     "report": _report,
 }
 

@@ -203,7 +203,11 @@ def default_index(store: BaseStore, embedder: Any = None) -> SearchIndex:
     SQLite store, an FTS5 index in the store's own file (`SqliteSearchIndex`: nothing to rebuild
     after a restart); else an in-process BM25 index, rebuilt from the store on a process's first
     search of a thread; hybrid (in-process) when an embedder is configured. Keyed by the store, so
-    pagers over different stores never share one (the same thread id in two stores is two threads)."""
+    pagers over different stores never share one (the same thread id in two stores is two threads).
+    A store that wraps another (``__wrapped__``, as the command line's TTL-preserving view does) gets
+    the index of the store it wraps: the same rows the agent writes."""
+    while isinstance(getattr(store, "__wrapped__", None), BaseStore):
+        store = store.__wrapped__  # type: ignore[attr-defined]
     key = embedder if isinstance(embedder, str) or embedder is None else id(embedder)
     with _DEFAULT_INDEXES_LOCK:
         per_store = _DEFAULT_INDEXES.setdefault(store, {})

@@ -20,6 +20,7 @@ class _WithoutTTLRefresh(BaseStore):
 
     def __init__(self, store: BaseStore) -> None:
         self.store = store
+        self.__wrapped__ = store  # the store it views: its search index is this one's (`default_index`)
         self.supports_ttl = getattr(store, "supports_ttl", False)
 
     @staticmethod
