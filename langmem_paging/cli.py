@@ -188,6 +188,33 @@ def _store(args: argparse.Namespace, *, create: bool = False) -> Iterator[Any]:
         yield without_ttl_refresh(store)  # looking at a thread must not extend its records' TTL
 
 
+PASSAGES_TABLE = "langmem_paging_passages"
+
+
+@contextlib.contextmanager
+def _passages_index(args: argparse.Namespace) -> Iterator[Any]:
+    """The `PostgresSearchIndex` of a PostgreSQL store's database (its default table), when the
+    agents writing there use one; else None (the store's default index is found by `default_index`)."""
+    uri = _store_uri(args)
+    if not uri.startswith(("postgres://", "postgresql://")):
+        yield None
+        return
+    import psycopg
+
+    from langmem_paging.search_postgres import PostgresSearchIndex
+
+    with psycopg.connect(uri) as conn:
+        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (PASSAGES_TABLE,)).fetchone()
+    if not (exists and exists[0]):
+        yield None
+        return
+    index = PostgresSearchIndex(uri, table=PASSAGES_TABLE)
+    try:
+        yield index
+    finally:
+        index.close()
+
+
 def _snapshots(args: argparse.Namespace, *, lineage: bool) -> list:
     with _checkpointer(args) as saver:
         return load_snapshots(saver, args.thread, lineage=lineage) if saver is not None else []
@@ -335,7 +362,8 @@ def _import(args: argparse.Namespace, out: TextIO) -> int:
         raise _Fail(f"{args.file}: no records")
     with _store(args, create=True) as store:
         try:
-            written = import_records(store, records, thread_id=args.thread, ttl=args.ttl)
+            with _passages_index(args) as passages:
+                written = import_records(store, records, thread_id=args.thread, ttl=args.ttl, index=passages)
         except ValueError as error:
             raise _Fail(str(error), 1) from error
     out.writelines(f"imported {n} records into thread {thread}\n" for thread, n in written.items())
@@ -353,7 +381,8 @@ def _delete(args: argparse.Namespace, out: TextIO) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 out.write("nothing deleted\n")
                 return 1
-        deleted = PageStore(store).delete_thread(args.thread)
+        with _passages_index(args) as passages:  # every index's rows go: FTS5 (default_index), passages
+            deleted = PageStore(store).delete_thread(args.thread, index=passages)
     out.write(f"deleted {deleted} records of thread {args.thread} ({summary})\n")
     if args.with_checkpoints:
         with _checkpointer(args) as saver:
@@ -372,12 +401,12 @@ def _forget(args: argparse.Namespace, out: TextIO) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             out.write("nothing forgotten\n")
             return 1
-    with _store(args) as store, _checkpointer(args) as saver:
+    with _store(args) as store, _checkpointer(args) as saver, _passages_index(args) as passages:
         if not any(record_counts(store, args.thread).values()):
             raise _no_such_thread(args)
         # the same index as the agent's (`default_index` sees through the TTL-preserving view), and the
         # latest checkpoint, so the next prompt's bookmarks and sketch lose the text too
-        changed = PageStore(store).forget(args.thread, args.message_id, checkpointer=saver)
+        changed = PageStore(store).forget(args.thread, args.message_id, index=passages, checkpointer=saver)
     if not changed:
         raise _Fail(f"no page of thread {args.thread!r} holds message {args.message_id!r}", 1)
     state = "" if saver is not None else " (no checkpoints given: the thread's state was not updated)"
@@ -387,11 +416,11 @@ def _forget(args: argparse.Namespace, out: TextIO) -> int:
 
 def _where(args: argparse.Namespace, out: TextIO) -> int:
     snapshots = _snapshots(args, lineage=False)
-    with _store(args) as store:
+    with _store(args) as store, _passages_index(args) as passages:
         if _is_unknown(store, args, snapshots):
             raise _no_such_thread(args)
         latest = snapshots[-1] if snapshots else None
-        places = where_text(PageStore(store), args.thread, args.text, index=default_index(store),
+        places = where_text(PageStore(store), args.thread, args.text, index=passages or default_index(store),
                             paging=latest.paging if latest else None, messages=latest.messages if latest else ())
     if args.json:
         _print(out, [p.to_dict() for p in places])

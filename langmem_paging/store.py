@@ -486,7 +486,7 @@ class PageStore:
 
         forgot = self._run(self._forget(thread_id, message_id))
         if forgot.pages:
-            for each in self._indexes(index):
+            for each in self.search_indexes(index):
                 each.update(thread_id, forgot.pages)
         write_forgotten(forgot, thread_id, graph=graph, config=config, checkpointer=checkpointer)
         return [p.id for p in forgot.pages]
@@ -498,12 +498,12 @@ class PageStore:
 
         forgot = await self._arun(self._forget(thread_id, message_id))
         if forgot.pages:
-            for each in self._indexes(index):
+            for each in self.search_indexes(index):
                 await each.aupdate(thread_id, forgot.pages)
         await awrite_forgotten(forgot, thread_id, graph=graph, config=config, checkpointer=checkpointer)
         return [p.id for p in forgot.pages]
 
-    def _indexes(self, index: SearchIndex | None) -> list[SearchIndex]:
+    def search_indexes(self, index: SearchIndex | None = None) -> list[SearchIndex]:
         """The index given and the store's default one (the agent's unless it was given another):
         a thread's rows leave every index this process knows holds them."""
         from langmem_paging.pager import default_index  # the pager picks each store's index
@@ -535,7 +535,7 @@ class PageStore:
         Idempotent. A new conversation under the same thread id starts empty and is searchable."""
         deleted = self._run(self._delete_thread(thread_id))
         self._claim(lambda claims: _dropped(claims, thread_id))
-        for each in self._indexes(index):
+        for each in self.search_indexes(index):
             each.drop(thread_id)
         return deleted
 
@@ -546,7 +546,7 @@ class PageStore:
             await claims_for(self.store).adrop(thread_id)
         except Exception as error:  # noqa: BLE001 - the claims live in the store's database
             raise self._failed(error) from error
-        for each in self._indexes(index):
+        for each in self.search_indexes(index):
             await each.adrop(thread_id)
         return deleted
 

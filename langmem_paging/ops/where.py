@@ -117,8 +117,8 @@ def where_text(page_store: PageStore, thread_id: str, text: str, *, index: Searc
 
 def _index_rows(page_store: PageStore, thread_id: str, text: str, index: SearchIndex) -> list[Place]:
     """Passages holding every word of `text`: one search per word, intersected."""
-    if not index.has(thread_id):
-        index.load(thread_id, page_store.scan(thread_id))
+    if not index.has(thread_id):  # read first, then write: no index lock held across a store read
+        index.load(thread_id, page_store.list_pages(thread_id))
     found: set[tuple[str, int]] | None = None
     for term in dict.fromkeys(search_terms(text)):
         hits = {(h.page_id, h.index) for h in index.search(thread_id, term, limit=_INDEX_LIMIT, allow=lambda p: True)}

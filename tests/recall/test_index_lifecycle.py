@@ -108,7 +108,7 @@ def test_delete_then_reuse_of_the_id_is_searchable_and_never_matches_the_deleted
     index.drop("t")
     _form(index, "t", NEW)  # a new conversation under the same id: pages numbered from p1 again
     assert _search(index, "t", "ferry Okrug", NEW) == [("p1", 0)]
-    assert _search(index, "t", "Miso", NEW)[0] == ("p2", 0)
+    assert {pid for pid, _ in _search(index, "t", "Miso", NEW)} == {"p2"}
     for word in ("greyhound", "Quixotrix", "marathons"):
         assert _search(index, "t", word, NEW) == [], word
     assert _search(index, "u", "greyhound", OLD) == [("p1", 0)]

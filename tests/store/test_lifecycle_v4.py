@@ -83,7 +83,7 @@ def _search_hits(paging, query):
     """A search as the recall tool runs it: a thread the index does not know yet is loaded first."""
     index = paging.pager.index_for(paging.page_store)
     if not index.has(THREAD):
-        index.load(THREAD, paging.page_store.scan(THREAD))
+        index.load(THREAD, paging.page_store.list_pages(THREAD))
     return index.search(THREAD, query, limit=5, allow=lambda p: True)
 
 
@@ -234,3 +234,33 @@ def test_cli_delete_drops_the_fts_rows_so_a_reused_id_never_matches_the_deleted_
             agent.invoke({"messages": [text]}, CONFIG)
         assert _search_hits(paging, "Okrug2 ferry")
         assert _search_hits(paging, "Zarko3") == []
+
+
+def test_cli_forget_and_delete_reach_the_postgres_passages(postgres_store, capsys):
+    uri = DATABASE_OF[postgres_store]
+    index = PostgresSearchIndex(uri)  # the default table, which the CLI finds in the store's database
+    index.drop("__setup__")
+    with index._connection() as conn:
+        conn.execute(f"TRUNCATE {index.table}")
+    try:
+        agent, paging, _ = _agent(postgres_store, index, ["Noted."] * (1 + len(FACTS)))
+        agent.invoke({"messages": [HumanMessage(CARD, id="card")]}, CONFIG)
+        for fact in FACTS:
+            agent.invoke({"messages": [fact]}, CONFIG)
+
+        def passages(word: str) -> int:
+            with index._connection() as conn:
+                return conn.execute(f"SELECT count(*) FROM {index.table} WHERE thread_id = %s AND body LIKE %s",
+                                    (THREAD, f"%{word}%")).fetchone()[0]
+
+        assert passages("4929") > 0
+        assert cli(["forget", THREAD, "card", "--store", uri, "--checkpoints", "none", "--yes"]) == 0
+        assert passages("4929") == 0 and passages(SECRET) == 0
+        assert index.search(THREAD, SECRET, limit=5, allow=lambda p: True) == []
+        assert cli(["where", THREAD, "--text", "4929", "--store", uri, "--checkpoints", "none"]) == 0
+        assert passages("Zarko3") > 0
+        assert cli(["delete", THREAD, "--store", uri, "--yes"]) == 0
+        assert passages("") == 0
+    finally:
+        index.close()
+    capsys.readouterr()
