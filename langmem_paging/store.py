@@ -504,12 +504,14 @@ class PageStore:
         return [p.id for p in forgot.pages]
 
     def search_indexes(self, index: SearchIndex | None = None) -> list[SearchIndex]:
-        """The index given and the store's default one (the agent's unless it was given another):
-        a thread's rows leave every index this process knows holds them."""
-        from langmem_paging.pager import default_index  # the pager picks each store's index
+        """The index given and every default index this process made for the store (the agent's
+        unless it was given another; one per search embedder): a thread's rows leave all of them.
+        An in-process index of another process is not reachable from here: it forgets the thread
+        when that process restarts (documented in the README)."""
+        from langmem_paging.pager import store_indexes  # the pager picks each store's index
 
-        default = default_index(self.store)
-        return [default] if index is None or index is default else [index, default]
+        known = store_indexes(self.store)
+        return known if index is None or any(index is k for k in known) else [index, *known]
 
     def _forget(self, thread_id: str, message_id: str) -> Batches[Forgotten]:
         high = yield from self._high_water(thread_id)

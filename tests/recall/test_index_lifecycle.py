@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_paging import InMemoryBM25Index, Page
 from langmem_paging.lifecycle import forgotten
+from langmem_paging.records import messages_digest
 from langmem_paging.search_postgres import PostgresSearchIndex
 from langmem_paging.search_sqlite import SqliteSearchIndex
 from tests.support.postgres_server import fresh_database
@@ -48,7 +49,7 @@ def index(request, tmp_path):
 def _page(n: int, *texts: str) -> Page:
     messages = [(HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)]
     return Page(id=f"p{n}", messages=messages, bookmark=f"[p{n}:x]", keywords=[], token_count=9,
-                boundary="fixed_2", created_turn=n)
+                boundary="fixed_2", created_turn=n, digest=messages_digest(messages))
 
 
 OLD = [
@@ -128,3 +129,13 @@ def test_async_twins_forget_and_delete_alike(index):
         assert [h.page_id for h in await index.asearch("t", "Okrug", limit=5, allow=lambda p: True)] == ["p1"]
 
     asyncio.run(scenario())
+
+
+def test_the_in_memory_index_of_another_process_never_serves_a_deleted_thread_whose_id_was_reused():
+    # process B searched the thread; process A deleted it and a new conversation reused the id: B only
+    # sees the new pages arrive (`add`), under page ids it already holds with other content
+    other_process = InMemoryBM25Index()
+    other_process.load("t", OLD)
+    other_process.add("t", NEW[:1])
+    assert _search(other_process, "t", "greyhound", NEW) == []
+    assert _search(other_process, "t", "Okrug", NEW) == [("p1", 0)]

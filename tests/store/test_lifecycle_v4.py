@@ -264,3 +264,25 @@ def test_cli_forget_and_delete_reach_the_postgres_passages(postgres_store, capsy
     finally:
         index.close()
     capsys.readouterr()
+
+
+def test_async_forget_in_view_mode_scrubs_the_skeleton_the_next_prompt_is_rendered_from():
+    store = InMemoryStore()
+    paging = PagingMiddleware(max_tokens=600, boundary="fixed_2", store=store, mode="view")
+    model = ScriptedChatModel(responses=["Noted."] * (2 + len(FACTS)))
+    agent = create_agent(model, middleware=[paging], store=store, checkpointer=InMemorySaver())
+
+    async def scenario() -> None:
+        await agent.ainvoke({"messages": [HumanMessage(CARD, id="card")]}, CONFIG)
+        for fact in FACTS:
+            await agent.ainvoke({"messages": [fact]}, CONFIG)
+        skeleton = (await agent.aget_state(CONFIG)).values["paging"]["skeleton"]
+        assert any(SECRET in str(entry) for entry in skeleton), "a bookmark in the skeleton held it"
+        assert await paging.page_store.aforget(THREAD, "card", graph=agent) == [_card_page(paging)]
+        values = (await agent.aget_state(CONFIG)).values
+        assert not any(SECRET in str(entry) or "4929" in str(entry) for entry in values["paging"]["skeleton"])
+        assert _places(paging, agent, SECRET) == []
+        await agent.ainvoke({"messages": ["Anything else?"]}, CONFIG)
+
+    asyncio.run(scenario())
+    assert not any("4929" in str(m.content) or SECRET in str(m.content) for m in model.prompts[-1])
