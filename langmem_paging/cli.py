@@ -49,9 +49,9 @@ from langmem_paging.ops import (
     paging_steps,
     record_counts,
     verify_thread,
+    where_text,
     without_ttl_refresh,
 )
-from langmem_paging.ops.where import where_text
 from langmem_paging.pager import default_index
 from langmem_paging.records import Page
 from langmem_paging.store import PageStore
