@@ -7,6 +7,8 @@
     langmem-paging export THREAD [--out thread.jsonl]
     langmem-paging import thread.jsonl [--thread NEW_ID]
     langmem-paging delete THREAD [--yes] [--with-checkpoints]
+    langmem-paging forget THREAD MESSAGE_ID [--yes]
+    langmem-paging where THREAD --text "4111 1111"   # exit 0: nowhere, 1: lists where it still lives
     langmem-paging report THREAD --out report.html
 
 Stores and checkpointers are named by URI (``--store``, default ``$LANGMEM_PAGING_STORE``):
@@ -47,8 +49,10 @@ from langmem_paging.ops import (
     paging_steps,
     record_counts,
     verify_thread,
+    where_text,
     without_ttl_refresh,
 )
+from langmem_paging.pager import default_index
 from langmem_paging.records import Page
 from langmem_paging.store import PageStore
 from langmem_paging.tokens import OFFLINE_ENCODINGS, TokenCounter
@@ -147,6 +151,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("message_id", help="the id of the message to forget")
     p.add_argument("--yes", action="store_true", help="do not ask")
 
+    p = sub.add_parser("where", parents=[common, json_flag],
+                       help="list every place the thread still holds a text: store records, search index, state")
+    p.add_argument("thread")
+    p.add_argument("--text", required=True, help="the text to look for (a card number, a name)")
+
     p = sub.add_parser("report", parents=[common, encoding], help="a self-contained HTML report of a thread")
     p.add_argument("thread")
     p.add_argument("--out", required=True, help="the HTML file to write")
@@ -177,6 +186,33 @@ def _checkpointer(args: argparse.Namespace) -> Iterator[Any]:
 def _store(args: argparse.Namespace, *, create: bool = False) -> Iterator[Any]:
     with open_store(_store_uri(args), create=create) as store:
         yield without_ttl_refresh(store)  # looking at a thread must not extend its records' TTL
+
+
+PASSAGES_TABLE = "langmem_paging_passages"
+
+
+@contextlib.contextmanager
+def _passages_index(args: argparse.Namespace) -> Iterator[Any]:
+    """The `PostgresSearchIndex` of a PostgreSQL store's database (its default table), when the
+    agents writing there use one; else None (the store's default index is found by `default_index`)."""
+    uri = _store_uri(args)
+    if not uri.startswith(("postgres://", "postgresql://")):
+        yield None
+        return
+    import psycopg
+
+    from langmem_paging.search_postgres import PostgresSearchIndex
+
+    with psycopg.connect(uri) as conn:
+        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (PASSAGES_TABLE,)).fetchone()
+    if not (exists and exists[0]):
+        yield None
+        return
+    index = PostgresSearchIndex(uri, table=PASSAGES_TABLE)
+    try:
+        yield index
+    finally:
+        index.close()
 
 
 def _snapshots(args: argparse.Namespace, *, lineage: bool) -> list:
@@ -331,7 +367,8 @@ def _import(args: argparse.Namespace, out: TextIO) -> int:
         raise _Fail(f"{args.file}: no records")
     with _store(args, create=True) as store:
         try:
-            written = import_records(store, records, thread_id=args.thread, ttl=args.ttl)
+            with _passages_index(args) as passages:
+                written = import_records(store, records, thread_id=args.thread, ttl=args.ttl, index=passages)
         except ValueError as error:
             raise _Fail(str(error), 1) from error
     out.writelines(f"imported {n} records into thread {thread}\n" for thread, n in written.items())
@@ -349,7 +386,8 @@ def _delete(args: argparse.Namespace, out: TextIO) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 out.write("nothing deleted\n")
                 return 1
-        deleted = PageStore(store).delete_thread(args.thread)
+        with _passages_index(args) as passages:  # every index's rows go: FTS5 (default_index), passages
+            deleted = PageStore(store).delete_thread(args.thread, index=passages)
     out.write(f"deleted {deleted} records of thread {args.thread} ({summary})\n")
     if args.with_checkpoints:
         with _checkpointer(args) as saver:
@@ -368,14 +406,35 @@ def _forget(args: argparse.Namespace, out: TextIO) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             out.write("nothing forgotten\n")
             return 1
-    with _store(args) as store:
+    with _store(args) as store, _checkpointer(args) as saver, _passages_index(args) as passages:
         if not any(record_counts(store, args.thread).values()):
             raise _no_such_thread(args)
-        changed = PageStore(store).forget(args.thread, args.message_id)
+        # the same index as the agent's (`default_index` sees through the TTL-preserving view), and the
+        # latest checkpoint, so the next prompt's bookmarks and sketch lose the text too
+        changed = PageStore(store).forget(args.thread, args.message_id, index=passages, checkpointer=saver)
     if not changed:
         raise _Fail(f"no page of thread {args.thread!r} holds message {args.message_id!r}", 1)
-    out.write(f"forgot message {args.message_id} in {', '.join(changed)} of thread {args.thread}\n")
+    state = "" if saver is not None else " (no checkpoints given: the thread's state was not updated)"
+    out.write(f"forgot message {args.message_id} in {', '.join(changed)} of thread {args.thread}{state}\n")
     return 0
+
+
+def _where(args: argparse.Namespace, out: TextIO) -> int:
+    snapshots = _snapshots(args, lineage=False)
+    with _store(args) as store, _passages_index(args) as passages:
+        if _is_unknown(store, args, snapshots):
+            raise _no_such_thread(args)
+        latest = snapshots[-1] if snapshots else None
+        places = where_text(PageStore(store), args.thread, args.text, index=passages or default_index(store),
+                            paging=latest.paging if latest else None, messages=latest.messages if latest else ())
+    if args.json:
+        _print(out, [p.to_dict() for p in places])
+    elif not places:
+        out.write(f"{args.text!r} is nowhere in thread {args.thread} (store records, search index"
+                  f"{', checkpointed state' if latest else ''})\n")
+    else:
+        out.write(format_table([p.to_dict() for p in places], ["place", "where", "excerpt"]) + "\n")
+    return 1 if places else 0
 
 
 def _report(args: argparse.Namespace, out: TextIO) -> int:
@@ -411,6 +470,7 @@ COMMANDS = {
     "import": _import,
     "delete": _delete,
     "forget": _forget,
+    "where": _where,
     "report": _report,
 }
 

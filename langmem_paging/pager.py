@@ -32,7 +32,7 @@ from langmem_paging.store import PageStore
 from langmem_paging.thread_io import ThreadIO
 from langmem_paging.tokens import TokenCounter, encoding_for_model, loaded_counter, shared_counter
 
-__all__ = ["Pager", "RecallAnswer", "RecallPlan", "default_index", "plan_recall"]
+__all__ = ["Pager", "RecallAnswer", "RecallPlan", "default_index", "plan_recall", "store_indexes"]
 
 
 class Pager:
@@ -211,7 +211,11 @@ def default_index(store: BaseStore, embedder: Any = None) -> SearchIndex:
     SQLite store, an FTS5 index in the store's own file (`SqliteSearchIndex`: nothing to rebuild
     after a restart); else an in-process BM25 index, rebuilt from the store on a process's first
     search of a thread; hybrid (in-process) when an embedder is configured. Keyed by the store, so
-    pagers over different stores never share one (the same thread id in two stores is two threads)."""
+    pagers over different stores never share one (the same thread id in two stores is two threads).
+    A store that wraps another (``__wrapped__``, as the command line's TTL-preserving view does) gets
+    the index of the store it wraps: the same rows the agent writes."""
+    while isinstance(getattr(store, "__wrapped__", None), BaseStore):
+        store = store.__wrapped__  # type: ignore[attr-defined]
     key = embedder if isinstance(embedder, str) or embedder is None else id(embedder)
     with _DEFAULT_INDEXES_LOCK:
         per_store = _DEFAULT_INDEXES.setdefault(store, {})
@@ -219,6 +223,17 @@ def default_index(store: BaseStore, embedder: Any = None) -> SearchIndex:
         if index is None:
             index = per_store[key] = _new_index(store, embedder)
     return index
+
+
+def store_indexes(store: BaseStore) -> list[SearchIndex]:
+    """Every index this process made for `store` (one per embedder; at least the default one): where
+    a forgotten or deleted thread's rows must leave."""
+    default = default_index(store)
+    while isinstance(getattr(store, "__wrapped__", None), BaseStore):
+        store = store.__wrapped__  # type: ignore[attr-defined]
+    with _DEFAULT_INDEXES_LOCK:
+        others = [i for i in _DEFAULT_INDEXES.get(store, {}).values() if i is not default]
+    return [default, *others]
 
 
 def _new_index(store: BaseStore, embedder: Any) -> SearchIndex:

@@ -122,6 +122,7 @@ class _ThreadIndex:
     length: array = field(default_factory=lambda: array("f"))
     postings: dict[str, tuple[array, array]] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    digests: dict[str, str] = field(default_factory=dict)
     total_length: float = 0.0
     size: int = 0
     norm: Any = None
@@ -189,9 +190,20 @@ class InMemoryBM25Index(SearchIndex):
             index = self._threads.get(thread_id)
             if index is None:
                 return  # not loaded here: the first search rebuilds it from the store
+            pages = list(pages)
+            if any(index.digests.get(p.id, p.digest) != p.digest for p in pages):
+                # a page id it holds now names other content: the thread was deleted and its id reused,
+                # or a message forgotten, by another process. Rebuilt from the store on its next search.
+                self._threads.pop(thread_id)
+                return
             for page in pages:
                 self._index_page(index, page)
             self._bound(keep=thread_id)
+
+    def update(self, thread_id: str, pages: Iterable[Page]) -> None:
+        """Forget the thread: its next search rebuilds it from the store, which holds the changed pages
+        (postings are append-only arrays; a rebuild costs what a cold start does, and forgetting is rare)."""
+        self.drop(thread_id)
 
     def drop(self, thread_id: str) -> None:
         with self._lock:
@@ -203,6 +215,7 @@ class InMemoryBM25Index(SearchIndex):
         if page.id in index.seen:
             return
         index.seen.add(page.id)
+        index.digests[page.id] = page.digest
         if self.embedder is not None:
             texts = [message_text(m) for m in page.messages]
             index.vectors.append(np.asarray(self.embedder.embed(texts), dtype=np.float16))

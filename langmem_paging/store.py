@@ -27,15 +27,14 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterat
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 
 from langmem_paging.claims import NumberClaims, claims_for
 from langmem_paging.effects import adrive, drive
 from langmem_paging.errors import PageStoreError
 from langmem_paging.forest import walk_members, walk_root
-from langmem_paging.messages import METADATA_KEY
-from langmem_paging.records import ClusterNode, Page, cluster_number, messages_digest, page_number
+from langmem_paging.lifecycle import FORGOTTEN, Forgotten, forget_in_records, forgotten
+from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import PagingState
 
@@ -448,46 +447,73 @@ class PageStore:
             ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
         yield ops
 
-    # -- forgetting one message ----------------------------------------------------------
-    def forget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None) -> list[str]:
-        """Remove one message's text from the pages that hold it, for privacy (a card number typed
-        by mistake): the message stays in its page as a tombstone (same id, type and tool-call ids;
-        its text, tool arguments and metadata gone), so pages keep their shape and every other
-        message still rebuilds exactly, and the search index forgets it too (`index`, default the
-        store's own). Returns the ids of the pages changed. A message still in the thread's state
-        is the app's to remove (``RemoveMessage``); recall results kept in older checkpoints are
-        the checkpointer's.
+    # -- the page lifecycle: forgetting one message, deleting a thread -------------------
+    def forget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None, graph: Any = None,
+               config: dict | None = None, checkpointer: Any = None) -> list[str]:
+        """Remove one message's text from everywhere the thread keeps it, for privacy (a card number
+        typed by mistake). One write path (`langmem_paging.lifecycle`), idempotent (run it again after
+        a crash and it converges):
+
+        1. the store, in one batch: the message stays in its page as a tombstone (same id, type and
+           tool-call ids; its text, tool arguments and metadata gone), so pages keep their shape and
+           every other message still rebuilds exactly; the page's bookmark, keywords and terms and
+           every cluster bookmark above it are re-derived from what remains (a neutral mark, ``[p3:]``,
+           when nothing remains);
+        2. the search index (`index`, and the store's default index): the pages' rows are replaced;
+        3. the state the next prompt is built from, when you pass the compiled `graph` (with its
+           `config`, default the thread's) or its `checkpointer`: bookmarks, cluster bookmarks,
+           keyword sketch, warm digests and recall results that carried the page, and the message
+           itself if it is still in the state (tombstoned in place). Without them, the checkpointed
+           state keeps the old bookmarks until the pages are forgotten with it.
+
+        Recall results kept in older checkpoints (time travel) are the checkpointer's to delete.
+        Returns the ids of the pages changed.
 
         Example:
             >>> from langgraph.store.memory import InMemoryStore
             >>> from langchain_core.messages import HumanMessage
             >>> pages = PageStore(InMemoryStore())
             >>> pages.put("t", Page(id="p1", messages=[HumanMessage("my card is 4111 1111", id="m1"),
-            ...                                        HumanMessage("thanks", id="m2")], bookmark="[p1:card]",
-            ...                     keywords=["card"], token_count=9, boundary="fixed_2", created_turn=1))
+            ...                                        HumanMessage("thanks", id="m2")], bookmark="[p1:card,4111]",
+            ...                     keywords=["card", "4111"], token_count=9, boundary="fixed_2", created_turn=1))
             >>> pages.forget("t", "m1")
             ['p1']
-            >>> [m.content for m in pages.get("t", "p1").messages]
-            ['[forgotten]', 'thanks']
+            >>> page = pages.get("t", "p1")
+            >>> [m.content for m in page.messages], page.bookmark
+            (['[forgotten]', 'thanks'], '[p1:]')
         """
-        changed = self._run(self._forget(thread_id, message_id))
-        if changed:
-            self._index(index).update(thread_id, changed)
-        return [p.id for p in changed]
+        from langmem_paging.lifecycle_state import write_forgotten
 
-    async def aforget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None) -> list[str]:
+        forgot = self._run(self._forget(thread_id, message_id))
+        if forgot.pages:
+            for each in self.search_indexes(index):
+                each.update(thread_id, forgot.pages)
+        write_forgotten(forgot, thread_id, graph=graph, config=config, checkpointer=checkpointer)
+        return [p.id for p in forgot.pages]
+
+    async def aforget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None,
+                      graph: Any = None, config: dict | None = None, checkpointer: Any = None) -> list[str]:
         """Async `forget`."""
-        changed = await self._arun(self._forget(thread_id, message_id))
-        if changed:
-            await self._index(index).aupdate(thread_id, changed)
-        return [p.id for p in changed]
+        from langmem_paging.lifecycle_state import awrite_forgotten
 
-    def _index(self, index: SearchIndex | None) -> SearchIndex:
-        from langmem_paging.pager import default_index  # the pager picks each store's index
+        forgot = await self._arun(self._forget(thread_id, message_id))
+        if forgot.pages:
+            for each in self.search_indexes(index):
+                await each.aupdate(thread_id, forgot.pages)
+        await awrite_forgotten(forgot, thread_id, graph=graph, config=config, checkpointer=checkpointer)
+        return [p.id for p in forgot.pages]
 
-        return index if index is not None else default_index(self.store)
+    def search_indexes(self, index: SearchIndex | None = None) -> list[SearchIndex]:
+        """The index given and every default index this process made for the store (the agent's
+        unless it was given another; one per search embedder): a thread's rows leave all of them.
+        An in-process index of another process is not reachable from here: it forgets the thread
+        when that process restarts (documented in the README)."""
+        from langmem_paging.pager import store_indexes  # the pager picks each store's index
 
-    def _forget(self, thread_id: str, message_id: str) -> Batches[list[Page]]:
+        known = store_indexes(self.store)
+        return known if index is None or any(index is k for k in known) else [index, *known]
+
+    def _forget(self, thread_id: str, message_id: str) -> Batches[Forgotten]:
         high = yield from self._high_water(thread_id)
         if high is None:
             pages = yield from self._listed_pages(thread_id)
@@ -496,22 +522,34 @@ class PageStore:
             for ids in _chunks(high, 500):
                 found = yield from self._get_many(thread_id, ids)
                 pages += found.values()
-        changed = [forgotten(page, message_id) for page in pages if any(m.id == message_id for m in page.messages)]
-        yield [self._put(thread_id, "pages", page.id, page.to_dict()) for page in changed]
-        return changed
+        if not any(m.id == message_id for page in pages for m in page.messages):
+            return Forgotten(message_id)
+        items = yield from self._list_items(thread_id, "clusters")
+        forgot = forget_in_records(pages, [ClusterNode.from_dict(it.value) for it in items], message_id)
+        # one batch: a page and the cluster bookmarks above it never disagree about what it holds
+        yield [self._put(thread_id, "pages", page.id, page.to_dict()) for page in forgot.pages] + [
+            self._put(thread_id, "clusters", node.id, node.to_dict()) for node in forgot.nodes]
+        return forgot
 
-    # -- lifecycle ----------------------------------------------------------------------
-    def delete_thread(self, thread_id: str) -> int:
-        """Delete every record of a thread (pages, clusters, statistics, number claims); returns how
-        many records."""
+    def delete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:
+        """Delete every record of a thread (pages, clusters, statistics, number claims) and its rows
+        in the search index (`index`, and the store's default index); returns how many store records.
+        Idempotent. A new conversation under the same thread id starts empty and is searchable."""
         deleted = self._run(self._delete_thread(thread_id))
         self._claim(lambda claims: _dropped(claims, thread_id))
+        for each in self.search_indexes(index):
+            each.drop(thread_id)
         return deleted
 
-    async def adelete_thread(self, thread_id: str) -> int:
+    async def adelete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:
         """Async `delete_thread`."""
         deleted = await self._arun(self._delete_thread(thread_id))
-        await claims_for(self.store).adrop(thread_id)
+        try:
+            await claims_for(self.store).adrop(thread_id)
+        except Exception as error:  # noqa: BLE001 - the claims live in the store's database
+            raise self._failed(error) from error
+        for each in self.search_indexes(index):
+            await each.adrop(thread_id)
         return deleted
 
     def _delete_thread(self, thread_id: str) -> Batches[int]:
@@ -527,28 +565,6 @@ class PageStore:
 def _dropped(claims: Any, thread_id: str) -> list[bool]:
     claims.drop(thread_id)
     return []
-
-
-FORGOTTEN = "[forgotten]"
-"""The text a forgotten message keeps."""
-
-
-def forgotten(page: Page, message_id: str) -> Page:
-    """`page` with message `message_id` a tombstone (see `PageStore.forget`)."""
-    messages = [_tombstone(m) if m.id == message_id else m for m in page.messages]
-    return Page(**{**{name: getattr(page, name) for name in page.__dataclass_fields__},
-                   "messages": messages, "digest": messages_digest(messages)})
-
-
-def _tombstone(message: BaseMessage) -> BaseMessage:
-    update: dict[str, Any] = {"content": FORGOTTEN, "additional_kwargs": {METADATA_KEY: {"forgotten": True}},
-                              "response_metadata": {}}
-    if isinstance(message, AIMessage):
-        update["tool_calls"] = [{**call, "args": {}} for call in message.tool_calls]
-        update["invalid_tool_calls"] = [{**call, "args": ""} for call in message.invalid_tool_calls]
-    if isinstance(message, ToolMessage):
-        update["artifact"] = None
-    return message.model_copy(update=update)
 
 
 def _page(item: Item | None, stats: Item | None = None) -> Page | None:

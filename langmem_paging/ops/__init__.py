@@ -10,6 +10,8 @@ are tested without the command line (`langmem_paging.cli` only parses arguments 
   latest checkpoint and the store and check it against every message the checkpoints ever held;
 - `list_threads(store)` (`threads`): the threads a store holds records for, with their counts;
 - `export_records` / `import_records` (`records`): a thread's store records, exactly;
+- `where_text(page_store, thread_id, text)` (`where`): every place a thread still holds a text
+  (store records, search index, checkpointed state), after `forget` or `delete`;
 - `format_table`, `format_inspection`, `format_verification` (`text`): plain-text renderings.
 """
 
@@ -33,6 +35,7 @@ from langmem_paging.ops.snapshots import PagingStep, Snapshot, load_snapshots, p
 from langmem_paging.ops.text import format_inspection, format_table, format_verification
 from langmem_paging.ops.threads import ThreadRow, list_threads, thread_label, thread_of_label
 from langmem_paging.ops.verification import Issue, Verification, verify_thread
+from langmem_paging.ops.where import Place, where_text
 
 __all__ = [
     "ClusterRow",
@@ -40,6 +43,7 @@ __all__ = [
     "Issue",
     "PageRow",
     "PagingStep",
+    "Place",
     "RecallRow",
     "Snapshot",
     "SnapshotInfo",
@@ -60,5 +64,6 @@ __all__ = [
     "thread_label",
     "thread_of_label",
     "verify_thread",
+    "where_text",
     "without_ttl_refresh",
 ]

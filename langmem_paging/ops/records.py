@@ -9,6 +9,7 @@ from typing import Any
 from langgraph.store.base import BaseStore, GetOp, Item, PutOp, SearchOp
 
 from langmem_paging.records import cluster_number, page_number
+from langmem_paging.search import SearchIndex
 from langmem_paging.store import KINDS, Kind, PageStore, thread_namespace
 
 __all__ = ["export_records", "import_records", "list_items", "record_counts", "without_ttl_refresh"]
@@ -20,6 +21,7 @@ class _WithoutTTLRefresh(BaseStore):
 
     def __init__(self, store: BaseStore) -> None:
         self.store = store
+        self.__wrapped__ = store  # the store it views: its search index is this one's (`default_index`)
         self.supports_ttl = getattr(store, "supports_ttl", False)
 
     @staticmethod
@@ -96,7 +98,7 @@ def _by_target_thread(records: Iterable[Mapping[str, Any]], thread_id: str | Non
 
 def import_records(
     store: BaseStore, records: Iterable[Mapping[str, Any]], *, thread_id: str | None = None,
-    ttl: float | None = None,
+    ttl: float | None = None, index: SearchIndex | None = None,
 ) -> dict[str, int]:
     """Write exported records back, into their own thread or into `thread_id`.
 
@@ -105,6 +107,9 @@ def import_records(
         records: `export_records` output (or its JSON lines, parsed).
         thread_id: Put every record into this thread instead of the one it came from.
         ttl: Minutes until the store may expire them (stores with TTL support), as `PageStore(ttl=)`.
+        index: A search index the agents use besides the store's default one. Both forget the
+            target thread, so their first search loads it from the imported records (an index that
+            still held rows of an earlier thread under that id never serves them).
 
     Returns:
         Records written, by target thread.
@@ -129,4 +134,6 @@ def import_records(
         for i in range(0, len(ops), _WRITE_BATCH):
             store.batch(ops[i : i + _WRITE_BATCH])
         written[target] = len(ops)
+        for each in PageStore(store).search_indexes(index):
+            each.drop(target)
     return written
