@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from langmem_paging.effects import ComputeIO, LoadPages, Request, Reserve
 from langmem_paging.errors import PageStoreError, SearchIndexError
 from langmem_paging.hooks import PageEvent, PagingHooks
-from langmem_paging.records import ClusterNode, Page
+from langmem_paging.records import ClusterNode, Page, page_number
 from langmem_paging.search import Hit, SearchIndex
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
@@ -57,6 +57,8 @@ class Search(Request):
     query: str
     limit: int
     allow: Callable[[str], bool]
+    newest: int = 0
+    """The branch's highest page number: pages above what the index holds are indexed first."""
 
 
 @dataclass
@@ -146,7 +148,10 @@ class ThreadIO(ComputeIO):
     # -- the index ---------------------------------------------------------------------
     def index_pages(self, request: IndexPages) -> None:
         try:
-            self.index.add(self.thread_id, request.pages)
+            through = self.index.indexed_through(self.thread_id)
+            low = min((page_number(p.id) for p in request.pages), default=0)
+            gap = self._gap_pages(through, low - 1)
+            self.index.add(self.thread_id, [*gap, *request.pages])
         except SearchIndexError:
             raise
         except Exception as error:
@@ -154,7 +159,10 @@ class ThreadIO(ComputeIO):
 
     async def aindex_pages(self, request: IndexPages) -> None:
         try:
-            await self.index.aadd(self.thread_id, request.pages)
+            through = await self.index.aindexed_through(self.thread_id)
+            low = min((page_number(p.id) for p in request.pages), default=0)
+            gap = await self._agap_pages(through, low - 1)
+            await self.index.aadd(self.thread_id, [*gap, *request.pages])
         except SearchIndexError:
             raise
         except Exception as error:
@@ -162,8 +170,12 @@ class ThreadIO(ComputeIO):
 
     def search(self, request: Search) -> list[Hit]:
         try:
-            if not self.index.has(self.thread_id):  # a cold start: this process never indexed it
+            through = self.index.indexed_through(self.thread_id)
+            if through is None:  # a cold start: the index never held this thread
+                # a lazy read: the index reads it between its writes, never holding a lock across it
                 self.index.load(self.thread_id, self.page_store.scan(self.thread_id))
+            elif gap := self._gap_pages(through, request.newest):
+                self.index.add(self.thread_id, gap)
             return self.index.search(self.thread_id, request.query, limit=request.limit, allow=request.allow)
         except (SearchIndexError, PageStoreError):
             raise
@@ -172,14 +184,38 @@ class ThreadIO(ComputeIO):
 
     async def asearch(self, request: Search) -> list[Hit]:
         try:
-            if not await self.index.ahas(self.thread_id):
+            through = await self.index.aindexed_through(self.thread_id)
+            if through is None:
                 await self.index.aload(self.thread_id, await self.page_store.alist_pages(self.thread_id))
+            elif gap := await self._agap_pages(through, request.newest):
+                await self.index.aadd(self.thread_id, gap)
             return await self.index.asearch(self.thread_id, request.query, limit=request.limit,
                                             allow=request.allow)
         except (SearchIndexError, PageStoreError):
             raise
         except Exception as error:
             raise _index_failed(error) from error
+
+    def _gap_pages(self, through: int | None, upto: int) -> list[Page]:
+        """Stored pages numbered above what the index holds up to `upto` (a failed index write's),
+        read by key: nothing is read when there is no gap, the usual case."""
+        if through is None or upto <= through:
+            return []
+        try:
+            found = self.page_store.get_many(self.thread_id, _page_ids(through + 1, upto))
+        except PageStoreError as error:  # the step's own pages wait too: the next step or search retries
+            raise _index_failed(error) from error
+        return [found[k] for k in sorted(found, key=page_number)]
+
+    async def _agap_pages(self, through: int | None, upto: int) -> list[Page]:
+        """Async `_gap_pages`."""
+        if through is None or upto <= through:
+            return []
+        try:
+            found = await self.page_store.aget_many(self.thread_id, _page_ids(through + 1, upto))
+        except PageStoreError as error:
+            raise _index_failed(error) from error
+        return [found[k] for k in sorted(found, key=page_number)]
 
     def score_texts(self, request: ScoreTexts) -> list[float]:
         try:
@@ -225,6 +261,10 @@ class ThreadIO(ComputeIO):
             await adispatch_custom_event("langmem_paging", request.data)
         except RuntimeError:
             pass
+
+
+def _page_ids(first: int, last: int) -> list[str]:
+    return [f"p{n}" for n in range(first, last + 1)]
 
 
 def _index_failed(error: Exception) -> SearchIndexError:

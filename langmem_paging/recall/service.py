@@ -148,7 +148,7 @@ class RecallService:
         if plan.query is not None:
             # resident pages too: the room the result takes pushes them out at the next step
             read.hits = yield Search(plan.query, max(50, 8 * self.config.search_results, room // 25),
-                                     lambda pid: branch.owns("p", page_number(pid)))
+                                     lambda pid: branch.owns("p", page_number(pid)), newest=branch.next["p"] - 1)
             if resident:
                 read.resident_scores = yield ScoreTexts(plan.query, [text for _, text, _ in resident])
         read.nodes = (yield LoadClusters(clusters)) if clusters else {}
