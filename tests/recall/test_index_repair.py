@@ -16,6 +16,7 @@ import textwrap
 import threading
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from langchain.agents import create_agent
@@ -276,12 +277,8 @@ SECRET_WORDS = SECRET.lower().split()
 
 def _file_bytes(path: str, conn: sqlite3.Connection) -> bytes:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    data = open(path, "rb").read()
-    try:
-        data += open(path + "-wal", "rb").read()
-    except FileNotFoundError:
-        pass
-    return data.lower()
+    wal = Path(path + "-wal")
+    return (Path(path).read_bytes() + (wal.read_bytes() if wal.exists() else b"")).lower()
 
 
 @pytest.mark.parametrize("journal", ["delete", "wal"])
@@ -291,11 +288,12 @@ def test_forgotten_text_is_gone_from_the_sqlite_files_bytes(tmp_path, journal):
     path = str(tmp_path / "pages.db")
     store = sqlite_store(path)
     store.conn.execute(f"PRAGMA journal_mode={journal}")
+    store.conn.execute("PRAGMA secure_delete = OFF")  # SQLite's default (Debian builds turn it on)
     paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store)
     agent = create_agent(ScriptedChatModel(responses=["Noted."] * 30), tools=[], middleware=[paging],
                          checkpointer=InMemorySaver(), store=store)
     texts = [*FACTS[:3], f"My card label is {SECRET} 4929-1234", *FACTS[3:12]]
-    state = _turns(agent, "t", texts)
+    _turns(agent, "t", texts)
     secret_id = next(m.id for p in paging.page_store.list_pages("t") for m in p.messages
                      if SECRET in str(m.content))
     stems = " ".join(search_terms(SECRET)).encode()  # the FTS5 row's body
