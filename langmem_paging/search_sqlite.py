@@ -215,34 +215,46 @@ class SqliteSearchIndex(SearchIndex):
 
     def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
         """FTS5 finds the thread's messages holding a selective query term; they are ranked by BM25
-        with the thread's own statistics (FTS5's `bm25()` counts every thread of the file)."""
+        with the thread's own statistics (FTS5's `bm25()` counts every thread of the file).
+
+        When every query term is common in the thread, only the rarest is matched and FTS5 ranks
+        its messages first (`take` at a time): ranking all of them here took 316 ms at 30k messages
+        (FTS5 alone: 137 ms; pre-ranked: 129 ms). One term's order differs from the thread's own
+        only by the file-wide mean message length FTS5 normalizes with."""
         terms = list(dict.fromkeys(self.analyzer(query)))
         if not terms:
             return []
         with self._lock:
             docs, length, df = self._stats(thread_id, terms)
-            if not docs:
-                return []
-            match = " OR ".join(_quoted(t) for t in _selective(terms, df, docs))
-            rows = self._conn.execute(
-                "SELECT page_id, position, body FROM langmem_paging_fts "
-                "WHERE langmem_paging_fts MATCH ? AND thread_id = ?", (match, thread_id)).fetchall()
+        if not docs:
+            return []
+        selected = _selective(terms, df, docs)
+        common = df.get(selected[0], 0) > _common_limit(docs)
         idf = {t: _idf(docs, df.get(t, 0)) for t in terms}
         mean = length / docs or 1.0
-        scored = []
-        for page_id, position, body in rows:
-            if not allow(page_id):
-                continue
-            words = body.split()
-            norm = K1 * (1 - B + B * len(words) / mean)
-            score = 0.0
-            for term in terms:
-                tf = words.count(term)
-                if tf:
-                    score += idf[term] * tf * (K1 + 1) / (tf + norm)
-            scored.append((-score, page_number(page_id), int(position), page_id))
+        take = 4 * limit if common else 0
+        while True:
+            rows = self._matching(thread_id, " OR ".join(_quoted(t) for t in selected), take)
+            scored = []
+            for page_id, position, body in rows:
+                if allow(page_id):
+                    scored.append((-_bm25(body.split(), terms, idf, mean), page_number(page_id), int(position),
+                                   page_id))
+            if not take or len(scored) >= limit or len(rows) < take:
+                break
+            take *= 4
         best = heapq.nsmallest(limit, scored)
         return [Hit(page_id, position, -score) for score, _, position, page_id in best]
+
+    def _matching(self, thread_id: str, match: str, take: int) -> list[tuple[str, int, str]]:
+        """The thread's messages matching (all of them; or FTS5's best `take`)."""
+        sql = ("SELECT page_id, position, body FROM langmem_paging_fts WHERE langmem_paging_fts MATCH ? "
+               "AND thread_id = ?")
+        with self._lock:
+            if not take:
+                return self._conn.execute(sql, (match, thread_id)).fetchall()
+            return self._conn.execute(sql + " ORDER BY bm25(langmem_paging_fts) LIMIT ?",
+                                      (match, thread_id, take)).fetchall()
 
     def _stats(self, thread_id: str, terms: list[str]) -> tuple[int, int, dict[str, int]]:
         """The thread's message count, total length and the document frequencies of `terms` (hold the lock)."""
@@ -336,11 +348,26 @@ class SqliteSearchIndex(SearchIndex):
             self._conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))  # noqa: S608
 
 
+def _common_limit(docs: int) -> float:
+    return max(COMMON_MIN, COMMON_SHARE * docs)
+
+
 def _selective(terms: list[str], df: dict[str, int], docs: int) -> list[str]:
     """The query's terms without the thread's very common ones (the rarest is always kept)."""
-    limit = max(COMMON_MIN, COMMON_SHARE * docs)
+    limit = _common_limit(docs)
     ranked = sorted(terms, key=lambda t: df.get(t, 0))
     return [t for k, t in enumerate(ranked) if k == 0 or df.get(t, 0) <= limit]
+
+
+def _bm25(words: list[str], terms: list[str], idf: dict[str, float], mean: float) -> float:
+    """BM25 of one message (its terms) for the query's terms, as `bm25_scores` computes it."""
+    norm = K1 * (1 - B + B * len(words) / mean)
+    score = 0.0
+    for term in terms:
+        tf = words.count(term)
+        if tf:
+            score += idf[term] * tf * (K1 + 1) / (tf + norm)
+    return score
 
 
 def _idf(docs: int, freq: int) -> float:
