@@ -4,7 +4,8 @@
 costs seconds to minutes on long threads after every restart. This index keeps the passages in
 an FTS5 table of the store's own database file, so every process finds them indexed: a fresh
 process's first search costs what a warm one does. Messages are indexed as the library's stemmed
-terms (`search_terms`), so it matches as the in-process index does, and ranked by FTS5's BM25.
+terms (`search_terms`), so it matches and ranks as the in-process index does: BM25 with the
+thread's own statistics (kept in the file beside the FTS5 table), whatever else the file holds.
 
 It is the default index of a file-backed `SqliteStore` (`langmem_paging.pager.default_index`);
 for any other SQLite file pass it yourself: ``PagingMiddleware(index=SqliteSearchIndex(path))``.
