@@ -139,11 +139,12 @@ class StepEngine:
 
     def _index_failed(self, error: SearchIndexError, thread_id: str) -> None:
         """The index failing is a store failure, except that with ``"continue"`` the turn keeps its
-        paged result: the pages are stored already, and a later `load` of the thread re-indexes them."""
+        paged result: the pages are stored already, and the next step or search of the thread finds the gap
+        (`SearchIndex.indexed_through`) and indexes them."""
         if self.on_store_error == "raise":
             raise error
         warn(f"langmem-paging: {error}; the new pages of thread {thread_id!r} are stored but not searchable "
-             "until the index is loaded again.")
+             "until the next step or search of the thread indexes them.")
 
     def _report(self, thread_id: str, result: PagingResult, options: StepOptions) -> None:
         if result.changed:

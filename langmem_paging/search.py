@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import threading
 from abc import ABC, abstractmethod
 from array import array
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from langmem_paging.records import Page
+from langmem_paging.records import Page, page_number
 from langmem_paging.text import search_terms
 from langmem_paging.tokens import message_text
 
@@ -54,6 +55,19 @@ class SearchIndex(ABC):
     @abstractmethod
     def has(self, thread_id: str) -> bool:
         """True if the index holds every page of the thread (else `load` it first)."""
+
+    def indexed_through(self, thread_id: str) -> int | None:
+        """The highest page number up to which the index holds every stored page of the thread
+        (None: it does not hold the thread; `load` it). `load` and `add` raise it to the highest
+        page they were given, so a caller gives them every stored page between it and that one
+        (`ThreadIO` reads the gap from the store first): a page whose index write failed is then
+        indexed by the next step or search. An index that does not track it answers as if it held
+        every page of a thread it `has` (no repair)."""
+        return sys.maxsize if self.has(thread_id) else None
+
+    async def aindexed_through(self, thread_id: str) -> int | None:
+        """Async `indexed_through` (the sync one in a worker thread)."""
+        return await asyncio.to_thread(self.indexed_through, thread_id)
 
     @abstractmethod
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
@@ -123,6 +137,7 @@ class _ThreadIndex:
     postings: dict[str, tuple[array, array]] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     digests: dict[str, str] = field(default_factory=dict)
+    through: int = 0
     total_length: float = 0.0
     size: int = 0
     norm: Any = None
@@ -176,6 +191,11 @@ class InMemoryBM25Index(SearchIndex):
         with self._lock:
             return thread_id in self._threads
 
+    def indexed_through(self, thread_id: str) -> int | None:
+        with self._lock:
+            index = self._threads.get(thread_id)
+            return None if index is None else index.through
+
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
         index = _ThreadIndex()
         for page in pages:  # streamed: a thread's pages need not all be in memory at once
@@ -212,6 +232,7 @@ class InMemoryBM25Index(SearchIndex):
     def _index_page(self, index: _ThreadIndex, page: Page) -> None:
         import numpy as np  # lazy: importing the package must not pay for numpy
 
+        index.through = max(index.through, page_number(page.id))
         if page.id in index.seen:
             return
         index.seen.add(page.id)

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from langmem_paging.effects import ComputeIO, LoadPages, Request, Reserve, StepIO, arun, ask, run
 from langmem_paging.errors import PageStoreError, SearchIndexError
 from langmem_paging.hooks import PageEvent, PagingHooks
-from langmem_paging.records import ClusterNode, Page
+from langmem_paging.records import ClusterNode, Page, page_number
 from langmem_paging.search import Hit, SearchIndex
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
@@ -129,6 +129,8 @@ class Search(Request[list[Hit], PagingIO]):
     """The most hits."""
     allow: Callable[[str], bool]
     """Whether a page id may be returned (the running branch's pages)."""
+    newest: int = 0
+    """The branch's highest page number: pages above what the index holds are indexed first."""
 
     def answer(self, io: PagingIO) -> list[Hit]:
         return io.search(self)
@@ -260,20 +262,10 @@ class ThreadIO(ComputeIO, PagingIO):
 
     # -- the index ---------------------------------------------------------------------
     def index_pages(self, request: IndexPages) -> None:
-        try:
-            self.index.add(self.thread_id, request.pages)
-        except SearchIndexError:
-            raise
-        except Exception as error:
-            raise _index_failed(error) from error
+        return run(_index_pages(request), self)
 
     async def aindex_pages(self, request: IndexPages) -> None:
-        try:
-            await self.index.aadd(self.thread_id, request.pages)
-        except SearchIndexError:
-            raise
-        except Exception as error:
-            raise _index_failed(error) from error
+        return await arun(_index_pages(request), self)
 
     def search(self, request: Search) -> list[Hit]:
         return run(_search(request), self)
@@ -293,23 +285,7 @@ class ThreadIO(ComputeIO, PagingIO):
         except Exception as error:
             raise _index_failed(error) from error
 
-    # -- hooks and tracing ---------------------------------------------------------------
-    def notify(self, request: Notify) -> None:
-        for hook in request.hooks:
-            for name, event in request.events:
-                try:
-                    getattr(hook, f"on_{name}")(event)
-                except Exception:  # noqa: BLE001 - a hook never fails the turn
-                    logger.exception("paging hook %r failed on %s", hook, name)
-
-    async def anotify(self, request: Notify) -> None:
-        for hook in request.hooks:
-            for name, event in request.events:
-                try:
-                    await getattr(hook, f"aon_{name}")(event)
-                except Exception:  # noqa: BLE001
-                    logger.exception("paging hook %r failed on %s", hook, name)
-
+    # -- tracing (hooks: `PagingIO.notify`) -----------------------------------------------
     def trace(self, request: Trace) -> None:
         from langchain_core.callbacks import dispatch_custom_event
 
@@ -327,6 +303,10 @@ class ThreadIO(ComputeIO, PagingIO):
             pass
 
 
+def _page_ids(first: int, last: int) -> list[str]:
+    return [f"p{n}" for n in range(first, last + 1)]
+
+
 def _index_failed(error: Exception) -> SearchIndexError:
     return SearchIndexError(f"the search index failed: {type(error).__name__}: {error}")
 
@@ -338,17 +318,36 @@ def _handlers(hook: PagingHooks) -> dict[HookName, tuple[Callable[[PageEvent], N
             "recalled": (hook.on_recalled, hook.aon_recalled)}
 
 
-# -- one source for the reads of a search, sync or async --------------------------------------
-# A search is a flow of the reads below, driven by `run` or `arun` over the `ThreadIO` itself:
+# -- one source for the reads of a search and of an index write, sync or async -----------------
+# Each is a flow of the reads below, driven by `run` or `arun` over the `ThreadIO` itself:
 # both sides read the same things in the same order, and only the call to the store or the
 # index differs (each read's `answer` / `aanswer`).
 
-def _search(request: Search) -> Generator[Request[Any, ThreadIO], object, list[Hit]]:
+_Reads = Generator[Request[Any, ThreadIO], object, T]
+"""A flow of reads of one thread's store and index."""
+
+
+def _index_pages(request: IndexPages) -> _Reads[None]:
     try:
-        if not (yield from ask(_Holds())):  # a cold start: this process never indexed it
+        through = yield from ask(_IndexedThrough())
+        low = min((page_number(p.id) for p in request.pages), default=0)
+        gap = yield from _gap_pages(through, low - 1)
+        yield from ask(_Add([*gap, *request.pages]))
+    except SearchIndexError:
+        raise
+    except Exception as error:
+        raise _index_failed(error) from error
+
+
+def _search(request: Search) -> _Reads[list[Hit]]:
+    try:
+        through = yield from ask(_IndexedThrough())
+        if through is None:  # a cold start: the index never held this thread
             # every page is read before the index is written: no index lock is held across a store read
             pages = yield from ask(_ReadPages())
             yield from ask(_Load(pages))
+        elif gap := (yield from _gap_pages(through, request.newest)):
+            yield from ask(_Add(gap))
         return (yield from ask(_Find(request)))
     except (SearchIndexError, PageStoreError):
         raise
@@ -356,15 +355,28 @@ def _search(request: Search) -> Generator[Request[Any, ThreadIO], object, list[H
         raise _index_failed(error) from error
 
 
+def _gap_pages(through: int | None, upto: int) -> _Reads[list[Page]]:
+    """Stored pages numbered above what the index holds up to `upto` (a failed index write's),
+    read by key: nothing is read when there is no gap, the usual case."""
+    if through is None or upto <= through:
+        return []
+    try:
+        found = yield from ask(LoadPages(_page_ids(through + 1, upto)))
+    except PageStoreError as error:  # the step's own pages wait too: the next step or search retries
+        raise _index_failed(error) from error
+    return [found[k] for k in sorted(found, key=page_number)]
+
+
 @dataclass
-class _Holds(Request[bool, ThreadIO]):
-    """Whether the index holds the thread."""
+class _IndexedThrough(Request["int | None", ThreadIO]):
+    """The highest page number up to which the index holds every page of the thread (None: not
+    the thread)."""
 
-    def answer(self, io: ThreadIO) -> bool:
-        return io.index.has(io.thread_id)
+    def answer(self, io: ThreadIO) -> int | None:
+        return io.index.indexed_through(io.thread_id)
 
-    def aanswer(self, io: ThreadIO) -> Awaitable[bool]:
-        return io.index.ahas(io.thread_id)
+    def aanswer(self, io: ThreadIO) -> Awaitable[int | None]:
+        return io.index.aindexed_through(io.thread_id)
 
 
 @dataclass
@@ -376,6 +388,20 @@ class _ReadPages(Request[list[Page], ThreadIO]):
 
     def aanswer(self, io: ThreadIO) -> Awaitable[list[Page]]:
         return io.page_store.alist_pages(io.thread_id)
+
+
+@dataclass
+class _Add(Request[None, ThreadIO]):
+    """Index pages of a thread the index holds."""
+
+    pages: list[Page]
+    """The pages (those already indexed are skipped)."""
+
+    def answer(self, io: ThreadIO) -> None:
+        return io.index.add(io.thread_id, self.pages)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[None]:
+        return io.index.aadd(io.thread_id, self.pages)
 
 
 @dataclass

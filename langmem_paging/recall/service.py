@@ -148,7 +148,8 @@ class RecallService:
         if plan.query is not None:
             # resident pages too: the room the result takes pushes them out at the next step
             read.hits = yield from ask(Search(plan.query, max(50, 8 * self.config.search_results, room // 25),
-                                              lambda pid: branch.owns("p", page_number(pid))))
+                                              lambda pid: branch.owns("p", page_number(pid)),
+                                              newest=branch.next["p"] - 1))
             if resident:
                 read.resident_scores = yield from ask(ScoreTexts(plan.query, [text for _, text, _ in resident]))
         read.nodes = (yield from ask(LoadClusters(clusters))) if clusters else {}

@@ -135,9 +135,9 @@ class RecordingIndex(InMemoryBM25Index):
         super().__init__()
         self.calls: list[str] = []
 
-    def has(self, thread_id: str) -> bool:
-        self.calls.append("has")
-        return super().has(thread_id)
+    def indexed_through(self, thread_id: str) -> int | None:
+        self.calls.append("indexed_through")
+        return super().indexed_through(thread_id)
 
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
         self.calls.append(f"load {type(pages).__name__}")  # a list: the store was read before the index is written
@@ -169,7 +169,7 @@ def test_a_cold_search_reads_the_same_on_both_sides(mode):
     request = Search("beehives", 5, lambda pid: True)
     hits = io.search(request) if mode == "sync" else asyncio.run(io.asearch(request))
     assert [hit.page_id for hit in hits] == ["p1"]
-    assert index.calls == ["has", "load list", "search"]
+    assert index.calls == ["indexed_through", "load list", "search"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -88,3 +88,31 @@ def test_two_processes_writing_one_file_index_each_page_once(tmp_path):
     index_b.add("t", [page])  # the other worker formed it too (a retried step): indexed once
     assert index_b.has("t")
     assert len(index_b.search("t", "greyhound", limit=5, allow=lambda p: True)) == 1
+
+
+def test_a_file_indexed_by_an_older_version_gains_per_thread_frequencies_and_its_high_water_mark(tmp_path):
+    """Files written before `indexed_through` and the per-thread frequency table: both are derived
+    once when the index opens the file, and search ranks as on a file indexed from the start."""
+    import sqlite3
+
+    from langchain_core.messages import HumanMessage
+
+    from langmem_paging.records import Page
+
+    def page(n: int, text: str) -> Page:
+        return Page(id=f"p{n}", messages=[HumanMessage(text, id=f"m{n}")], bookmark=f"[p{n}:x]", keywords=[],
+                    token_count=5, boundary="fixed_2", created_turn=n)
+
+    pages = [page(1, "We adopted a greyhound."), page(2, "Pottery on Tuesday."), page(3, "The greyhound ate pottery.")]
+    path = str(tmp_path / "old.db")
+    index = SqliteSearchIndex(path)
+    index.load("t", pages)
+    index.load("u", pages[:1])
+    before = index.search("t", "greyhound pottery", limit=5, allow=lambda p: True)
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("ALTER TABLE langmem_paging_fts_threads DROP COLUMN through")  # the schema an older version wrote
+    raw.execute("DROP TABLE langmem_paging_fts_df")
+    raw.close()
+    reopened = SqliteSearchIndex(path)
+    assert reopened.indexed_through("t") == 3 and reopened.indexed_through("u") == 1
+    assert reopened.search("t", "greyhound pottery", limit=5, allow=lambda p: True) == before
