@@ -62,30 +62,48 @@ them) is left out of the candidates while rarer words remain, as `SqliteSearchIn
 little to the ranking and would make every passage holding it a candidate to score."""
 COMMON_MIN = 2000
 T = TypeVar("T")
-_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,56}$")  # room for the "_terms" suffix in 63 characters
+_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,55}$")  # room for a "_search" suffix in 63 characters
 
 # The frequency table keeps the thread's passage count under the lexeme '' (no word stems to it).
-_SEARCH = """
-WITH words AS (
-    SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector({config}, %(query)s))) AS lexeme
-), df AS (
-    SELECT w.lexeme, coalesce(f.docs, 0) AS docs,
-           row_number() OVER (ORDER BY coalesce(f.docs, 0), w.lexeme) AS k
-      FROM words w LEFT JOIN {terms} f ON f.thread_id = %(thread)s AND f.lexeme = w.lexeme
-), q AS (
-    SELECT websearch_to_tsquery({config}, %(query)s) AS q_all,
-           (SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '\\''') || '''', ' | ')
-              FROM df
-             WHERE k = 1 OR docs <= greatest(%(common_min)s, %(common_share)s * coalesce(
-                   (SELECT docs FROM {terms} WHERE thread_id = %(thread)s AND lexeme = ''), 0))
-           )::tsquery AS q_any
-)
-SELECT page_id, position,
-       ts_rank_cd(tsv, q.q_any) + CASE WHEN tsv @@ q.q_all THEN 1 ELSE 0 END AS score
-  FROM {table}, q
- WHERE thread_id = %(thread)s AND tsv @@ q.q_any
- ORDER BY score DESC, length(page_id), page_id, position
- LIMIT %(limit)s
+# A search is one call of this function (one round trip): it reads the query's per-thread document
+# frequencies, keeps the selective words (the rarest always), and ranks only the passages holding
+# them, found through the GIN index (the tsquery a constant of the candidate query, bitmap scans only:
+# planned with an unknown tsquery, or with no statistics yet, PostgreSQL scans every passage).
+_SEARCH_FUNCTION = """
+CREATE OR REPLACE FUNCTION {function}(thread text, query text, lim integer, common_min integer,
+                                      common_share double precision)
+RETURNS TABLE (page_id text, "position" integer, score double precision)
+LANGUAGE plpgsql STABLE
+-- only the GIN index finds the candidates (the OFFSET 0 keeps the thread's condition off that scan):
+-- without statistics (a table just filled, before autovacuum analyzed it) the planner would read
+-- every passage of the thread to rank a few
+SET enable_seqscan = off SET enable_indexscan = off
+AS $body$
+DECLARE
+    q_any tsquery;
+    total integer;
+BEGIN
+    SELECT coalesce(max(f.docs), 0) INTO total FROM {terms} f WHERE f.thread_id = thread AND f.lexeme = '';
+    SELECT string_agg('''' || replace(replace(d.lexeme, '\\', '\\\\'), '''', '\\''') || '''', ' | ')::tsquery
+      INTO q_any
+      FROM (SELECT w.lexeme, coalesce(f.docs, 0) AS docs,
+                   row_number() OVER (ORDER BY coalesce(f.docs, 0), w.lexeme) AS k
+              FROM (SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector({config}, query))) AS l) w
+              LEFT JOIN {terms} f ON f.thread_id = thread AND f.lexeme = w.lexeme) d
+     WHERE d.k = 1 OR d.docs <= greatest(common_min, common_share * total);
+    IF q_any IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT c.page_id, c.position, '
+        '       ts_rank_cd(c.tsv, $1)::double precision + CASE WHEN c.tsv @@ $2 THEN 1 ELSE 0 END AS score'
+        '  FROM (SELECT p.thread_id, p.page_id, p.position, p.tsv FROM {table} p'
+        '         WHERE p.tsv @@ %L::tsquery OFFSET 0) c'
+        ' WHERE c.thread_id = $3'
+        ' ORDER BY score DESC, length(c.page_id), c.page_id, c.position LIMIT $4', q_any::text)
+        USING q_any, websearch_to_tsquery({config}, query), thread, lim;
+END
+$body$
 """
 
 # Removing passages and adding them each move the thread's frequencies in the same statement, so the
@@ -173,7 +191,7 @@ class PostgresSearchIndex(SearchIndex):
                  setup: bool = True) -> None:
         for name, value in (("table", table), ("config", config)):
             if not isinstance(value, str) or not _NAME.match(value):
-                raise ValueError(f"`{name}` must be a lower-case SQL name (letters, digits, _; at most 57); "
+                raise ValueError(f"`{name}` must be a lower-case SQL name (letters, digits, _; at most 56); "
                                  f"got {value!r}.")
         import psycopg
         import psycopg_pool
@@ -194,6 +212,7 @@ class PostgresSearchIndex(SearchIndex):
             )
         self.table, self.config = table, config
         self.terms = f"{table}_terms"
+        self.function = f"{table}_search"
         self._setup_pending = setup
         self._guard = threading.Lock()
         self._conn_lock = threading.Lock()  # one transaction at a time on a single connection you passed
@@ -211,7 +230,13 @@ class PostgresSearchIndex(SearchIndex):
                     body text NOT NULL,
                     tsv tsvector GENERATED ALWAYS AS (to_tsvector('{self.config}'::regconfig, body)) STORED,
                     PRIMARY KEY (thread_id, page_id, position))""")
-        yield _Statement(f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv)")
+        # No pending list: GIN's fast update defers new entries to a list every search reads in full
+        # until a vacuum merges it (12 ms for a 10-row match after 1k pages were added).
+        yield _Statement(f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv) WITH (fastupdate = off)")
+        yield _Statement(f"ALTER INDEX {t}_tsv SET (fastupdate = off)")  # an index an older version made
+        yield _Statement(f"SELECT gin_clean_pending_list('{t}_tsv'::regclass)")
+        yield _Statement(_SEARCH_FUNCTION.format(function=self.function, table=t, terms=terms,
+                                                 config=f"'{self.config}'::regconfig"))
         rows = yield _Statement("SELECT to_regclass(%s) IS NULL AS missing", (terms,), fetch=True)
         if _first(rows[0]):
             yield _Statement(f"""CREATE TABLE {terms} (
@@ -377,10 +402,9 @@ class PostgresSearchIndex(SearchIndex):
         if limit <= 0 or not isinstance(query, str) or not query.strip():
             return []
         fetch = limit * 4
-        sql = _SEARCH.format(config=f"'{self.config}'::regconfig", table=self.table, terms=self.terms)
+        sql = f"SELECT page_id, position, score FROM {self.function}(%s, %s, %s, %s, %s)"
         while True:
-            args = {"thread": thread_id, "query": escape_text(query[:MAX_QUERY_CHARS]), "limit": fetch,
-                    "common_min": COMMON_MIN, "common_share": COMMON_SHARE}
+            args = (thread_id, escape_text(query[:MAX_QUERY_CHARS]), fetch, COMMON_MIN, COMMON_SHARE)
             rows = yield _Statement(sql, args, fetch=True, prepare=True)
             hits = self._hits(rows, allow)
             if len(hits) >= limit or len(rows) < fetch:
