@@ -38,6 +38,7 @@ the sync ones refuse with a message saying so.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
@@ -233,10 +234,11 @@ class PostgresSearchIndex(SearchIndex):
         # No pending list: GIN's fast update defers new entries to a list every search reads in full
         # until a vacuum merges it (12 ms for a 10-row match after 1k pages were added).
         yield _Statement(f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv) WITH (fastupdate = off)")
-        yield _Statement(f"ALTER INDEX {t}_tsv SET (fastupdate = off)")  # an index an older version made
-        yield _Statement(f"SELECT gin_clean_pending_list('{t}_tsv'::regclass)")
-        yield _Statement(_SEARCH_FUNCTION.format(function=self.function, table=t, terms=terms,
-                                                 config=f"'{self.config}'::regconfig"))
+        rows = yield _Statement("SELECT coalesce('fastupdate=off' = ANY(reloptions), false) FROM pg_class "
+                                "WHERE oid = %s::regclass", (f"{t}_tsv",), fetch=True)
+        if not _first(rows[0]):  # an index an older version made (altered once: it needs its owner's rights)
+            yield _Statement(f"ALTER INDEX {t}_tsv SET (fastupdate = off)")
+            yield _Statement("SELECT gin_clean_pending_list(%s::regclass)", (f"{t}_tsv",))
         rows = yield _Statement("SELECT to_regclass(%s) IS NULL AS missing", (terms,), fetch=True)
         if _first(rows[0]):
             yield _Statement(f"""CREATE TABLE {terms} (
@@ -245,6 +247,13 @@ class PostgresSearchIndex(SearchIndex):
                     docs integer NOT NULL,
                     PRIMARY KEY (thread_id, lexeme))""")
             yield _Statement(_BACKFILL.format(table=t, terms=terms))
+        definition = _SEARCH_FUNCTION.format(function=self.function, table=t, terms=terms,
+                                             config=f"'{self.config}'::regconfig")
+        version = hashlib.blake2b(definition.encode(), digest_size=8).hexdigest()
+        rows = yield _Statement("SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(%s)",
+                                (f"{self.function}(text,text,integer,integer,double precision)",), fetch=True)
+        if not rows or version not in _first(rows[0]):  # replaced only when this version changed it
+            yield _Statement(definition.replace("$body$\n", f"$body$\n-- version {version}\n", 1))
 
     @contextmanager
     def _connection(self, *, write: bool = True) -> Iterator[Any]:

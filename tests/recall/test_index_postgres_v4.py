@@ -174,3 +174,30 @@ def test_a_message_holding_nul_pages_out_later_turns_succeed_and_recall_is_exact
     state = agent.invoke({"messages": ["What was in the dump?"]}, config)
     result = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
     assert pasted in result.content
+
+
+def test_a_table_an_older_version_made_gets_its_frequencies_and_its_search(postgres_uri):
+    import psycopg
+
+    from langmem_paging.search_postgres import PostgresSearchIndex
+    from tests.support.postgres_server import fresh_database
+
+    uri = fresh_database(postgres_uri, "index_v4_upgrade")
+    old = PostgresSearchIndex(uri)
+    old.load("t", [_page(1, "walrus walrus"), _page(2, "walrus and zebra")])
+    expected = old.document_frequencies("t", ["walrus", "zebra", "noted"])
+    old.close()
+    with psycopg.connect(uri, autocommit=True) as conn:  # what the previous release left behind
+        conn.execute("DROP TABLE langmem_paging_passages_terms")
+        conn.execute("DROP FUNCTION langmem_paging_passages_search")
+        conn.execute("ALTER INDEX langmem_paging_passages_tsv SET (fastupdate = on)")
+    new = PostgresSearchIndex(uri)
+    try:
+        assert new.document_frequencies("t", ["walrus", "zebra", "noted"]) == expected == \
+            {"walrus": 2, "zebra": 1, "note": 2}
+        assert [h.page_id for h in new.search("t", "zebra", limit=5, allow=lambda p: True)] == ["p2"]
+        with psycopg.connect(uri) as conn:
+            options = conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'langmem_paging_passages_tsv'")
+            assert options.fetchone()[0] == ["fastupdate=off"]
+    finally:
+        new.close()
