@@ -11,6 +11,7 @@ counts for operators.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,7 +20,80 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.messages import dump_messages, load_messages
 
-__all__ = ["ClusterNode", "Page", "cluster_number", "messages_digest", "page_number"]
+__all__ = ["ClusterNode", "Page", "cluster_number", "escape_text", "messages_digest", "page_number", "unescape_text"]
+
+_REFUSED = re.compile("[\x00\ud800-\udfff]")
+"""What a database refuses in text: NUL (PostgreSQL's text and JSONB) and surrogate code points
+(not UTF-8: a lone one, as a cut emoji or a `surrogateescape`-decoded file leaves)."""
+_ESCAPES = re.compile(r"[\\\x00\ud800-\udfff]")
+_UNESCAPES = re.compile(r"\\(\\|0|u[0-9a-f]{4})")
+ESCAPED_KEY = "text_escape"
+"""Key a record's dict carries (value 1) when its strings went through `escape_text`: records
+without it (every record with nothing refused, and every record older versions wrote) are read
+as they are, so the escape costs nothing where nothing needs it."""
+
+
+def escape_text(text: str) -> str:
+    r"""`text` with what databases refuse spelled out, reversibly: a backslash doubled, NUL as
+    ``\0``, a surrogate as ``\udXXX``. `unescape_text` gives back the exact original.
+
+    Example:
+        >>> escape_text("a\x00b\\0")
+        'a\\0b\\\\0'
+        >>> unescape_text(escape_text("a\x00b\\0\ud800")) == "a\x00b\\0\ud800"
+        True
+    """
+    return _ESCAPES.sub(_escape_one, text)
+
+
+def unescape_text(text: str) -> str:
+    """Inverse of `escape_text`."""
+    return _UNESCAPES.sub(_unescape_one, text)
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\\\\" if char == "\\" else "\\0" if char == "\x00" else f"\\u{ord(char):04x}"
+
+
+def _unescape_one(match: re.Match[str]) -> str:
+    code = match.group(1)
+    return "\\" if code == "\\" else "\x00" if code == "0" else chr(int(code[1:], 16))
+
+
+def _refused(value: Any) -> bool:
+    if isinstance(value, str):
+        return _REFUSED.search(value) is not None
+    if isinstance(value, dict):
+        return any(_refused(k) or _refused(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_refused(v) for v in value)
+    return False
+
+
+def _map_strings(value: Any, convert: Any) -> Any:
+    if isinstance(value, str):
+        return convert(value)
+    if isinstance(value, dict):
+        return {convert(k) if isinstance(k, str) else k: _map_strings(v, convert) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(v, convert) for v in value]
+    return value
+
+
+def storable(data: dict[str, Any]) -> dict[str, Any]:
+    """A record's JSON dict as any store can keep it: unchanged when no string holds what a database
+    refuses, else every string escaped and `ESCAPED_KEY` set (one rule for every record kind)."""
+    if not _refused(data):
+        return data
+    return {**_map_strings(data, escape_text), ESCAPED_KEY: 1}
+
+
+def from_storable(data: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of `storable`."""
+    if not data.get(ESCAPED_KEY):
+        return data
+    return {k: v for k, v in _map_strings(data, unescape_text).items() if k != ESCAPED_KEY}
 
 
 def page_number(page_id: str) -> int:
@@ -91,11 +165,12 @@ class Page:
         data["keywords"] = list(self.keywords)
         data["features"] = dict(self.features)
         data["messages"] = dump_messages(self.messages)
-        return data
+        return storable(data)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Page:
         """Inverse of `to_dict`."""
+        data = from_storable(data)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**{**known, "messages": load_messages(data["messages"])})
 
@@ -131,11 +206,12 @@ class ClusterNode:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict for a LangGraph store (what `asdict` returns: its fields hold strings and
         numbers, so no recursive copy)."""
-        return {"id": self.id, "children": list(self.children), "size": self.size, "first_page": self.first_page,
-                "last_page": self.last_page, "bookmark": self.bookmark, "keywords": list(self.keywords),
-                "terms": dict(self.terms), "digest": self.digest}
+        return storable({"id": self.id, "children": list(self.children), "size": self.size,
+                         "first_page": self.first_page, "last_page": self.last_page, "bookmark": self.bookmark,
+                         "keywords": list(self.keywords), "terms": dict(self.terms), "digest": self.digest})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterNode:
         """Inverse of `to_dict`."""
+        data = from_storable(data)
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})

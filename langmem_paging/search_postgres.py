@@ -8,11 +8,22 @@ store instead, so every worker searches the same, current index::
 
     langmem_paging_passages(thread_id, page_id, position, body,
                             tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED)
+    langmem_paging_passages_terms(thread_id, lexeme, docs)   -- per-thread document frequencies
 
 with a GIN index on ``tsv``. A passage is one message of a page (`message_text`), as in the
-in-process index. A query matches a passage holding any of its words (stemmed, stopwords
-dropped); passages matching the whole query as `websearch_to_tsquery` reads it (all words,
-``"quoted phrases"``, ``-excluded`` words) rank first, then by `ts_rank_cd`.
+in-process index, its text escaped by `records.escape_text` (PostgreSQL text refuses NUL and
+surrogates; the escape keeps every other character, so nothing is dropped). A query matches a
+passage holding any of its selective words (stemmed, stopwords dropped; a word in more than
+`COMMON_SHARE` of the thread's passages is left out while rarer ones remain, the rarest always
+kept); passages matching the whole query as `websearch_to_tsquery` reads it (all words,
+``"quoted phrases"``, ``-excluded`` words) rank first, then by `ts_rank_cd`. A search is one
+prepared statement, one round trip, and ranks only those candidates.
+
+The frequency table is the thread's own (one tenant's words never change which of another's are
+"common"), moved by the same statement that adds or removes passages, so it always agrees with
+them. Writes to one thread are serialized by a transaction-scoped advisory lock and insert with
+``ON CONFLICT DO NOTHING``: two workers indexing the same page (several processes stepping one
+thread) both succeed, and the page is indexed once.
 
 Pages are indexed when they form, so `has` is always True. Adding a page again replaces its
 passages (a retried step, or a page stored again with new content under its id).
@@ -27,50 +38,126 @@ the sync ones refuse with a message saying so.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langmem_paging.effects import adrive, drive
-from langmem_paging.records import Page, page_number
+from langmem_paging.records import Page, escape_text, page_number
 from langmem_paging.search import Hit, SearchIndex
 from langmem_paging.tokens import message_text
 
-__all__ = ["MAX_PASSAGE_CHARS", "PostgresSearchIndex"]
+__all__ = ["COMMON_MIN", "COMMON_SHARE", "MAX_PASSAGE_CHARS", "PostgresSearchIndex"]
 
 MAX_PASSAGE_CHARS = 100_000
 """Characters of one message that are indexed: a tsvector must stay under 1 MB, and the start of
 a huge tool result is what a search can usefully match."""
 MAX_QUERY_CHARS = 10_000
+COMMON_SHARE = 0.02
+"""A query word in more than this share of the thread's passages (and in more than `COMMON_MIN` of
+them) is left out of the candidates while rarer words remain, as `SqliteSearchIndex` does: it adds
+little to the ranking and would make every passage holding it a candidate to score."""
+COMMON_MIN = 2000
 T = TypeVar("T")
-_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,55}$")  # room for a "_search" suffix in 63 characters
 
-_SEARCH = """
-WITH q AS (
-    SELECT websearch_to_tsquery({config}, %(query)s) AS q_all,
-           (SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '\\''') || '''', ' | ')
-              FROM unnest(tsvector_to_array(to_tsvector({config}, %(query)s))) AS lexeme)::tsquery AS q_any
+# The frequency table keeps the thread's passage count under the lexeme '' (no word stems to it).
+# A search is one call of this function (one round trip): it reads the query's per-thread document
+# frequencies, keeps the selective words (the rarest always), and ranks only the passages holding
+# them, found through the GIN index (the tsquery a constant of the candidate query, bitmap scans only:
+# planned with an unknown tsquery, or with no statistics yet, PostgreSQL scans every passage).
+_SEARCH_FUNCTION = """
+CREATE OR REPLACE FUNCTION {function}(thread text, query text, lim integer, common_min integer,
+                                      common_share double precision)
+RETURNS TABLE (page_id text, "position" integer, score double precision)
+LANGUAGE plpgsql STABLE
+-- only the GIN index finds the candidates (the OFFSET 0 keeps the thread's condition off that scan):
+-- without statistics (a table just filled, before autovacuum analyzed it) the planner would read
+-- every passage of the thread to rank a few
+SET enable_seqscan = off SET enable_indexscan = off
+AS $body$
+DECLARE
+    q_any tsquery;
+    total integer;
+BEGIN
+    SELECT coalesce(max(f.docs), 0) INTO total FROM {terms} f WHERE f.thread_id = thread AND f.lexeme = '';
+    SELECT string_agg('''' || replace(replace(d.lexeme, '\\', '\\\\'), '''', '\\''') || '''', ' | ')::tsquery
+      INTO q_any
+      FROM (SELECT w.lexeme, coalesce(f.docs, 0) AS docs,
+                   row_number() OVER (ORDER BY coalesce(f.docs, 0), w.lexeme) AS k
+              FROM (SELECT DISTINCT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector({config}, query))) AS l) w
+              LEFT JOIN {terms} f ON f.thread_id = thread AND f.lexeme = w.lexeme) d
+     WHERE d.k = 1 OR d.docs <= greatest(common_min, common_share * total);
+    IF q_any IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'SELECT c.page_id, c.position, '
+        '       ts_rank_cd(c.tsv, $1)::double precision + CASE WHEN c.tsv @@ $2 THEN 1 ELSE 0 END AS score'
+        '  FROM (SELECT p.thread_id, p.page_id, p.position, p.tsv FROM {table} p'
+        '         WHERE p.tsv @@ %L::tsquery OFFSET 0) c'
+        ' WHERE c.thread_id = $3'
+        ' ORDER BY score DESC, length(c.page_id), c.page_id, c.position LIMIT $4', q_any::text)
+        USING q_any, websearch_to_tsquery({config}, query), thread, lim;
+END
+$body$
+"""
+
+# Removing passages and adding them each move the thread's frequencies in the same statement, so the
+# table always agrees with the passages, and a removed word leaves no row behind (forget means gone).
+_REMOVE = """
+WITH gone AS (
+    DELETE FROM {table} WHERE thread_id = %(thread)s AND page_id = ANY(%(ids)s) RETURNING tsv
+), delta AS (
+    SELECT lexeme, count(*) AS n FROM gone, unnest(tsvector_to_array(tsv)) AS lexeme GROUP BY lexeme
+    UNION ALL SELECT '', count(*) FROM gone
+), dead AS (
+    DELETE FROM {terms} f USING delta
+     WHERE f.thread_id = %(thread)s AND f.lexeme = delta.lexeme AND f.docs <= delta.n
 )
-SELECT page_id, position,
-       ts_rank_cd(tsv, q.q_any) + CASE WHEN tsv @@ q.q_all THEN 1 ELSE 0 END AS score
-  FROM {table}, q
- WHERE thread_id = %(thread)s AND tsv @@ q.q_any
- ORDER BY score DESC, length(page_id), page_id, position
- LIMIT %(limit)s
+UPDATE {terms} f SET docs = f.docs - delta.n FROM delta
+ WHERE f.thread_id = %(thread)s AND f.lexeme = delta.lexeme AND f.docs > delta.n
+"""
+
+_INSERT = """
+WITH new AS (
+    INSERT INTO {table} (thread_id, page_id, position, body)
+    SELECT %(thread)s, r.page_id, r.position, r.body
+      FROM unnest(%(pages)s::text[], %(positions)s::int[], %(bodies)s::text[]) AS r(page_id, position, body)
+    ON CONFLICT (thread_id, page_id, position) DO NOTHING
+    RETURNING tsv
+), delta AS (
+    SELECT lexeme, count(*) AS n FROM new, unnest(tsvector_to_array(tsv)) AS lexeme GROUP BY lexeme
+    UNION ALL SELECT '', count(*) FROM new
+)
+INSERT INTO {terms} AS f (thread_id, lexeme, docs)
+SELECT %(thread)s, lexeme, n FROM delta WHERE n > 0 ORDER BY lexeme
+ON CONFLICT (thread_id, lexeme) DO UPDATE SET docs = f.docs + excluded.docs
+"""
+
+# A table made by an older version holds passages and no frequencies: counted once, at setup.
+_BACKFILL = """
+INSERT INTO {terms} (thread_id, lexeme, docs)
+SELECT thread_id, lexeme, count(*) FROM {table}, unnest(tsvector_to_array(tsv)) AS lexeme GROUP BY 1, 2
+UNION ALL SELECT thread_id, '', count(*) FROM {table} GROUP BY 1
 """
 
 
-def _passages(thread_id: str, pages: Iterable[Page]) -> tuple[list[str], list[tuple[str, str, int, str]]]:
-    ids, rows = [], []
+def _passages(pages: Iterable[Page]) -> tuple[list[str], dict[str, list[Any]]]:
+    """The pages' ids and their passages as columns (one array per column: one statement adds all)."""
+    ids: list[str] = []
+    columns: dict[str, list[Any]] = {"pages": [], "positions": [], "bodies": []}
     for page in pages:
         ids.append(page.id)
         for position, message in enumerate(page.messages):
-            body = message_text(message)[:MAX_PASSAGE_CHARS].replace("\x00", " ")  # text may not hold NUL
-            rows.append((thread_id, page.id, position, body))
-    return ids, rows
+            columns["pages"].append(page.id)
+            columns["positions"].append(position)
+            columns["bodies"].append(escape_text(message_text(message)[:MAX_PASSAGE_CHARS]))
+    return ids, columns
 
 
 class PostgresSearchIndex(SearchIndex):
@@ -80,10 +167,10 @@ class PostgresSearchIndex(SearchIndex):
         conn: A connection URI (a small `psycopg_pool.ConnectionPool` is opened on first use), a
             psycopg `Connection` (in autocommit mode, as LangGraph's stores use) or `ConnectionPool`,
             or an `AsyncConnection` / `AsyncConnectionPool` (then only the async methods work).
-        table: Name of the passage table.
+        table: Name of the passage table (its frequencies live in ``<table>_terms``).
         config: The text search configuration (``english`` stems English words and drops stopwords;
             ``simple`` only lower-cases).
-        setup: Create the table and its index on first use if missing.
+        setup: Create the tables and the index on first use if missing.
 
     Raises:
         ValueError: `table` or `config` is not a plain lower-case SQL name.
@@ -105,7 +192,8 @@ class PostgresSearchIndex(SearchIndex):
                  setup: bool = True) -> None:
         for name, value in (("table", table), ("config", config)):
             if not isinstance(value, str) or not _NAME.match(value):
-                raise ValueError(f"`{name}` must be a lower-case SQL name (letters, digits, _); got {value!r}.")
+                raise ValueError(f"`{name}` must be a lower-case SQL name (letters, digits, _; at most 56); "
+                                 f"got {value!r}.")
         import psycopg
         import psycopg_pool
 
@@ -124,6 +212,8 @@ class PostgresSearchIndex(SearchIndex):
                 f"AsyncConnection or AsyncConnectionPool; got {type(conn).__name__}."
             )
         self.table, self.config = table, config
+        self.terms = f"{table}_terms"
+        self.function = f"{table}_search"
         self._setup_pending = setup
         self._guard = threading.Lock()
         self._conn_lock = threading.Lock()  # one transaction at a time on a single connection you passed
@@ -131,23 +221,44 @@ class PostgresSearchIndex(SearchIndex):
         self._owned_pool: Any = None
 
     # -- connections ------------------------------------------------------------------
-    def _ddl(self) -> list[str]:
-        t = self.table
-        return [
-            f"SELECT pg_advisory_xact_lock(hashtext('{t}'))",  # several workers may set up at once
-            f"""CREATE TABLE IF NOT EXISTS {t} (
+    def _setup(self) -> Work[None]:
+        t, terms = self.table, self.terms
+        yield _Statement(f"SELECT pg_advisory_xact_lock(hashtext('{t}'))")  # several workers may set up at once
+        yield _Statement(f"""CREATE TABLE IF NOT EXISTS {t} (
                     thread_id text NOT NULL,
                     page_id text NOT NULL,
                     position integer NOT NULL,
                     body text NOT NULL,
                     tsv tsvector GENERATED ALWAYS AS (to_tsvector('{self.config}'::regconfig, body)) STORED,
-                    PRIMARY KEY (thread_id, page_id, position))""",
-            f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv)",
-        ]
+                    PRIMARY KEY (thread_id, page_id, position))""")
+        # No pending list: GIN's fast update defers new entries to a list every search reads in full
+        # until a vacuum merges it (12 ms for a 10-row match after 1k pages were added).
+        yield _Statement(f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv) WITH (fastupdate = off)")
+        rows = yield _Statement("SELECT coalesce('fastupdate=off' = ANY(reloptions), false) FROM pg_class "
+                                "WHERE oid = %s::regclass", (f"{t}_tsv",), fetch=True)
+        if not _first(rows[0]):  # an index an older version made (altered once: it needs its owner's rights)
+            yield _Statement(f"ALTER INDEX {t}_tsv SET (fastupdate = off)")
+            yield _Statement("SELECT gin_clean_pending_list(%s::regclass)", (f"{t}_tsv",))
+        rows = yield _Statement("SELECT to_regclass(%s) IS NULL AS missing", (terms,), fetch=True)
+        if _first(rows[0]):
+            yield _Statement(f"""CREATE TABLE {terms} (
+                    thread_id text NOT NULL,
+                    lexeme text NOT NULL,
+                    docs integer NOT NULL,
+                    PRIMARY KEY (thread_id, lexeme))""")
+            yield _Statement(_BACKFILL.format(table=t, terms=terms))
+        definition = _SEARCH_FUNCTION.format(function=self.function, table=t, terms=terms,
+                                             config=f"'{self.config}'::regconfig")
+        version = hashlib.blake2b(definition.encode(), digest_size=8).hexdigest()
+        rows = yield _Statement("SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(%s)",
+                                (f"{self.function}(text,text,integer,integer,double precision)",), fetch=True)
+        if not rows or version not in _first(rows[0]):  # replaced only when this version changed it
+            yield _Statement(definition.replace("$body$\n", f"$body$\n-- version {version}\n", 1))
 
     @contextmanager
-    def _connection(self) -> Iterator[Any]:
-        """A sync connection inside a transaction (committed on exit, rolled back on an error)."""
+    def _connection(self, *, write: bool = True) -> Iterator[Any]:
+        """A sync connection; inside a transaction for a write (committed on exit, rolled back on an
+        error). A read is one statement: on an autocommit connection it needs no BEGIN/COMMIT."""
         if self._async is not None:
             raise TypeError("This PostgresSearchIndex was given an async connection: use the async methods "
                             "(`aadd`, `asearch`, ...), or pass a sync connection, pool or URI.")
@@ -160,25 +271,33 @@ class PostgresSearchIndex(SearchIndex):
                 self._sync = self._owned_pool
         source = self._sync
         holder = source.connection() if hasattr(source, "getconn") else _borrowed(source, self._conn_lock)
-        with holder as conn, conn.transaction():
+        with holder as conn:
             if self._setup_pending:
-                for statement in self._ddl():
-                    conn.execute(statement)
+                with conn.transaction():
+                    drive(self._setup(), lambda statement: _execute(conn, statement))
                 self._setup_pending = False
-            yield conn
+            if write or not conn.autocommit:
+                with conn.transaction():
+                    yield conn
+            else:
+                yield conn
 
     @asynccontextmanager
-    async def _aconnection(self) -> AsyncIterator[Any]:
+    async def _aconnection(self, *, write: bool = True) -> AsyncIterator[Any]:
         source = self._async
         if self._aconn_lock is None:
             self._aconn_lock = asyncio.Lock()
         holder = source.connection() if hasattr(source, "getconn") else _aborrowed(source, self._aconn_lock)
-        async with holder as conn, conn.transaction():
+        async with holder as conn:
             if self._setup_pending:
-                for statement in self._ddl():
-                    await conn.execute(statement)
+                async with conn.transaction():
+                    await adrive(self._setup(), lambda statement: _aexecute(conn, statement))
                 self._setup_pending = False
-            yield conn
+            if write or not conn.autocommit:
+                async with conn.transaction():
+                    yield conn
+            else:
+                yield conn
 
     def close(self) -> None:
         """Close the pool this index opened for a URI (a connection or pool you passed stays open)."""
@@ -187,21 +306,13 @@ class PostgresSearchIndex(SearchIndex):
             self._owned_pool = self._sync = None
 
     # -- one transaction, sync or async ------------------------------------------------------
-    def _transact(self, work: Work[T]) -> T:
-        with self._connection() as conn:
+    def _transact(self, work: Work[T], *, write: bool = True) -> T:
+        with self._connection(write=write) as conn:
             return drive(work, lambda statement: _execute(conn, statement))
 
-    async def _atransact(self, work: Work[T]) -> T:
-        async with self._aconnection() as conn:
-            async def execute(statement: _Statement) -> Any:
-                cursor = conn.cursor()
-                if statement.many:
-                    await cursor.executemany(statement.sql, statement.params)
-                    return None
-                await cursor.execute(statement.sql, statement.params)
-                return await cursor.fetchall() if statement.fetch else None
-
-            return await adrive(work, execute)
+    async def _atransact(self, work: Work[T], *, write: bool = True) -> T:
+        async with self._aconnection(write=write) as conn:
+            return await adrive(work, lambda statement: _aexecute(conn, statement))
 
     # -- SearchIndex ------------------------------------------------------------------------
     def has(self, thread_id: str) -> bool:
@@ -242,7 +353,7 @@ class PostgresSearchIndex(SearchIndex):
         await self.aadd(thread_id, pages)
 
     def drop(self, thread_id: str) -> None:
-        """Delete a thread's passages."""
+        """Delete a thread's passages and frequencies."""
         self._transact(self._drop(thread_id))
 
     async def adrop(self, thread_id: str) -> None:
@@ -253,55 +364,70 @@ class PostgresSearchIndex(SearchIndex):
 
     def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
         """The best `limit` passages of pages `allow` accepts, best first."""
-        return self._transact(self._search(thread_id, query, limit, allow))
+        return self._transact(self._search(thread_id, query, limit, allow), write=False)
 
     async def asearch(self, thread_id: str, query: str, *, limit: int,
                       allow: Callable[[str], bool]) -> list[Hit]:
         """Async `search`."""
         if self._async is None:
             return await super().asearch(thread_id, query, limit=limit, allow=allow)
-        return await self._atransact(self._search(thread_id, query, limit, allow))
+        return await self._atransact(self._search(thread_id, query, limit, allow), write=False)
+
+    def document_frequencies(self, thread_id: str, words: Sequence[str]) -> dict[str, int]:
+        """How many of the thread's passages hold each of `words` (by lexeme, as `config` stems
+        them; absent: none). For operators and tests: what decides which query words are common."""
+        return self._transact(self._frequencies(thread_id, list(words)), write=False)
 
     # -- the statements, written once ---------------------------------------------------------
+    def _lock(self, thread_id: str) -> _Statement:
+        """Writes to one thread queue (two workers adding the same page, a forget racing a step)."""
+        return _Statement("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (self.table, thread_id))
+
     def _load(self, thread_id: str, pages: list[Page]) -> Work[None]:
-        _, rows = _passages(thread_id, pages)
-        yield _Statement(f"DELETE FROM {self.table} WHERE thread_id = %s", (thread_id,))
-        if rows:
-            yield _Statement(self._insert_sql(), rows, many=True)
+        yield from self._drop(thread_id)
+        yield from self._insert(thread_id, pages)
 
     def _add(self, thread_id: str, pages: list[Page]) -> Work[None]:
-        ids, rows = _passages(thread_id, pages)
-        if not ids:
+        if not pages:
             return
-        yield _Statement(f"DELETE FROM {self.table} WHERE thread_id = %s AND page_id = ANY(%s)", (thread_id, ids))
-        if rows:
-            yield _Statement(self._insert_sql(), rows, many=True)
+        yield self._lock(thread_id)
+        ids = [page.id for page in pages]
+        yield _Statement(_REMOVE.format(table=self.table, terms=self.terms), {"thread": thread_id, "ids": ids},
+                         prepare=True)
+        yield from self._insert(thread_id, pages)
+
+    def _insert(self, thread_id: str, pages: list[Page]) -> Work[None]:
+        _, columns = _passages(pages)
+        if columns["pages"]:
+            yield _Statement(_INSERT.format(table=self.table, terms=self.terms), {"thread": thread_id, **columns},
+                             prepare=True)
 
     def _drop(self, thread_id: str) -> Work[None]:
+        yield self._lock(thread_id)
         yield _Statement(f"DELETE FROM {self.table} WHERE thread_id = %s", (thread_id,))
+        yield _Statement(f"DELETE FROM {self.terms} WHERE thread_id = %s", (thread_id,))
 
     def _search(self, thread_id: str, query: str, limit: int, allow: Callable[[str], bool]) -> Work[list[Hit]]:
         if limit <= 0 or not isinstance(query, str) or not query.strip():
             return []
         fetch = limit * 4
+        sql = f"SELECT page_id, position, score FROM {self.function}(%s, %s, %s, %s, %s)"
         while True:
-            rows = yield _Statement(self._search_sql(), self._search_args(thread_id, query, fetch), fetch=True)
+            args = (thread_id, escape_text(query[:MAX_QUERY_CHARS]), fetch, COMMON_MIN, COMMON_SHARE)
+            rows = yield _Statement(sql, args, fetch=True, prepare=True)
             hits = self._hits(rows, allow)
             if len(hits) >= limit or len(rows) < fetch:
                 return hits[:limit]
             fetch *= 4  # the best passages belong to pages the caller may not see: look further
 
+    def _frequencies(self, thread_id: str, words: list[str]) -> Work[dict[str, int]]:
+        rows = yield _Statement(
+            f"SELECT f.lexeme, f.docs FROM {self.terms} f WHERE f.thread_id = %s AND f.lexeme = ANY("
+            f"SELECT unnest(tsvector_to_array(to_tsvector('{self.config}'::regconfig, %s))))",
+            (thread_id, escape_text(" ".join(words))), fetch=True)
+        return dict(_pair(row) for row in rows)
+
     # -- helpers ----------------------------------------------------------------------------
-    def _insert_sql(self) -> str:
-        return f"INSERT INTO {self.table} (thread_id, page_id, position, body) VALUES (%s, %s, %s, %s)"
-
-    def _search_sql(self) -> str:
-        return _SEARCH.format(config=f"'{self.config}'::regconfig", table=self.table)
-
-    @staticmethod
-    def _search_args(thread_id: str, query: str, fetch: int) -> dict[str, Any]:
-        return {"thread": thread_id, "query": query[:MAX_QUERY_CHARS].replace("\x00", " "), "limit": fetch}
-
     @staticmethod
     def _hits(rows: list[Any], allow: Callable[[str], bool]) -> list[Hit]:
         hits = []
@@ -316,12 +442,17 @@ class PostgresSearchIndex(SearchIndex):
 
 @dataclass(frozen=True)
 class _Statement:
-    """One SQL statement of an operation: executed (`many`: once per row), its rows fetched if `fetch`."""
+    """One SQL statement of an operation."""
 
     sql: str
-    params: Any
-    many: bool = False
+    """The statement (`%s` or `%(name)s` placeholders)."""
+    params: Any = None
+    """Its parameters."""
     fetch: bool = False
+    """Return its rows."""
+    prepare: bool = False
+    """Prepare it on the connection at once (the hot statements: parsed and planned once per
+    connection, not on every call)."""
 
 
 Work = Generator[_Statement, Any, T]
@@ -329,12 +460,23 @@ Work = Generator[_Statement, Any, T]
 
 
 def _execute(conn: Any, statement: _Statement) -> Any:
-    cursor = conn.cursor()
-    if statement.many:
-        cursor.executemany(statement.sql, statement.params)
-        return None
-    cursor.execute(statement.sql, statement.params)
+    cursor = conn.execute(statement.sql, statement.params, prepare=statement.prepare or None)
     return cursor.fetchall() if statement.fetch else None
+
+
+async def _aexecute(conn: Any, statement: _Statement) -> Any:
+    cursor = await conn.execute(statement.sql, statement.params, prepare=statement.prepare or None)
+    return await cursor.fetchall() if statement.fetch else None
+
+
+def _first(row: Any) -> Any:
+    """The first column of a row, whatever the connection's row factory (tuples, or LangGraph's dicts)."""
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
+def _pair(row: Any) -> tuple[str, int]:
+    values = list(row.values()) if isinstance(row, dict) else list(row)
+    return values[0], int(values[1])
 
 
 @contextmanager

@@ -37,6 +37,7 @@ from langmem_paging.lifecycle import FORGOTTEN, Forgotten, forget_in_records, fo
 from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import PagingState
+from langmem_paging.store_postgres import batch_reads
 
 __all__ = ["FORGOTTEN", "KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError", "abatch_any", "forgotten",
            "thread_namespace"]
@@ -154,7 +155,7 @@ class PageStore:
             return []
         for attempt in range(self.retries + 1):
             try:
-                return self.store.batch(ops)
+                return batch_reads(self.store, ops) or self.store.batch(ops)
             except _MISUSE:
                 raise
             except Exception as error:  # noqa: BLE001 - any backend error is retried, then reported

@@ -1,20 +1,24 @@
-"""Search cold start: a fresh process's first search of a thread against a warm search, per index.
+"""Search and recall by id per index, side by side: in-process BM25, SQLite FTS5, PostgreSQL.
 
-For each thread size it writes a thread's pages into a SQLite page store file (and the persistent
-index's FTS5 table in the same file), then measures in new processes: the first search of the
-thread (cold), then more searches in the same process (warm: p50/p95), and recall by id
-(`PageStore.get_many` of one page, p95). `InMemoryBM25Index` rebuilds the thread from the store on
-its first search; `SqliteSearchIndex` reads its FTS5 table. Prints a table and JSON; no target is
-asserted (these machines are shared: compare the ratios of one run).
+For each thread size it writes one thread's pages into a page store and its index as they form:
+a SQLite store file (with the FTS5 table in the same file; the in-process index reads the same
+store) and a PostgreSQL database on a throwaway server (`tests/support/postgres_server.py`: the
+store's table and `PostgresSearchIndex`'s passages). Then, in a new process per index (a restarted
+worker), it measures the first search of the thread (cold), more searches (warm: p50/p95), and
+recall by id (`PageStore.get_many` of one page, p95). `InMemoryBM25Index` rebuilds the thread from
+the store on its first search; the SQLite and Postgres indexes read their tables. Prints a table
+(with each size's ingest time) and JSON; no target is asserted (these machines are shared: compare
+the ratios of one run).
 
 Usage (from the repository root)::
 
-    python tools/bench_index.py --pages 1000,10000 --json results/bench_index.json
+    python tools/bench_index.py --pages 1000,10000,100000 --json results/bench_index.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sqlite3
@@ -23,16 +27,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
 WORDS = ["lake", "harbor", "violin", "festival", "orchard", "pottery", "marathon", "glacier", "saffron", "museum", "lantern", "cobalt", "meadow", "canyon", "tundra", "falcon", "puppy", "bicycle", "recipe", "painting", "garden", "concert", "adoption", "chess"]
 MESSAGES_PER_PAGE = 10
 QUERIES = ["How many swans did Mirela{n} count?", "Where did Ivo{n} play the violin?", "orchard harvest {n}"]
+INDEXES = ("memory", "sqlite", "postgres")
+BATCH = 500
 
 
-def _store(path: str):
+def _sqlite_store(path: str):
     from langgraph.store.sqlite import SqliteStore
 
     store = SqliteStore(sqlite3.connect(path, check_same_thread=False, isolation_level=None))
@@ -40,36 +48,87 @@ def _store(path: str):
     return store
 
 
-def write_thread(path: str, n_pages: int, seed: int = 0) -> None:
-    """`n_pages` pages of a thread in the store file, indexed by the persistent index as they form."""
+@contextlib.contextmanager
+def _postgres_store(uri: str) -> Iterator[Any]:
+    """A `PostgresStore` on a small pool with the settings LangGraph requires (as an app keeps one)."""
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    with ConnectionPool(uri, min_size=1, max_size=4, kwargs=kwargs, open=True) as pool:
+        store = PostgresStore(pool)
+        store.setup()
+        yield store
+
+
+def _pages(n_pages: int, seed: int = 0) -> Iterator[list]:
     from langmem_paging.records import Page
-    from langmem_paging.search_sqlite import SqliteSearchIndex
-    from langmem_paging.store import PageStore
 
     rng = random.Random(seed)
-    page_store, index = PageStore(_store(path)), SqliteSearchIndex(path)
-    for start in range(0, n_pages, 500):
+    for start in range(0, n_pages, BATCH):
         batch = []
-        for n in range(start + 1, min(n_pages, start + 500) + 1):
+        for n in range(start + 1, min(n_pages, start + BATCH) + 1):
             messages = []
             for k in range(MESSAGES_PER_PAGE):
                 text = f"Day {n}.{k}: Mirela{n} and Ivo{n} " + " ".join(rng.choice(WORDS) for _ in range(18))
                 messages.append((HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}"))
             batch.append(Page(id=f"p{n}", messages=messages, bookmark=f"[p{n}:x]", keywords=[], token_count=300,
                               boundary="fixed_10", created_turn=n, order=n * MESSAGES_PER_PAGE))
-        for page in batch:
-            page_store.put("t", page)
+        yield batch
+
+
+def _write(store: Any, index: Any, n_pages: int) -> None:
+    """The pages in the store (one batch of puts per 500 pages, as `PageStore.put` writes each) and
+    the index."""
+    from langgraph.store.base import PutOp
+
+    from langmem_paging.store import thread_namespace
+
+    for batch in _pages(n_pages):
+        store.batch([PutOp(thread_namespace("t", "pages"), p.id, p.to_dict(), index=False) for p in batch])
         index.add("t", batch)
 
 
-def measure(path: str, kind: str, n_pages: int, searches: int = 30) -> dict:
-    """One fresh process's timings (run as a child process)."""
-    from langmem_paging.search import InMemoryBM25Index
+def write_sqlite(path: str, n_pages: int) -> None:
     from langmem_paging.search_sqlite import SqliteSearchIndex
+
+    _write(_sqlite_store(path), SqliteSearchIndex(path), n_pages)
+
+
+def write_postgres(uri: str, n_pages: int) -> None:
+    from langmem_paging.search_postgres import PostgresSearchIndex
+
+    index = PostgresSearchIndex(uri)
+    try:
+        with _postgres_store(uri) as store:
+            _write(store, index, n_pages)
+    finally:
+        index.close()
+
+
+def measure(where: str, kind: str, n_pages: int, searches: int = 100) -> dict:
+    """One fresh process's timings (run as a child process)."""
+    with contextlib.ExitStack() as stack:
+        if kind == "postgres":
+            from langmem_paging.search_postgres import PostgresSearchIndex
+
+            store = stack.enter_context(_postgres_store(where))
+            index: Any = PostgresSearchIndex(where)
+            stack.callback(index.close)
+        else:
+            from langmem_paging.search import InMemoryBM25Index
+            from langmem_paging.search_sqlite import SqliteSearchIndex
+
+            store = _sqlite_store(where)
+            index = SqliteSearchIndex(where) if kind == "sqlite" else InMemoryBM25Index()
+        return _timings(store, index, kind, n_pages, searches)
+
+
+def _timings(store: Any, index: Any, kind: str, n_pages: int, searches: int) -> dict:
     from langmem_paging.store import PageStore
 
-    page_store = PageStore(_store(path))
-    index = SqliteSearchIndex(path) if kind == "sqlite" else InMemoryBM25Index()
+    page_store = PageStore(store)
     rng = random.Random(1)
 
     def search() -> float:
@@ -82,44 +141,99 @@ def measure(path: str, kind: str, n_pages: int, searches: int = 30) -> dict:
 
     cold = search()
     warm = sorted(search() for _ in range(searches))
+    page_store.get_many("t", ["p1"])  # the first read of the process (connections, prepared statements)
     by_id = []
     for _ in range(searches):
+        page_id = f"p{rng.randint(1, n_pages)}"
         start = time.perf_counter()
-        page_store.get_many("t", [f"p{rng.randint(1, n_pages)}"])
+        found = page_store.get_many("t", [page_id])
         by_id.append((time.perf_counter() - start) * 1000)
+        assert page_id in found, f"{page_id} missing from the {kind} store"
     by_id.sort()
     return {"index": kind, "pages": n_pages, "first_search_ms": round(cold, 1),
-            "warm_p50_ms": round(statistics.median(warm), 2), "warm_p95_ms": round(warm[int(0.95 * len(warm)) - 1], 2),
-            "recall_by_id_p95_ms": round(by_id[int(0.95 * len(by_id)) - 1], 2),
+            "warm_p50_ms": round(statistics.median(warm), 2), "warm_p95_ms": round(_p95(warm), 2),
+            "recall_by_id_p50_ms": round(statistics.median(by_id), 2), "recall_by_id_p95_ms": round(_p95(by_id), 2),
             "cold_over_warm": round(cold / max(statistics.median(warm), 1e-9), 1)}
 
 
+def _p95(sorted_ms: list[float]) -> float:
+    return sorted_ms[max(0, int(0.95 * len(sorted_ms)) - 1)]
+
+
+def _child(where: str, kind: str, n_pages: int, timeout: float) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", where, kind, str(n_pages)],
+                         capture_output=True, text=True, check=True, timeout=timeout)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run(sizes: list[int], kinds: list[str], timeout: float) -> tuple[list[dict], list[dict]]:
+    """Rows per (size, index), and the ingest time of each size per store."""
+    rows, ingest = [], []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        server = None
+        if "postgres" in kinds:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+            from tests.support.postgres_server import fresh_database, running_postgres
+
+            server = stack.enter_context(running_postgres())
+        for n_pages in sizes:
+            where = {}
+            if {"memory", "sqlite"} & set(kinds):
+                path = str(Path(tmp) / f"thread-{n_pages}.db")
+                start = time.perf_counter()
+                write_sqlite(path, n_pages)
+                ingest.append({"store": "sqlite", "pages": n_pages, "seconds": round(time.perf_counter() - start, 1)})
+                where["memory"] = where["sqlite"] = path
+            if server is not None:
+                uri = fresh_database(server, f"bench_{n_pages}")
+                start = time.perf_counter()
+                write_postgres(uri, n_pages)
+                ingest.append({"store": "postgres", "pages": n_pages,
+                               "seconds": round(time.perf_counter() - start, 1)})
+                where["postgres"] = uri
+            for kind in kinds:  # each in a fresh process: a restarted worker
+                try:
+                    rows.append(_child(where[kind], kind, n_pages, timeout))
+                except subprocess.TimeoutExpired:
+                    rows.append({"index": kind, "pages": n_pages, "timed_out_s": timeout})
+    return rows, ingest
+
+
+def table(rows: list[dict], ingest: list[dict]) -> str:
+    lines = ["| index | pages | first search (ms) | warm p50 | warm p95 | first/warm | recall by id p50 | p95 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "timed_out_s" in r:
+            lines.append(f"| {r['index']} | {r['pages']} | timed out after {r['timed_out_s']} s | | | | | |")
+            continue
+        lines.append(f"| {r['index']} | {r['pages']} | {r['first_search_ms']} | {r['warm_p50_ms']} | "
+                     f"{r['warm_p95_ms']} | {r['cold_over_warm']}x | {r['recall_by_id_p50_ms']} | "
+                     f"{r['recall_by_id_p95_ms']} |")
+    lines += ["", "| store | pages | ingest (s) |", "|---|---|---|"]
+    lines += [f"| {i['store']} | {i['pages']} | {i['seconds']} |" for i in ingest]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pages", default="1000,10000", help="thread sizes in pages, comma-separated")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--pages", default="1000,10000,100000", help="thread sizes in pages, comma-separated")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
-    parser.add_argument("--indexes", default="memory,sqlite", help="indexes to measure (memory, sqlite)")
-    parser.add_argument("--child", nargs=3, metavar=("PATH", "INDEX", "PAGES"), help=argparse.SUPPRESS)
+    parser.add_argument("--indexes", default=",".join(INDEXES), help=f"indexes to measure ({', '.join(INDEXES)})")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds one index's measurement may take")
+    parser.add_argument("--child", nargs=3, metavar=("WHERE", "INDEX", "PAGES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(measure(args.child[0], args.child[1], int(args.child[2]))))
         return
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for n_pages in (int(x) for x in args.pages.split(",")):
-            path = str(Path(tmp) / f"thread-{n_pages}.db")
-            write_thread(path, n_pages)
-            for kind in args.indexes.split(","):  # each in a fresh process: a restarted worker
-                out = subprocess.run([sys.executable, __file__, "--child", path, kind, str(n_pages)],
-                                     capture_output=True, text=True, check=True)
-                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print("| index | pages | first search (ms) | warm p50 | warm p95 | first/warm | recall by id p95 |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['index']} | {r['pages']} | {r['first_search_ms']} | {r['warm_p50_ms']} | {r['warm_p95_ms']} | "
-              f"{r['cold_over_warm']}x | {r['recall_by_id_p95_ms']} |")
+    kinds = args.indexes.split(",")
+    unknown = [k for k in kinds if k not in INDEXES]
+    if unknown:
+        parser.error(f"Unknown index {unknown[0]!r}. Available: {', '.join(repr(k) for k in INDEXES)}.")
+    rows, ingest = run([int(x) for x in args.pages.split(",")], kinds, args.timeout)
+    print(table(rows, ingest))
+    print(json.dumps({"rows": rows, "ingest": ingest}))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        Path(args.json).write_text(json.dumps({"rows": rows, "ingest": ingest}, indent=2))
 
 
 if __name__ == "__main__":

@@ -133,3 +133,26 @@ def test_full_text_search_is_built_in(postgres_uri):
             ("My cousin Farid adopted two greyhounds", '"cousin farid" greyhound -cat'),
         ).fetchone()[0]
     assert hit is True
+
+
+def test_reads_by_primary_key_answer_as_the_store_does(db_uri):
+    """`batch_reads` (one prepared SELECT for every namespace) gives what `PostgresStore.batch` gives;
+    a store with TTLs (reads refresh them) is left to its own batch."""
+    from langgraph.store.base import GetOp, PutOp
+
+    from langmem_paging.store_postgres import batch_reads
+
+    with PostgresStore.from_conn_string(db_uri) as store:
+        store.setup()
+        store.batch([PutOp(("langmem_paging", "t1", "pages"), "p1", {"a": "x\\0"}),
+                     PutOp(("langmem_paging", "t1", "stats"), "p1", {"count": 2}),
+                     PutOp(("langmem_paging", "t", "pages"), "p1", {"other": "thread"})])
+        ops = [GetOp(("langmem_paging", "t1", "pages"), "p1"), GetOp(("langmem_paging", "t1", "stats"), "p1"),
+               GetOp(("langmem_paging", "t1", "pages"), "p9"), GetOp(("langmem_paging", "t", "pages"), "p1")]
+        fast = batch_reads(store, ops)
+        assert fast is not None and [i and (i.namespace, i.key, i.value) for i in fast] == \
+            [i and (i.namespace, i.key, i.value) for i in store.batch(ops)]
+        assert fast[2] is None and fast[3].value == {"other": "thread"}
+        assert batch_reads(store, [*ops, PutOp(("a",), "k", {"v": 1})]) is None  # writes: the store's batch
+    with PostgresStore.from_conn_string(db_uri, ttl={"default_ttl": 60, "refresh_on_read": True}) as store:
+        assert batch_reads(store, ops) is None
