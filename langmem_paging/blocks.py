@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ["FILE_TOKENS", "IMAGE_TOKENS_UNKNOWN_SIZE", "MEDIA_TYPES", "block_label", "block_text", "block_tokens",
-           "image_size", "is_media", "media_blocks", "media_tokens", "openai_image_tokens", "text_only"]
+           "for_model", "image_size", "is_media", "media_blocks", "media_tokens", "openai_image_tokens", "text_only",
+           "unread_kinds"]
 
 MEDIA_TYPES = frozenset({"image", "image_url", "file", "audio", "input_audio", "video", "document"})
 """Block types that carry media rather than text (``text-plain`` carries text: it is read as text)."""
@@ -219,12 +220,41 @@ def media_tokens(content: Any, count_text: Any = None) -> int:
     return sum(block_tokens(b, count_text) for b in media_blocks(content))
 
 
-def text_only(content: Any, note: str = "not shown: this model reads text only") -> Any:
-    """Content for a model that takes no images or files: each media block becomes a text block,
-    its placeholder and `note` (``[image: photo of harbour] (not shown: ...)``); text stays as is."""
-    if not media_blocks(content):
+def text_only(content: Any, note: str = "not shown: this model reads text only",
+              kinds: Iterable[str] | None = None) -> Any:
+    """Content for a model that takes no images or files: each media block (of `kinds`, default
+    all) becomes a text block, its placeholder and `note` (``[image: photo of harbour] (not shown:
+    ...)``); text stays as is."""
+    wanted = None if kinds is None else frozenset(kinds)
+    blocks = [b for b in media_blocks(content) if wanted is None or _kind(b) in wanted]
+    if not blocks:
         return content
-    return [{"type": "text", "text": f"{block_text(b)} ({note})"} if is_media(b) else b for b in content]
+    return [{"type": "text", "text": f"{block_text(b)} ({note})"} if any(b is m for m in blocks) else b
+            for b in content]
+
+
+_PROFILE_FLAGS = {"image": "image_inputs", "file": "pdf_inputs", "audio": "audio_inputs", "video": "video_inputs"}
+"""Which flag of a LangChain model profile says the model reads a kind of block."""
+
+
+def unread_kinds(model: Any) -> frozenset[str]:
+    """The kinds of media block `model`'s profile says it cannot read (``image_inputs: False``, ...);
+    none when it has no profile or does not say."""
+    profile = getattr(model, "profile", None)
+    if not isinstance(profile, Mapping):
+        return frozenset()
+    return frozenset(kind for kind, flag in _PROFILE_FLAGS.items() if profile.get(flag) is False)
+
+
+def for_model(messages: list[Any], model: Any) -> list[Any]:
+    """The messages as `model` can read them: media blocks its profile says it cannot read become
+    placeholders (`text_only`); the list itself when there is nothing to change."""
+    kinds = unread_kinds(model)
+    if not kinds or not any(media_blocks(m.content) for m in messages):
+        return messages
+    note = "not shown: this model does not read this kind of content"
+    return [m.model_copy(update={"content": text_only(m.content, note, kinds)}) if media_blocks(m.content) else m
+            for m in messages]
 
 
 def blocks_in(content: str, candidates: Iterable[dict]) -> list[dict]:

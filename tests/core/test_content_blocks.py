@@ -157,3 +157,23 @@ def test_an_image_is_bookmarked_by_its_alt_text_and_recalled_as_the_image(mode):
     first = next(m for m in rebuilt if m.id == "img-1")
     assert first.content == original.content  # nothing lost
     assert block_text(original.content[1]) == "[image: photo of harbour]"
+
+
+def test_a_model_whose_profile_reads_no_images_gets_the_placeholder_and_the_state_keeps_the_image():
+    model = ScriptedChatModel(responses=["Noted."] * 4, profile={"image_inputs": False})
+    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=2000)], store=InMemoryStore(),
+                         checkpointer=InMemorySaver())
+    state = agent.invoke({"messages": [_harbour_message()]}, {"configurable": {"thread_id": "text-only"}})
+    (sent,) = [m for m in model.prompts[-1] if isinstance(m, HumanMessage)]
+    assert not media_blocks(sent.content) and B64 not in str(sent.content)
+    assert "[image: photo of harbour] (not shown: this model does not read this kind of content)" in str(sent.content)
+    assert state["messages"][0].content[1]["base64"] == B64  # only the prompt changed
+
+
+def test_a_model_that_reads_images_gets_them():
+    model = ScriptedChatModel(responses=["Noted."] * 4, profile={"image_inputs": True})
+    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=2000)], store=InMemoryStore(),
+                         checkpointer=InMemorySaver())
+    agent.invoke({"messages": [_harbour_message()]}, {"configurable": {"thread_id": "vision"}})
+    (sent,) = [m for m in model.prompts[-1] if isinstance(m, HumanMessage)]
+    assert media_blocks(sent.content)[0]["base64"] == B64
