@@ -114,3 +114,21 @@ def test_the_recall_tools_run_carries_the_query_and_the_page_ids_served(mode):
 def test_no_tracer_no_run_and_no_error():
     agent = _agent()
     _drive(agent, "sync", [_fact(i) for i in range(8)])  # runs with no callbacks: nothing set up, no error
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_paging_node_that_evicts_has_a_paging_run_under_its_node(mode):
+    from langgraph.graph import START, StateGraph
+
+    from langmem_paging import PagingMessagesState, PagingNode
+
+    node = PagingNode(max_tokens=60, boundary="fixed_2")
+    graph = (StateGraph(PagingMessagesState).add_node("pager", node)
+             .add_node("reply", lambda state: {"messages": [AIMessage("Noted.")]})
+             .add_edge(START, "pager").add_edge("pager", "reply")
+             .compile(checkpointer=InMemorySaver(), store=InMemoryStore()))
+    tracer = Runs()
+    _drive(graph, mode, [HumanMessage(f"I will fly to city{i}.") for i in range(6)], tracer)
+    evicting = [r for r in tracer.named("paging") if r.outputs["evicted"]]
+    assert evicting
+    assert {tracer_run.name for tracer_run in tracer.runs if tracer_run.id == evicting[-1].parent_run_id} == {"pager"}
