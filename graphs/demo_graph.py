@@ -10,10 +10,14 @@ from graphs.agent import MODEL_ENV, chat_model_from_env
 from langmem_paging import create_paging_agent
 from langmem_paging.testing import ScriptedChatModel
 
+HINT = f"a scripted echo model: set {MODEL_ENV}=openai:gpt-4o-mini for a real one"
+"""Where the scripted model says what it is: in each reply's metadata, which Studio and LangSmith
+show, not in its text, which pages and bookmarks are made of."""
+
 
 def _echo(messages):
-    return AIMessage(f"(scripted model; set {MODEL_ENV}=openai:gpt-4o-mini for a real one) "
-                     f"You said: {messages[-1].content}")
+    return AIMessage(f"You said: {messages[-1].content}",
+                     response_metadata={"model_name": "scripted-echo", "hint": HINT})
 
 
 model = chat_model_from_env() or ScriptedChatModel(responses=[_echo] * 100_000)

@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
+from langmem_paging.blocks import for_model
 from langmem_paging.calibration import (
     CALIBRATION_KEY,
     SHRINK,
@@ -224,7 +225,7 @@ class PagingMiddleware(AgentMiddleware):
                                  model=request.model, max_tokens=call.max_tokens)
         try:
             with traced(result, call):
-                response = handler(request.override(messages=_as_any_messages(result.view)))
+                response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
         except Exception as error:
             if not is_context_overflow(error):
                 raise
@@ -232,7 +233,7 @@ class PagingMiddleware(AgentMiddleware):
             result = self.pager.step(call.view, call.state, call.thread_id, store=call.store,
                                      overhead=call.overhead, model=request.model, max_tokens=call.max_tokens)
             with traced(result, call, retried=True):
-                response = handler(request.override(messages=_as_any_messages(result.view)))
+                response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
         return self._respond(request, response, result, call)
 
     async def awrap_model_call(
@@ -243,7 +244,7 @@ class PagingMiddleware(AgentMiddleware):
                                         overhead=call.overhead, model=request.model, max_tokens=call.max_tokens)
         try:
             with traced(result, call):
-                response = await handler(request.override(messages=_as_any_messages(result.view)))
+                response = await handler(request.override(messages=_as_any_messages(result.view, request.model)))
         except Exception as error:
             if not is_context_overflow(error):
                 raise
@@ -251,7 +252,7 @@ class PagingMiddleware(AgentMiddleware):
             result = await self.pager.astep(call.view, call.state, call.thread_id, store=call.store,
                                             overhead=call.overhead, model=request.model, max_tokens=call.max_tokens)
             with traced(result, call, retried=True):
-                response = await handler(request.override(messages=_as_any_messages(result.view)))
+                response = await handler(request.override(messages=_as_any_messages(result.view, request.model)))
         return self._respond(request, response, result, call)
 
 
@@ -353,9 +354,10 @@ def traced(result: PagingResult, call: _Call, *, retried: bool = False) -> Itera
         var_child_runnable_config.reset(token)
 
 
-def _as_any_messages(view: list[BaseMessage]) -> list[AnyMessage]:
-    """The view as the request's message type (every message the step makes is a concrete one)."""
-    return cast(list[AnyMessage], view)
+def _as_any_messages(view: list[BaseMessage], model: Any) -> list[AnyMessage]:
+    """The view as the request's message type (every message the step makes is a concrete one), with
+    placeholders for the images and files the model's profile says it cannot read."""
+    return cast(list[AnyMessage], for_model(view, model))
 
 
 def _store_of(request: ModelRequest) -> BaseStore | None:

@@ -1,9 +1,12 @@
 """Lexical search over a thread's pages, at the grain of messages (passages).
 
-No LangGraph store has lexical search, so the default index lives in the process:
-`InMemoryBM25Index` keeps one BM25 inverted index per thread, extended as pages form
-(pages never change), bounded in memory (least recently used threads' indexes are
-dropped) and rebuilt from the store the first time a thread is searched in a process.
+The `SearchIndex` interface, and `InMemoryBM25Index`, the index of stores that have no full-text
+search of their own. A file-backed SQLite store gets `SqliteSearchIndex` by default (FTS5 in the
+store's file, `search_sqlite`), a Postgres deployment passes `PostgresSearchIndex`
+(`search_postgres`); any other store gets `InMemoryBM25Index` (`pager.default_index` chooses). It
+keeps one BM25 inverted index per thread, extended as pages form (pages never change), bounded in
+memory (least recently used threads' indexes are dropped) and rebuilt from the store the first time
+a thread is searched in a process.
 A document is one message of a page, so a search can return passages; page-level
 ranking takes each page's best passage. Which pages a branch may see is the caller's
 filter (`allow`): the index itself is per thread, across branches.

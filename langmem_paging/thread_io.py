@@ -22,6 +22,7 @@ from langmem_paging.records import ClusterNode, Page, page_number
 from langmem_paging.search import Hit, SearchIndex
 from langmem_paging.state import PagingState
 from langmem_paging.store import PageStore
+from langmem_paging.tracing import apaging_run, paging_run
 
 __all__ = ["Commit", "HookName", "IndexPages", "ListMembers", "LoadClusters", "Notify", "PagingIO", "ScoreTexts",
            "Search", "ThreadFlow", "ThreadIO", "Trace"]
@@ -289,6 +290,7 @@ class ThreadIO(ComputeIO, PagingIO):
     def trace(self, request: Trace) -> None:
         from langchain_core.callbacks import dispatch_custom_event
 
+        paging_run(request.data)
         try:
             dispatch_custom_event("langmem_paging", request.data)
         except RuntimeError:  # not inside a run: nothing to attach it to
@@ -297,6 +299,7 @@ class ThreadIO(ComputeIO, PagingIO):
     async def atrace(self, request: Trace) -> None:
         from langchain_core.callbacks import adispatch_custom_event
 
+        await apaging_run(request.data)
         try:
             await adispatch_custom_event("langmem_paging", request.data)
         except RuntimeError:

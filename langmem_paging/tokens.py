@@ -23,6 +23,8 @@ from typing import Any
 import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from langmem_paging.blocks import block_text, is_media, media_tokens
+
 __all__ = ["ModelCounter", "TokenCounter", "encoding_for_model", "foreign_model_warning", "get_encoding", "loaded_counter",
            "message_text", "model_name", "resolve_token_counter", "shared_counter", "wire_text"]
 
@@ -138,6 +140,8 @@ def _content_text(message: BaseMessage) -> str:
             parts.append(block)
         elif isinstance(block, dict) and block.get("type") == "text":
             parts.append(str(block.get("text", "")))
+        elif is_media(block):  # an image or a file reads as its placeholder, never its base64
+            parts.append(block_text(block))
         elif isinstance(block, dict):
             parts.append(json.dumps(block, sort_keys=True, default=str, ensure_ascii=False))
     return "\n".join(parts)
@@ -240,6 +244,7 @@ class TokenCounter:
                     self._cache.move_to_end(message.id)
                     return entry[1]
         n = len(self.encoding.encode(text, disallowed_special=())) + PER_MESSAGE_OVERHEAD
+        n += media_tokens(content, self.count_text)  # by the provider's rule (blocks.py), not as text
         if message.id is not None:
             with self._lock:
                 self._cache[message.id] = (fingerprint, n)

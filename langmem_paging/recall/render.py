@@ -23,6 +23,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
+from langmem_paging.blocks import blocks_in, media_blocks
 from langmem_paging.messages import METADATA_KEY, speaker
 from langmem_paging.recall.spec import SPEC_VERSION, ClusterItem, Item, PageItem, PassageItem, RecallSpec
 from langmem_paging.records import ClusterNode, Page
@@ -39,6 +40,7 @@ __all__ = [
     "render_passages",
     "render_recall",
     "render_recall_shown",
+    "with_media",
 ]
 
 _TAG = re.compile(r"<(/?)(page|message|recalled|cluster)\b", re.IGNORECASE)
@@ -339,6 +341,16 @@ def _cap_notice(cap: int, omitted: list[str], room: int, counter: TokenCounter) 
     return ""
 
 
+def with_media(content: str, page_ids: Sequence[str], get_page: GetPage) -> str | list[str | dict]:
+    """The recalled text, followed by the original image and file blocks of the messages it shows
+    (by their placeholders in it, `langmem_paging.blocks`): the model sees the image again, not a
+    description of it. Text alone when none shows."""
+    candidates = (b for pid in page_ids if (page := get_page(pid)) is not None
+                  for m in page.messages for b in media_blocks(m.content))
+    blocks: list[str | dict] = [*blocks_in(content, candidates)]
+    return [{"type": "text", "text": content}, *blocks] if blocks else content
+
+
 def recall_artifact(spec: RecallSpec, page_ids: Sequence[str]) -> dict[str, Any]:
     """What a recall ToolMessage keeps (never sent to the model) to be shrunk and re-expanded."""
     return {METADATA_KEY: {"recalled": list(page_ids), "spec": spec.to_dict()}}
@@ -352,7 +364,8 @@ def expand_recall_copy(
     spec = RecallSpec.from_dict(message.artifact[METADATA_KEY]["spec"])
     if spec.encoding and spec.encoding != counter.encoding.name:
         counter = shared_counter(spec.encoding)
-    content = render_recall(spec, get_page, get_node, counter)
+    content = with_media(render_recall(spec, get_page, get_node, counter),
+                         message.artifact[METADATA_KEY].get("recalled", []), get_page)
     meta = {k: v for k, v in message.additional_kwargs.get(METADATA_KEY, {}).items() if k != "shrunk"}
     kwargs = {k: v for k, v in message.additional_kwargs.items() if k != METADATA_KEY}
     if meta:

@@ -35,6 +35,7 @@ from langmem_paging.recall.render import (
     render_page,
     render_passages,
     render_recall_shown,
+    with_media,
 )
 from langmem_paging.recall.spec import ClusterItem, Item, PageItem, PassageItem, RecallSpec
 from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
@@ -85,8 +86,8 @@ class RecallRequest:
 class RecallAnswer:
     """What a recall returns to the tool."""
 
-    content: str
-    """The tool message text."""
+    content: str | list[str | dict]
+    """The tool message content: text, or text and the original image/file blocks it shows."""
     artifact: dict[str, Any]
     """Kept on the ToolMessage (not sent to the model) to shrink and re-expand it."""
     accessed: list[str]
@@ -235,7 +236,7 @@ class _Composer:
                           encoding=self.counter.encoding.name)
         content, labels = render_recall_shown(spec, pages.get, self.read.nodes.get, self.counter)
         recalled = list(dict.fromkeys(label for label in labels if label.startswith("p")))
-        return RecallAnswer(content, recall_artifact(spec, recalled), self._accessed(found, items, labels),
+        return RecallAnswer(with_media(content, recalled, pages.get), recall_artifact(spec, recalled), self._accessed(found, items, labels),
                             self.branch.turn, kept=self.kept)
 
     def _missing_notes(self, wanted: list[str]) -> list[str]:

@@ -17,11 +17,12 @@ from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command
 
 from langmem_paging.graph_state import prepare_view
-from langmem_paging.messages import is_bookmark
+from langmem_paging.messages import METADATA_KEY, is_bookmark
 from langmem_paging.pager import Pager
 from langmem_paging.recall.plan import plan_recall
 from langmem_paging.recall.service import RecallAnswer
 from langmem_paging.state import STATE_KEY, recall_delta
+from langmem_paging.tracing import arecall_run, recall_run
 
 __all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
 
@@ -101,6 +102,11 @@ def _context(pager: Pager, history: list, state: Any) -> list:
     return history
 
 
+def _served_ids(answer: RecallAnswer) -> list[str]:
+    """The page ids a recall's result shows (its artifact's record)."""
+    return list((answer.artifact.get(METADATA_KEY) or {}).get("recalled") or [])
+
+
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
     message_id = f"recall-{uuid.uuid4().hex}"
     message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id or "", name=name, id=message_id,
@@ -131,6 +137,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         state = _paging_state(runtime)
         answer = pager.recall(thread_id, state, page_ids=page_ids, query=query, part=part,
                               **_sizing(pager, runtime, name, state, query))
+        recall_run(query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status)
         return _command(answer, runtime, name)
 
     async def arecall(
@@ -146,6 +153,8 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         state = _paging_state(runtime)
         answer = await pager.arecall(thread_id, state, page_ids=page_ids, query=query, part=part,
                                      **_sizing(pager, runtime, name, state, query))
+        await arecall_run(query=query, page_ids=page_ids, part=part, served=_served_ids(answer),
+                          status=answer.status)
         return _command(answer, runtime, name)
 
     return StructuredTool.from_function(func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION)

@@ -1,5 +1,8 @@
-"""The README's PostgreSQL example runs as written, on a real server (the tests' own), with a scripted
-model in place of the OpenAI one and a small budget so that pages form and a search recalls one."""
+"""Every Python snippet of the README runs: the Quickstart verbatim in `test_quickstart.py`, the
+PostgreSQL example on a real server (the tests' own) with a scripted model in place of the OpenAI one
+and a small budget so that pages form and a search recalls one, the offline ones here as they stand
+(what they print is checked against the output the README shows). A snippet no test runs fails
+`test_every_readme_snippet_is_run`."""
 
 from __future__ import annotations
 
@@ -18,10 +21,91 @@ FACTS = [f"Note {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake Bled
 QUESTION = "How many beehives does Zarko2 keep?"
 
 
-def postgres_example() -> str:
+def snippets() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+
+
+def snippet_after(marker: str) -> str:
+    """The first Python block after `marker` in the README."""
     text = README.read_text()
-    start = text.index("**On PostgreSQL**")
-    return re.search(r"```python\n(.*?)```", text[start:], re.DOTALL).group(1)
+    return re.search(r"```python\n(.*?)```", text[text.index(marker):], re.DOTALL).group(1)
+
+
+def postgres_example() -> str:
+    return snippet_after("**On PostgreSQL**")
+
+
+# Each marker names the README text a snippet follows; the test that runs it is beside it.
+OFFLINE = "No key at hand?"
+STATE_GRAPH = "**A hand-built `StateGraph`**"
+PURE = "**The pure function**"
+LEGACY = "**Legacy: `create_react_agent`'s `pre_model_hook`**"
+IMPORTS = "Where the classes live:"
+RUN_BY = {"## Quickstart": "test_quickstart.py", "**On PostgreSQL**": "postgres", OFFLINE: "offline",
+          STATE_GRAPH: "state_graph", PURE: "pure", LEGACY: "legacy", IMPORTS: "imports"}
+
+
+def test_every_readme_snippet_is_run():
+    """A new README snippet needs a marker here and a test; a moved one is caught too."""
+    covered = {snippet_after(marker) for marker in RUN_BY}
+    assert [s.splitlines()[0] for s in snippets() if s not in covered] == []
+
+
+def _run(code: str, name: str) -> tuple[dict, str]:
+    """Execute a snippet as it stands; its printed lines are returned."""
+    import contextlib
+    import io
+
+    namespace: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, f"README.md ({name})", "exec"), namespace)  # noqa: S102 - the README's own code
+    return namespace, out.getvalue()
+
+
+def _shown(code: str) -> str:
+    """The output a snippet's trailing comment shows (``# [...]`` lines after its last print)."""
+    tail = code.rstrip().splitlines()
+    shown = []
+    while tail and tail[-1].startswith("#"):
+        shown.insert(0, tail.pop()[1:].strip())
+    return " ".join(shown)
+
+
+def test_readme_offline_agent_prints_the_bookmarks_it_shows():
+    code = snippet_after(OFFLINE)
+    namespace, printed = _run(code, "offline agent")
+    assert printed.strip() == _shown(code)
+    assert namespace["paging"].page_store.get("t1", "p1").messages[0].content == "I will fly to Lisbon on Friday."
+
+
+def test_readme_state_graph_pages_and_routes_recall_to_a_tool_node():
+    namespace, printed = _run(snippet_after(STATE_GRAPH), "StateGraph")
+    assert re.fullmatch(r"\[[pc]\d+:.*\]", printed.strip())  # a bookmark where the first turns were
+    graph, config = namespace["graph"], namespace["config"]
+    assert "tools" in graph.get_graph().nodes and graph.get_state(config).values["paging"]
+
+
+def test_readme_pure_function_prints_what_it_shows():
+    code = snippet_after(PURE)
+    _, printed = _run(code, "page_messages")
+    assert printed.strip() == _shown(code)
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+def test_readme_legacy_pre_model_hook_leaves_the_history_whole():
+    namespace, _ = _run(snippet_after(LEGACY), "pre_model_hook")
+    agent = namespace["agent"]
+    config = {"configurable": {"thread_id": "legacy"}}
+    for city in ["Lisbon", "Kyoto", "Quito", "Oslo", "Rome"]:
+        state = agent.invoke({"messages": [("user", f"I will fly to {city}.")]}, config)
+    assert [m.content for m in state["messages"] if m.type == "human"][0] == "I will fly to Lisbon."
+    assert state["paging"]  # paging ran and kept its state; the view went to the model only
+
+
+def test_readme_import_paths_import():
+    namespace, _ = _run(snippet_after(IMPORTS), "import paths")
+    assert type(namespace["paging"].config.tiers).__name__ == "UtilityScoring"
 
 
 def _respond(messages):
@@ -63,3 +147,19 @@ def test_readme_postgres_example_pages_into_postgres_and_searches_there(postgres
     assert passages > 0  # the shared search index holds the paged-out messages
     recalled = [m for m in model.prompts[-1] if isinstance(m, ToolMessage)]
     assert recalled and FACTS[2] in recalled[-1].content  # found by the Postgres full-text search
+
+
+def test_choosing_migration_snippet_builds_the_agent_it_shows(monkeypatch):
+    """docs/choosing.md's migration from SummarizationMiddleware runs as it stands (a scripted model
+    for the model string) and keeps the trigger/keep numbers it claims."""
+    from langchain.agents import factory
+
+    model = ScriptedChatModel(responses=["Noted."] * 4)
+    monkeypatch.setattr(factory, "init_chat_model", lambda name, *a, **k: model)
+    text = (README.parent / "docs" / "choosing.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.DOTALL).group(1)
+    namespace, _ = _run(code, "docs/choosing.md migration")
+    paging = namespace["paging"]
+    assert (paging.config.max_tokens, paging.config.low_water_tokens) == (4000, 3000)
+    state = namespace["agent"].invoke({"messages": ["hello"]}, {"configurable": {"thread_id": "m"}})
+    assert state["messages"][-1].content == "Noted." and "paging" in state
