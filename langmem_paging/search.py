@@ -209,8 +209,6 @@ class InMemoryBM25Index(SearchIndex):
             self._threads.pop(thread_id, None)
 
     def _index_page(self, index: _ThreadIndex, page: Page) -> None:
-        import numpy as np  # lazy: importing the package must not pay for numpy
-
         if page.id in index.seen:
             return
         index.seen.add(page.id)

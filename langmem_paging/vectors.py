@@ -334,9 +334,10 @@ class TextVectors:
             fresh = dict(zip(missing, embedded, strict=True))
             self._put_many(fresh)
             found = [fresh[key] if row is None else row for key, row in zip(keys, found, strict=True)]
-        if not found:
+        rows = [row for row in found if row is not None]
+        if not rows:
             return np.zeros((0, int(getattr(self.embedder, "dim", 0))), dtype=np.float32)
-        return np.stack(found).astype(np.float32)
+        return np.stack(rows).astype(np.float32)
 
     def query(self, text: str) -> np.ndarray:
         """A search query's vector (float32), embedded once per distinct query."""
