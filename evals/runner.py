@@ -104,15 +104,18 @@ def header(config: RunConfig, reader=None, ablation: bool = False) -> dict:
 
 def record_wall_times(results: Path) -> dict[str, float]:
     """Sum the unit wall times in ``timings.jsonl`` beside `results` by method into the header's
-    ``wall_seconds`` (results.jsonl is rewritten whole, atomically): the time each method took over
+    ``wall_seconds`` (and CPU times into ``cpu_seconds``; results.jsonl is rewritten whole,
+    atomically): the time each method took over
     the whole run, resumes included. Kept apart from the question rows, which stay deterministic."""
     timings = results.with_name(TIMINGS)
     lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     totals: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     for line in timings.read_text().splitlines() if timings.exists() else []:
         row = json.loads(line)
         totals[row["method"]] = round(totals.get(row["method"], 0.0) + row["seconds"], 3)
-    lines[0]["wall_seconds"] = totals
+        cpu[row["method"]] = round(cpu.get(row["method"], 0.0) + row.get("cpu_seconds", 0.0), 3)
+    lines[0]["wall_seconds"], lines[0]["cpu_seconds"] = totals, cpu
     tmp = results.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(line) + "\n" for line in lines))
     tmp.replace(results)
@@ -234,9 +237,11 @@ TIMINGS = "timings.jsonl"
 
 def timed_unit(conversation: Conversation, unit: dict, *args) -> tuple[list[dict], dict]:
     """`run_unit`'s rows and the unit's timing row (its wall seconds)."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     rows = run_unit(conversation, unit, *args)
-    return rows, {**unit, "sample_id": conversation.sample_id, "seconds": round(time.perf_counter() - start, 3)}
+    return rows, {**unit, "sample_id": conversation.sample_id, "seconds": round(time.perf_counter() - start, 3),
+                  # CPU time of the process (all its threads): comparable between runs on a busy machine
+                  "cpu_seconds": round(time.process_time() - cpu, 3)}
 
 
 def _map(fn, items: Sequence, workers: int) -> list:

