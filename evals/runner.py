@@ -331,6 +331,7 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
                     f.write("".join(json.dumps(r) + "\n" for r in rows))
                     f.flush()
                     timings.write(json.dumps(timing) + "\n")
+                    timings.flush()
                     bar.update(len(rows))
         else:
             for conversation, unit in todo:
@@ -338,6 +339,7 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
                 f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
                 f.flush()
                 timings.write(json.dumps(timing) + "\n")
+                timings.flush()
                 bar.update(len(rows))
     record_wall_times(results)
     from evals.report import write_reports

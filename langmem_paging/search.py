@@ -137,7 +137,7 @@ class InMemoryBM25Index(SearchIndex):
         k1: BM25 term-frequency saturation.
         b: BM25 length normalization.
         embedder: With an embedder (an `Embedder`, a name for `get_embedder` such as ``"default"``,
-            or a LangChain ``Embeddings``), a passage's score is `fuse_scores` of its BM25 score
+            a LangChain ``Embeddings``, or a `TextVectors` to share with other indexes), a passage's score is `fuse_scores` of its BM25 score
             and its cosine similarity to the query (score fusion: on LoCoMo dev it beat
             reciprocal-rank fusion at every budget, issue "Recall v3"). Off by default. Each text
             is embedded once (`TextVectors`: a message when its page is indexed, or earlier while it
@@ -173,7 +173,9 @@ class InMemoryBM25Index(SearchIndex):
         if embedder is not None:
             from langmem_paging.vectors import TextVectors  # numpy and embedders load only when used
 
-            self._vectors = TextVectors(embedder, max_vectors=vector_cache_size)
+            # a TextVectors given is shared (indexes of one process embedding the same texts once)
+            self._vectors = (embedder if isinstance(embedder, TextVectors)
+                             else TextVectors(embedder, max_vectors=vector_cache_size))
             embedder = self._vectors.embedder
         self.embedder, self.semantic_weight = embedder, semantic_weight
         self.analyzer = analyzer
