@@ -294,6 +294,9 @@ class DefaultEmbedder(Embedder):
         options = ort.SessionOptions()
         options.intra_op_num_threads = _env_threads() if threads is None else threads
         options.inter_op_num_threads = 1
+        # idle pool threads sleep instead of spinning: on a shared or oversubscribed machine spinning
+        # burns the cores other work (BM25, the agent, other processes) is waiting for
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         self._tokenizer = WordPiece(_minilm_vocab())
         self.batch_size = batch_size
