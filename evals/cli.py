@@ -28,6 +28,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=4, help="llm reader: questions asked at once (end protocol)")
     p.add_argument("--processes", type=int, default=1,
                    help="lexical reader: units (conversation x method x budget) run in this many processes")
+    p.add_argument("--threads", type=int, default=None,
+                   help="BLAS/onnxruntime/torch threads per process (default: cores // processes, at least 1)")
     p.add_argument("--max-questions", type=int, default=None,
                    help="ask only each conversation's first N questions (to bound llm cost)")
     p.add_argument("--protocol", choices=["end", "streaming"], default="end",
@@ -44,7 +46,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it counts questions asked)")
     p.add_argument("--paging-reader", default="bookmarks",
                    help=f"lexical reader mode(s) for paging, comma-separated: {', '.join(READER_MODES)}, or all "
-                        "(each mode is its own method, paging[mode]; semantic needs the embeddings extra)")
+                        "(each mode is its own method, paging[mode]; semantic needs the minilm extra)")
 
 
 def _paging_readers(parser, text: str, *, single: bool = False) -> list[str]:
@@ -65,6 +67,34 @@ def _paging_readers(parser, text: str, *, single: bool = False) -> list[str]:
     if single and len(modes) > 1:
         parser.error("this command takes one --paging-reader mode")
     return modes
+
+
+def _embedder_methods(parser, args) -> list[str]:
+    """The run's methods, with the embedders they need checked now, not mid-run: an unavailable one
+    is an error when named, and drops the flat hybrid baseline (with a message) from the default list."""
+    from evals.methods import EMBEDDING_METHODS
+
+    methods = list(getattr(args, "methods", ["paging"]))
+    spec = getattr(args, "search_embedder", None)
+    wanted = [m for m in methods if m in EMBEDDING_METHODS]
+    for name in [spec] if spec else []:
+        try:
+            from langmem_paging.embeddings import get_embedder
+
+            get_embedder(name)
+        except (ImportError, ValueError) as error:
+            parser.error(f"--search-embedder {name}: {error}")
+    if wanted and not spec:
+        try:
+            from langmem_paging.embeddings import get_embedder
+
+            get_embedder("default")
+        except ImportError as error:
+            if methods != list(METHODS):
+                parser.error(f"{', '.join(wanted)}: {error}")
+            print(f"skipping {', '.join(wanted)}: {error}", file=sys.stderr)
+            methods = [m for m in methods if m not in EMBEDDING_METHODS]
+    return methods
 
 
 def _policy_specs(parser, text: str) -> list[str]:
@@ -103,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--boundary", default="fixed_20", help="paging: how messages are cut into pages (default fixed_20)")
         p.add_argument("--policy", default="lfu", help="paging: eviction policy spec (default lfu)")
         p.add_argument("--search-embedder", default=None,
-                       help="paging: hybrid search with this embedder (e.g. minilm; needs the embeddings extra); "
-                            "default BM25 only")
+                       help="paging: hybrid search with this embedder (default: the local ONNX MiniLM, needs the "
+                            "embeddings extra; minilm: torch, the minilm extra; openai:<model>); default BM25 "
+                            "only. The flat hybrid baseline hybrid_nb1 uses it too (default: default)")
     p = sub.add_parser("ablate", help="paging: boundary strategies x eviction policies")
     _add_common(p)
     p.add_argument("--boundaries", type=_csv(), default=["fixed_10", "fixed_20", "fixed_40", "session", "topic_shift"],
@@ -133,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "needles":
         return _needles(parser, args)
 
+    from evals.threads import pin_threads, threads_per_process
+
+    try:
+        pin_threads(args.threads if args.threads is not None else threads_per_process(args.processes))
+    except ValueError as error:
+        parser.error(str(error))
     dataset = args.on if args.command == "ablate" else args.command
     reader = None
     if args.reader == "llm":
@@ -149,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = {m for m in getattr(args, "methods", []) if m not in METHODS and reader_of(m) not in READER_MODES}
     if unknown:
         parser.error(f"unknown methods {sorted(unknown)}; available: {', '.join(METHODS)}")
+    methods = _embedder_methods(parser, args)
     config = RunConfig(
         dataset=dataset, budgets=args.budgets, protocol=args.protocol, reader=args.reader, data_sha256=sha,
-        methods=getattr(args, "methods", ["paging"]),
+        methods=methods,
         boundaries=args.boundaries if args.command == "ablate" else [args.boundary],
         policies=policies, paging_readers=readers, search_embedder=getattr(args, "search_embedder", None),
         extra={"limit": args.limit, "max_questions": args.max_questions}

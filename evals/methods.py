@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
@@ -20,11 +21,16 @@ from langmem_paging.messages import split_units
 from langmem_paging.recall.render import render_message
 from langmem_paging.text import content_terms
 
+if TYPE_CHECKING:
+    from langmem_paging.vectors import TextVectors
+
 COUNTER = TokenCounter()
-METHODS = ("full_context", "truncation", "bm25", "bm25_stem", "bm25_stem_nb1", "word_overlap", "search_tool",
-           "paging")
-RETRIEVAL_BASELINES = ("bm25", "bm25_stem", "bm25_stem_nb1", "word_overlap", "search_tool")
+METHODS = ("full_context", "truncation", "bm25", "bm25_stem", "bm25_stem_nb1", "hybrid_nb1", "word_overlap",
+           "search_tool", "paging")
+RETRIEVAL_BASELINES = ("bm25", "bm25_stem", "bm25_stem_nb1", "hybrid_nb1", "word_overlap", "search_tool")
 """Methods that retrieve turns for the question: paging is compared with the strongest of them."""
+EMBEDDING_METHODS = ("hybrid_nb1",)
+"""Methods that take the run's embedder (``embedder=``, a `get_embedder` name; default ``"default"``)."""
 
 
 @dataclass
@@ -188,6 +194,35 @@ def bm25_stem_nb1(history, question, budget) -> Context:
     """`bm25_stem`, each retrieved turn with its previous and next turn (a question's answer is
     often the reply to the turn that matched), overlapping windows merged, until B."""
     return _retrieve(history, question, budget, _bm25_scores, terms=stemmed_terms, neighbours=1)
+
+
+@lru_cache(maxsize=4)
+def shared_vectors(embedder: str) -> TextVectors:
+    """One embedder and its vectors per process and name: every question re-scores the same turns,
+    and each turn is embedded once (as paging's index embeds each message once)."""
+    from langmem_paging.vectors import TextVectors
+
+    return TextVectors(embedder, max_vectors=1 << 17)
+
+
+def hybrid_nb1(history, question, budget, *, embedder: str = "default") -> Context:
+    """The flat hybrid baseline: `bm25_stem_nb1` ranked by paging's hybrid score (`fuse_scores`:
+    stemmed BM25 over the best BM25 score, plus the cosine of the turn's and the question's
+    embeddings), each hit with its previous and next turn, until B. The strongest flat retrieval
+    with the signal paging's hybrid search has; every turn like the question at all scores, so B fills."""
+    import numpy as np
+
+    from langmem_paging.search import fuse_scores
+    from langmem_paging.tokens import message_text
+
+    vectors = shared_vectors(embedder)
+    texts = [message_text(m) for m in history]
+
+    def score(query: list[str], docs: list[list[str]]) -> list[float]:
+        cosine = vectors.rows(texts) @ vectors.query(question)
+        return fuse_scores(np.asarray(_bm25_scores(query, docs), dtype=np.float64), cosine).tolist()
+
+    return _retrieve(history, question, budget, score, terms=stemmed_terms, neighbours=1)
 
 
 def word_overlap(history, question, budget) -> Context:

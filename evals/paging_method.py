@@ -79,9 +79,11 @@ class PagingSession:
         # every replay uses the thread id THREAD: a search index of its own keeps threads apart
         embedder = None
         if self.search_embedder:
-            from langmem_paging.embeddings import get_embedder
+            from evals.methods import shared_vectors
 
-            embedder = get_embedder(self.search_embedder)
+            # one process's units share vectors (the same conversation at each budget is embedded
+            # once), as one process's default index does for the threads it serves
+            embedder = shared_vectors(self.search_embedder)
         self.index = InMemoryBM25Index(embedder=embedder)
         self.pager = Pager(self.config, PageStore(self.store), index=self.index)
         self._semantic = None

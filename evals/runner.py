@@ -4,10 +4,13 @@ summary.json, summary.md and plots. Re-running with the same output directory re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import langmem_paging
@@ -59,7 +62,8 @@ class RunConfig:
     data_sha256: str | None = None
     extra: dict = field(default_factory=dict)
     search_embedder: str | None = None
-    """Paging's search: hybrid with this embedder (``"minilm"``, ...), score fusion; None: BM25."""
+    """Paging's search: hybrid with this embedder (``"default"``, ``"minilm"``, ...), score fusion; None:
+    BM25. The flat hybrid baseline (`evals.methods.EMBEDDING_METHODS`) uses it too (None: ``"default"``)."""
 
 
 def _git(*args: str) -> str | None:
@@ -70,11 +74,52 @@ def _git(*args: str) -> str | None:
         return None
 
 
-def header(config: RunConfig, reader=None) -> dict:
-    """First row of results.jsonl: code version, git commit, dirty flag, reader, config."""
+def embedder_names(config: RunConfig, ablation: bool = False) -> dict[str, str | None]:
+    """Each method's embedder as named by its vectors (``onnx:all-MiniLM-L6-v2-int8:384``), None for
+    lexical methods: what the header records, so a run says which model its hybrid numbers used."""
+    out: dict[str, str | None] = {}
+    for unit in _units(config, ablation):
+        spec = unit.get("search_embedder")
+        if spec and unit["method"] not in out:
+            try:
+                from langmem_paging.embeddings import get_embedder
+
+                out[unit["method"]] = get_embedder(spec).name
+            except ImportError as error:  # the run fails on it later, with the same message
+                out[unit["method"]] = f"{spec} (unavailable: {error})"
+        out.setdefault(unit["method"], None)
+    return out
+
+
+def header(config: RunConfig, reader=None, ablation: bool = False) -> dict:
+    """First row of results.jsonl: code version, git commit, dirty flag, reader, config, each method's
+    embedder, the BLAS/runtime threads per process; at the end of a run, wall seconds per method
+    (`record_wall_times`)."""
     return {"type": "header", "version": langmem_paging.__version__, "git_commit": _git("rev-parse", "HEAD"),
             "git_dirty": bool(_git("status", "--porcelain")),
-            "reader": reader.version if reader is not None else READER_VERSION, "config": asdict(config)}
+            "reader": reader.version if reader is not None else READER_VERSION, "config": asdict(config),
+            "embedders": embedder_names(config, ablation) if isinstance(config, RunConfig) else {},
+            "threads": os.environ.get("OMP_NUM_THREADS")}
+
+
+def record_wall_times(results: Path) -> dict[str, float]:
+    """Sum the unit wall times in ``timings.jsonl`` beside `results` by method into the header's
+    ``wall_seconds`` (and CPU times into ``cpu_seconds``; results.jsonl is rewritten whole,
+    atomically): the time each method took over
+    the whole run, resumes included. Kept apart from the question rows, which stay deterministic."""
+    timings = results.with_name(TIMINGS)
+    lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    totals: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    for line in timings.read_text().splitlines() if timings.exists() else []:
+        row = json.loads(line)
+        totals[row["method"]] = round(totals.get(row["method"], 0.0) + row["seconds"], 3)
+        cpu[row["method"]] = round(cpu.get(row["method"], 0.0) + row.get("cpu_seconds", 0.0), 3)
+    lines[0]["wall_seconds"], lines[0]["cpu_seconds"] = totals, cpu
+    tmp = results.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tmp.replace(results)
+    return totals
 
 
 def ask_schedule(conversation: Conversation, protocol: str) -> dict[int, list[int]]:
@@ -168,6 +213,8 @@ def run_unit(conversation: Conversation, unit: dict, protocol: str, reader=None,
             rows += _map(ask, schedule.get(i, []), concurrent)
         return rows
     build = getattr(method_lib, unit["method"])
+    if unit["method"] in method_lib.EMBEDDING_METHODS:
+        build = partial(build, embedder=unit["search_embedder"])
 
     def answer_at(job: tuple[int, int]) -> dict:
         i, qi = job
@@ -182,6 +229,19 @@ def run_unit(conversation: Conversation, unit: dict, protocol: str, reader=None,
         return _row(conversation, qi, context, unit, answer, reader)
 
     return _map(answer_at, [(i, qi) for i, qis in sorted(schedule.items()) for qi in qis], concurrent)
+
+
+TIMINGS = "timings.jsonl"
+"""Beside results.jsonl: one row per unit with its wall seconds (what `record_wall_times` sums)."""
+
+
+def timed_unit(conversation: Conversation, unit: dict, *args) -> tuple[list[dict], dict]:
+    """`run_unit`'s rows and the unit's timing row (its wall seconds)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    rows = run_unit(conversation, unit, *args)
+    return rows, {**unit, "sample_id": conversation.sample_id, "seconds": round(time.perf_counter() - start, 3),
+                  # CPU time of the process (all its threads): comparable between runs on a busy machine
+                  "cpu_seconds": round(time.process_time() - cpu, 3)}
 
 
 def _map(fn, items: Sequence, workers: int) -> list:
@@ -213,6 +273,8 @@ def _units(config: RunConfig, ablation: bool) -> list[dict]:
         for budget in config.budgets:
             unit = {"method": method, "budget": budget, "boundary": None, "policy": None,
                     "protocol": config.protocol}
+            if method in method_lib.EMBEDDING_METHODS:
+                unit["search_embedder"] = config.search_embedder or "default"
             if reader_of(method) is not None:
                 unit.update(boundary=config.boundaries[0], policy=config.policies[0])
                 if config.search_embedder:
@@ -251,33 +313,39 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
             raise ValueError(f"{results} holds a run with another configuration; use a new --out.")
         done = {_unit_key(r["sample_id"], r) for r in lines if r.get("type") == "question"}
     else:
-        results.write_text(json.dumps(header(config, reader)) + "\n")
+        results.write_text(json.dumps(header(config, reader, ablation)) + "\n")
     todo = [(c, u) for c in conversations for u in _units(config, ablation) if _unit_key(c.sample_id, u) not in done]
     max_questions = config.extra.get("max_questions")
     total = sum(unit_questions(c, config.protocol, max_questions) for c, _ in todo)
-    with results.open("a") as f, progress_bar(total, "eval", "question", enabled=progress) as bar:
+    with results.open("a") as f, (out / TIMINGS).open("a") as timings, \
+            progress_bar(total, "eval", "question", enabled=progress) as bar:
         if processes > 1 and reader is None and len(todo) > 1:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             # spawn: the parent may have imported torch (semantic reader), which does not survive fork well
             with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(run_unit, c, u, config.protocol, None, max_questions) for c, u in todo]
+                futures = [pool.submit(timed_unit, c, u, config.protocol, None, max_questions) for c, u in todo]
                 for future in as_completed(futures):
-                    rows = future.result()
+                    rows, timing = future.result()
                     f.write("".join(json.dumps(r) + "\n" for r in rows))
                     f.flush()
+                    timings.write(json.dumps(timing) + "\n")
+                    timings.flush()
                     bar.update(len(rows))
         else:
             for conversation, unit in todo:
-                rows = run_unit(conversation, unit, config.protocol, reader, max_questions, workers)
+                rows, timing = timed_unit(conversation, unit, config.protocol, reader, max_questions, workers)
                 f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
                 f.flush()
+                timings.write(json.dumps(timing) + "\n")
+                timings.flush()
                 bar.update(len(rows))
+    record_wall_times(results)
     from evals.report import write_reports
 
     return write_reports(out, ablation=ablation)
 
 
-__all__ = ["RunConfig", "aggregate", "ask_schedule", "expand_methods", "header", "progress_bar", "run", "run_unit",
-           "unit_questions"]
+__all__ = ["RunConfig", "aggregate", "ask_schedule", "embedder_names", "expand_methods", "header", "progress_bar",
+           "record_wall_times", "run", "run_unit", "timed_unit", "unit_questions", "TIMINGS"]

@@ -119,8 +119,10 @@ class _Options(BaseModel):
     hooks: Sequence[Any] = ()
     """`PagingHooks` told when pages form, are evicted, are recalled."""
     search_embedder: Any = None
-    """An `Embedder` (or its name: ``"hashing"``, ``"minilm"``, ``"openai:<model>"``) to rank
-    search passages by meaning too: BM25 over the best BM25 score plus the cosine. None: BM25 only."""
+    """An `Embedder`, a LangChain ``Embeddings`` (e.g. ``OpenAIEmbeddings``), or an embedder's name
+    (``"default"``: local MiniLM int8 on onnxruntime, the ``embeddings`` extra; ``"hashing"``;
+    ``"minilm"``: the ``minilm`` extra; ``"openai:<model>"``) to rank search passages by meaning too:
+    BM25 over the best BM25 score plus the cosine. None: BM25 only."""
     tiers: Any = None
     """Hot/warm/cold tiers: ``TierScoring(...)``, ``UtilityScoring(...)``, or ``"importance"`` /
     ``"utility"``; a tier score then decides what leaves the context (instead of `policy`) and
@@ -243,18 +245,20 @@ def check_embedder(value: Any) -> None:
     """
     from langmem_paging.embeddings import EMBEDDERS, Embedder
 
-    if value is None or isinstance(value, Embedder):
+    from langchain_core.embeddings import Embeddings
+
+    if value is None or isinstance(value, (Embedder, Embeddings)):
         return
     if not isinstance(value, str):
-        raise ValueError(f"must be an Embedder or an embedder name; got {type(value).__name__}")
+        raise ValueError(f"must be an Embedder, a LangChain Embeddings or an embedder name; got {type(value).__name__}")
     family, _, model = value.partition(":")
     if family == "openai" or (value in EMBEDDERS and not model):
         if family == "minilm" and importlib.util.find_spec("sentence_transformers") is None:
-            raise ValueError("'minilm' needs sentence-transformers: pip install 'langmem-paging[embeddings]'")
+            raise ValueError("'minilm' needs sentence-transformers: pip install 'langmem-paging[minilm]'")
         return
     available = ", ".join(repr(name) for name in EMBEDDERS)
     raise ValueError(f"Unknown embedder {value!r}. Available: {available} (or 'openai:<model>'), "
-                     "or an Embedder instance")
+                     "an Embedder instance or a LangChain Embeddings")
 
 
 def check_call_options(*, ttl: Any, index: Any) -> None:

