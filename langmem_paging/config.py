@@ -243,9 +243,9 @@ def check_embedder(value: Any) -> None:
     Raises:
         ValueError: For an unknown name, naming the known ones; for ``"minilm"`` without its extra.
     """
-    from langmem_paging.embeddings import EMBEDDERS, Embedder
-
     from langchain_core.embeddings import Embeddings
+
+    from langmem_paging.embeddings import EMBEDDERS, Embedder
 
     if value is None or isinstance(value, (Embedder, Embeddings)):
         return
