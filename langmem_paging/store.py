@@ -37,7 +37,7 @@ from langmem_paging.lifecycle import FORGOTTEN, Forgotten, forget_in_records, fo
 from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import PagingState
-from langmem_paging.store_postgres import batch_reads
+from langmem_paging.store_postgres import abatch_reads, batch_reads
 
 __all__ = ["FORGOTTEN", "KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError", "abatch_any", "forgotten",
            "thread_namespace"]
@@ -175,7 +175,7 @@ class PageStore:
             return []
         for attempt in range(self.retries + 1):
             try:
-                return await abatch_any(self.store, ops)
+                return await abatch_reads(self.store, ops) or await abatch_any(self.store, ops)
             except _MISUSE:
                 raise
             except Exception as error:  # noqa: BLE001

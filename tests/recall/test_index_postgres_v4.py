@@ -201,3 +201,174 @@ def test_a_table_an_older_version_made_gets_its_frequencies_and_its_search(postg
             assert options.fetchone()[0] == ["fastupdate=off"]
     finally:
         new.close()
+
+
+# -- the index repairs itself (indexed_through) and cold-loads a thread it never held -----------
+
+FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}." for i in range(16)]
+
+
+def _recall_search(query: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "recall", "args": {"query": query}, "id": "q1"}])
+
+
+@pytest.fixture
+def repair_index(postgres_uri):
+    from langmem_paging.search_postgres import PostgresSearchIndex
+    from tests.support.postgres_server import fresh_database
+
+    index = PostgresSearchIndex(fresh_database(postgres_uri, "index_v4_repair"))
+    index.drop("t")
+    yield index
+    index.close()
+
+
+def test_search_loads_pages_stored_before_the_postgres_index_held_the_thread(postgres_store, repair_index):
+    """Pages an agent stored on another index (or `import`, an older version) are found by the
+    first search on Postgres: `has` was True for every thread, so they were never indexed."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    config = {"configurable": {"thread_id": "t"}}
+    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=postgres_store, index=InMemoryBM25Index())
+    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 12), middleware=[paging], store=postgres_store,
+                         checkpointer=saver)
+    for fact in FACTS[:12]:
+        agent.invoke({"messages": [fact]}, config)
+    assert repair_index.indexed_through("t") is None and not repair_index.has("t")
+    model = ScriptedChatModel(responses=[_recall_search("beehives Lake Bled3"), "Three."])
+    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=postgres_store, index=repair_index)
+    agent = create_agent(model, middleware=[paging], store=postgres_store, checkpointer=saver)
+    state = agent.invoke({"messages": ["How many beehives near Lake Bled3?"]}, config)
+    assert FACTS[3] in next(m for m in state["messages"] if isinstance(m, ToolMessage)).content
+    stored = len(paging.page_store.list_pages("t"))
+    assert stored >= 3 and repair_index.indexed_through("t") == stored
+
+
+def test_a_failed_postgres_index_write_is_repaired_and_found_by_a_fresh_process(postgres_store, repair_index,
+                                                                                 monkeypatch):
+    """Under `on_store_error="continue"` a failed index write left its page unsearchable for good."""
+    import warnings
+
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langmem_paging.search_postgres import PostgresSearchIndex
+
+    calls = {"n": 0}
+    real_add = PostgresSearchIndex.add
+
+    def flaky_add(self, thread_id, pages):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("connection lost")
+        return real_add(self, thread_id, pages)
+
+    monkeypatch.setattr(PostgresSearchIndex, "add", flaky_add)
+    paging = PagingMiddleware(max_tokens=320, boundary="fixed_2", store=postgres_store, index=repair_index,
+                              on_store_error="continue")
+    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 40), middleware=[paging], store=postgres_store,
+                         checkpointer=InMemorySaver())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for fact in FACTS[:14]:
+            agent.invoke({"messages": [fact]}, {"configurable": {"thread_id": "t"}})
+    assert calls["n"] > 2 and any("not searchable" in str(w.message) for w in caught)
+    pages = paging.page_store.list_pages("t")
+    fresh = PostgresSearchIndex(repair_index._uri)  # another process's view: nothing cached
+    try:
+        assert len(pages) >= 4 and fresh.indexed_through("t") == len(pages)  # later steps filled the gap
+        for page in pages:
+            fact = next(str(m.content) for m in page.messages if "Zarko" in str(m.content))
+            lake = fact.split("Lake ")[1].split(" ")[0]
+            hits = fresh.search("t", f"beehives Lake {lake}", limit=1, allow=lambda p: True)
+            assert [h.page_id for h in hits] == [page.id], f"{page.id} is not found by search"
+    finally:
+        fresh.close()
+
+
+def test_indexed_through_of_another_process_write_is_seen_by_the_next_search(repair_index):
+    """The search path reads `through` in the same round trip as the passages; what it caches is
+    never staler than the last search (another worker deleting the thread, loading it again)."""
+    from langmem_paging.search_postgres import PostgresSearchIndex
+
+    repair_index.load("t", [_page(n, f"walrus {n}") for n in range(1, 6)])
+    other = PostgresSearchIndex(repair_index._uri)
+    try:
+        assert other.indexed_through("t") == 5
+        repair_index.drop("t")  # another worker deletes the thread
+        assert repair_index.indexed_through("t") is None
+        assert other.search("t", "walrus", limit=5, allow=lambda p: True) == []
+        assert other.indexed_through("t") is None and not other.has("t")  # a later search cold-loads it
+        repair_index.load("t", [_page(1, "walrus 1")])
+        assert other.search("t", "walrus", limit=5, allow=lambda p: True)[0].page_id == "p1"
+        assert other.indexed_through("t") == 1
+    finally:
+        other.close()
+
+
+def test_a_failed_postgres_index_transaction_leaves_through_where_it_was(repair_index, monkeypatch):
+    repair_index.load("t", [_page(1, "walrus"), _page(2, "zebra")])
+
+    def broken_insert(thread_id, pages):
+        yield from ()
+        raise RuntimeError("insert failed")
+
+    monkeypatch.setattr(repair_index, "_insert", broken_insert)
+    with pytest.raises(RuntimeError):
+        repair_index.add("t", [_page(3, "quokka")])  # `through` was raised inside the rolled-back transaction
+    assert repair_index.indexed_through("t") == 2
+
+
+def test_add_to_a_thread_the_postgres_index_never_held_waits_for_its_cold_load(repair_index):
+    repair_index.add("t", [_page(4, "walrus")])  # p1-p3 were stored before: indexing p4 alone would hide them
+    assert repair_index.indexed_through("t") is None
+    assert repair_index.search("t", "walrus", limit=5, allow=lambda p: True) == []
+    repair_index.add("t", [_page(1, "zebra")])  # a thread starts with p1
+    assert repair_index.indexed_through("t") == 1
+    repair_index.update("t", [_page(1, "quokka")])  # forget re-indexes a page: what it holds is unchanged
+    assert repair_index.indexed_through("t") == 1
+    assert [h.page_id for h in repair_index.search("t", "quokka", limit=5, allow=lambda p: True)] == ["p1"]
+
+
+def test_async_connection_answers_indexed_through_natively(postgres_uri):
+    import asyncio
+
+    import psycopg
+
+    from langmem_paging.search_postgres import PostgresSearchIndex
+    from tests.support.postgres_server import fresh_database
+
+    uri = fresh_database(postgres_uri, "index_v4_repair_async")
+
+    async def scenario() -> tuple:
+        async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as conn:
+            index = PostgresSearchIndex(conn)
+            await index.adrop("t")
+            before = await index.aindexed_through("t")
+            await index.aload("t", [_page(1, "walrus"), _page(2, "zebra")])
+            await index.aadd("t", [_page(4, "quokka")])
+            hits = await index.asearch("t", "quokka", limit=5, allow=lambda p: True)
+            return before, await index.aindexed_through("t"), await index.ahas("t"), [h.page_id for h in hits]
+
+    assert asyncio.run(scenario()) == (None, 4, True, ["p4"])
+
+
+def test_a_table_an_older_version_made_gets_what_it_holds_per_thread(postgres_uri):
+    import psycopg
+
+    from langmem_paging.search_postgres import PostgresSearchIndex
+    from tests.support.postgres_server import fresh_database
+
+    uri = fresh_database(postgres_uri, "index_v4_upgrade_threads")
+    old = PostgresSearchIndex(uri)
+    old.load("t", [_page(1, "walrus"), _page(12, "zebra")])
+    old.close()
+    with psycopg.connect(uri, autocommit=True) as conn:  # the previous release had no threads table
+        conn.execute("DROP TABLE langmem_paging_passages_threads")
+    new = PostgresSearchIndex(uri)
+    try:
+        assert new.indexed_through("t") == 12 and new.indexed_through("u") is None
+    finally:
+        new.close()

@@ -58,12 +58,6 @@ def index(request, tmp_path):
     return pg
 
 
-def _postgres_lacks(request, what: str) -> None:
-    if "postgres" in request.node.callspec.id:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"PostgresSearchIndex lacks {what} (the postgres "
-                                                                    "helper's part of issue 21)"))
-
-
 def _page(n: int, *texts: str) -> Page:
     messages = [(HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)]
     return Page(id=f"p{n}", messages=messages, bookmark=f"[p{n}:x]", keywords=[], token_count=9,
@@ -80,8 +74,7 @@ def _found(index, thread: str, query: str) -> list[str]:
 
 # -- conformance: every index ---------------------------------------------------------------------
 
-def test_cold_load_of_an_unknown_thread_reads_a_lazy_page_stream(index, request):
-    _postgres_lacks(request, "a cold load (`has` is True for every thread: pages stored before it are never indexed)")
+def test_cold_load_of_an_unknown_thread_reads_a_lazy_page_stream(index):
     read: list[str] = []
 
     def lazily() -> Iterator[Page]:  # as `PageStore.scan` yields: each read happens during the load
@@ -95,8 +88,7 @@ def test_cold_load_of_an_unknown_thread_reads_a_lazy_page_stream(index, request)
     assert _found(index, "cold", "beehives Bled4")[0] == "p5"
 
 
-def test_gap_repaired_by_the_next_step_and_by_a_search(index, request):
-    _postgres_lacks(request, "indexed_through (a gap is never repaired)")
+def test_gap_repaired_by_the_next_step_and_by_a_search(index):
     page_store = PageStore(InMemoryStore())
     for page in PAGES:
         page_store.put("t", page)

@@ -59,3 +59,51 @@ def test_async_calls_from_another_event_loop_run_on_the_stores_loop(apostgres_st
 
     for base in (0, 10, 20):  # three turns, three loops
         asyncio.run(turn(base))
+
+
+async def test_async_reads_by_primary_key_answer_as_the_store_does(apostgres_store_here):
+    """`abatch_reads` (one prepared SELECT, the same source as the sync `batch_reads`) gives what
+    `AsyncPostgresStore.abatch` gives; writes and a store with TTLs are left to the store's own batch."""
+    from langgraph.store.base import GetOp, PutOp
+
+    from langmem_paging.store_postgres import abatch_reads
+
+    store = apostgres_store_here
+    await store.abatch([PutOp(("langmem_paging", "t1", "pages"), "p1", {"a": "x\\0"}),
+                        PutOp(("langmem_paging", "t1", "stats"), "p1", {"count": 2}),
+                        PutOp(("langmem_paging", "t", "pages"), "p1", {"other": "thread"})])
+    ops = [GetOp(("langmem_paging", "t1", "pages"), "p1"), GetOp(("langmem_paging", "t1", "stats"), "p1"),
+           GetOp(("langmem_paging", "t1", "pages"), "p9"), GetOp(("langmem_paging", "t", "pages"), "p1")]
+    fast = await abatch_reads(store, ops)
+    assert fast is not None and [i and (i.namespace, i.key, i.value) for i in fast] == \
+        [i and (i.namespace, i.key, i.value) for i in await store.abatch(ops)]
+    assert fast[2] is None and fast[3].value == {"other": "thread"}
+    assert await abatch_reads(store, [*ops, PutOp(("a",), "k", {"v": 1})]) is None
+    store.ttl_config = {"default_ttl": 60, "refresh_on_read": True}  # reads must refresh TTLs: the store's batch
+    try:
+        assert await abatch_reads(store, ops) is None
+    finally:
+        store.ttl_config = None
+
+
+async def test_async_page_reads_take_the_primary_key_path(apostgres_store_here, monkeypatch):
+    """A `PageStore` on an `AsyncPostgresStore` reads pages by id without the store's `abatch`
+    (one query per namespace, each pipelined with a TTL-refresh CTE); writes still go through it."""
+    store = apostgres_store_here
+    pages = PageStore(store)
+    for n in (1, 2):
+        await pages.aput("t", _page(n))
+    calls: list[list] = []
+    real = store.abatch
+
+    async def counted(ops):
+        calls.append(list(ops))
+        return await real(ops)
+
+    monkeypatch.setattr(store, "abatch", counted)
+    found = await pages.aget_many("t", ["p1", "p2", "p3"])
+    assert sorted(found) == ["p1", "p2"] and found["p2"].messages[0].content == "fact 2"
+    assert await pages.aget("t", "p1") == found["p1"]
+    assert calls == []
+    await pages.aput("t", _page(3))
+    assert calls
