@@ -166,12 +166,15 @@ def is_date(key: str) -> bool:
 
 def thread_idf(doc_freq: int, n_docs: int) -> float:
     """How rare a term is among the thread's `n_docs` pages: ``ln((N + 1) / df) + 0.1``, ``df``
-    at least 1 (the page itself) and at most N (the frequency sketch overestimates).
+    at least 1 (the page itself) and at most N (the frequency sketch overestimates); 1.0 for
+    every term when there are no thread statistics (N = 0).
 
     A word most of the thread's pages share scores near 0.1 whatever its rarity in English (the
     participants' names, the thread's running topic); a word on one page of 30 scores 3.5.
     """
-    df = min(max(doc_freq, 1), max(n_docs, 1))
+    if n_docs <= 0:
+        return 1.0  # no thread statistics: every term counts alike
+    df = min(max(doc_freq, 1), n_docs)
     return math.log((n_docs + 1) / df) + 0.1
 
 
