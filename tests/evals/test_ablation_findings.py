@@ -39,6 +39,7 @@ def test_a_verdict_needs_the_whole_interval_on_the_studys_side():
     assert _verdict({"diff": -0.3, "ci95": [-0.4, -0.2]}, -1) == "reproduces"
     assert _verdict({"diff": -0.1, "ci95": [-0.2, 0.05]}, -1).startswith("direction only")
     assert _verdict({"diff": 0.1, "ci95": [0.05, 0.2]}, -1) == "does not reproduce"
+    assert _verdict({"diff": -0.1, "ci95": [-0.2, -0.05]}, -1, -0.4).startswith("direction reproduces, size does not")
 
 
 def _rows(path, cells):
@@ -58,16 +59,19 @@ def _rows(path, cells):
 def test_study_findings_set_each_claim_beside_a_paired_difference(tmp_path):
     grid = {(b, p): [1, 1, 1, 1] if b == "fixed_20" else [0, 1, 0, 0]
             for b in ("fixed_20", "topic_shift") for p in ("fifo", "lru", "lfu", "semantic")}
-    grid[("fixed_20", "lfu")] = [1, 1, 1, 1]
+    grid[("topic_shift", "lfu")] = [1, 1, 1, 1]
     synthetic = _rows(tmp_path / "syn", grid)
     locomo = _rows(tmp_path / "loc", grid)
     bookmarks = _rows(tmp_path / "bm", {("fixed_20", "lfu"): [1, 1, 0, 1],
                                         ("fixed_20", "lfu+bookmarks:discriminative"): [1, 1, 1, 1],
                                         ("fixed_20", "lfu+bookmarks:frequent"): [0, 1, 0, 0]})
-    rows = {r["finding"]: r for r in study_findings(synthetic, locomo, bookmarks, budget=100)}
+    rows = {r["finding"]: r for r in study_findings(synthetic, bookmarks, synthetic_policies=synthetic,
+                                                    locomo_policies=locomo, budget=100)}
     drop = rows["topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20"]
     assert drop["ours"] == -0.75 and drop["study"] == -0.4
     assert rows["fixed_20 pages reach 96.7% (synthetic)"]["ours"] == 1.0
     gain = rows["bookmark strategy discriminative - heuristic (frequent words), evidence_coverage"]
     assert gain["ours"] == 0.75 and gain["study"] == 0.087
-    assert rows["keyword specificity alone (thread IDF on - off), page selection top-1"]["ours"] == 0.5
+    assert rows["keyword specificity alone (thread IDF on - off), LoCoMo, page_selection_top1"]["ours"] == 0.5
+    lfu = rows["LFU is the best policy on LoCoMo (streaming): lfu - fifo"]
+    assert lfu["ours"] == 0.375 and lfu["verdict"] == "reproduces"  # pooled over both boundaries
