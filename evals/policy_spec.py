@@ -1,8 +1,10 @@
 """Policy specs for the ablation and the needle benchmark: a name, options, and a tier mode.
 
 A spec is ``NAME`` or ``NAME:key=value,key=value`` (options passed to the policy's class),
-optionally joined with ``+tiers:MODE`` (the `tiers` option of `PagingConfig`); ``tiers:MODE``
-alone is FIFO with tiers. Values read as booleans (``true``/``false``), ``none``, integers,
+optionally joined with ``+tiers:MODE`` (the `tiers` option of `PagingConfig`; ``tiers:MODE``
+alone is FIFO with tiers) and ``+bookmarks:NAME`` (the `bookmarker`: a name in
+`langmem_paging.bookmarks.BOOKMARKERS`, or ``frequent``, the ablation's heuristic without
+specificity, `FrequentBookmarker`). Values read as booleans (``true``/``false``), ``none``, integers,
 floats, or else strings. Examples: ``lfu``, ``stae:beta=0.5,redundancy=knn,grouping=kmeans,
 inverted=false``, ``tiers:importance``, ``stae:beta=0.7+tiers:utility``.
 
@@ -12,9 +14,11 @@ Example:
     >>> split_specs("fifo,stae:beta=0.5,grouping=kmeans,lru")
     ['fifo', 'stae:beta=0.5,grouping=kmeans', 'lru']
     >>> parse_spec("stae:beta=0.5,inverted=false+tiers:utility")
-    PolicySpec(label='stae:beta=0.5,inverted=false+tiers:utility', name='stae', options={'beta': 0.5, 'inverted': False}, tiers='utility')
+    PolicySpec(label='stae:beta=0.5,inverted=false+tiers:utility', name='stae', options={'beta': 0.5, 'inverted': False}, tiers='utility', bookmarker=None)
     >>> parse_spec("tiers:importance").name
     'fifo'
+    >>> parse_spec("lfu+bookmarks:discriminative").bookmarker
+    'discriminative'
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PolicySpec", "paging_options", "parse_spec", "split_specs"]
+from langmem_paging.bookmarks import BOOKMARKERS, BookmarkContext, KeywordBookmarker
+from langmem_paging.keywords import PageTerms, score_terms
+
+__all__ = ["ABLATION_BOOKMARKERS", "FrequentBookmarker", "PolicySpec", "paging_options", "parse_spec",
+           "split_specs"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _OPTION = re.compile(r"^[a-z_][a-z0-9_]*=.*$")
@@ -41,6 +49,23 @@ class PolicySpec:
     """Keyword arguments for the policy's class."""
     tiers: str | None = None
     """`PagingConfig(tiers=...)` value, or None for no tiers."""
+    bookmarker: str | None = None
+    """`PagingConfig(bookmarker=...)` name, or None for the library's default."""
+
+
+class FrequentBookmarker(KeywordBookmarker):
+    """The ablation's heuristic: a page's most frequent words, with no weight for how rare they are
+    in the thread (every term's thread frequency is taken as zero). Beside `KeywordBookmarker`
+    it measures what keyword specificity is worth; it is not meant for use."""
+
+    name = "frequent"
+
+    def _scored(self, terms: PageTerms, context: BookmarkContext) -> list[tuple[str, float]]:
+        return score_terms(terms, {}, context.n_docs, background=False)
+
+
+ABLATION_BOOKMARKERS = {**BOOKMARKERS, "frequent": FrequentBookmarker}
+"""Bookmark strategies a spec may name: the library's, and the ablation's heuristic."""
 
 
 def split_specs(text: str) -> list[str]:
@@ -77,10 +102,17 @@ def parse_spec(spec: str) -> PolicySpec:
         ValueError: For a malformed spec, naming what is wrong.
     """
     label = spec.strip()
-    policy_part, tiers = label, None
     parts = label.split("+")
+    bookmarker = None
+    if len(parts) > 1 and parts[-1].startswith("bookmarks:"):
+        bookmarker = parts.pop().removeprefix("bookmarks:")
+        if not _NAME.match(bookmarker):
+            raise ValueError(f"Policy spec {spec!r}: the bookmark part must read 'bookmarks:NAME', e.g. "
+                             "'bookmarks:discriminative'.")
+    policy_part, tiers = parts[0], None
     if len(parts) > 2:
-        raise ValueError(f"Policy spec {spec!r}: at most one '+tiers:MODE' may follow the policy.")
+        raise ValueError(f"Policy spec {spec!r}: at most one '+tiers:MODE' may follow the policy "
+                         "(then '+bookmarks:NAME').")
     if parts[0].startswith("tiers:"):
         if len(parts) > 1:
             raise ValueError(f"Policy spec {spec!r}: write the policy first, then '+tiers:MODE'.")
@@ -103,7 +135,7 @@ def parse_spec(spec: str) -> PolicySpec:
         if key.strip() in options:
             raise ValueError(f"Policy spec {spec!r}: option {key.strip()!r} given twice.")
         options[key.strip()] = _value(value.strip())
-    return PolicySpec(label, name, options, tiers)
+    return PolicySpec(label, name, options, tiers, bookmarker)
 
 
 def _policy_class(name: str):
@@ -128,7 +160,7 @@ def paging_options(spec: str | PolicySpec) -> dict[str, Any]:
     replayed thread: policy objects may keep per-thread state.
 
     Raises:
-        ValueError: For an unknown policy, options the policy's class rejects, or tiers when
+        ValueError: For an unknown policy or bookmarker, options the policy's class rejects, or tiers when
             this `PagingConfig` has no `tiers` option.
     """
     parsed = parse_spec(spec) if isinstance(spec, str) else spec
@@ -148,4 +180,10 @@ def paging_options(spec: str | PolicySpec) -> dict[str, Any]:
             raise ValueError(f"Policy spec {parsed.label!r}: tier mode {parsed.tiers!r} needs "
                              "PagingConfig(tiers=...), which this version of langmem_paging does not have yet.")
         out["tiers"] = parsed.tiers
+    if parsed.bookmarker is not None:
+        if parsed.bookmarker not in ABLATION_BOOKMARKERS:
+            available = ", ".join(repr(n) for n in ABLATION_BOOKMARKERS)
+            raise ValueError(f"Policy spec {parsed.label!r}: unknown bookmarker {parsed.bookmarker!r}. "
+                             f"Available: {available}.")
+        out["bookmarker"] = ABLATION_BOOKMARKERS[parsed.bookmarker]()
     return out

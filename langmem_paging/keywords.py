@@ -3,18 +3,19 @@
 A page's terms are grouped by stem (``adopted``/``adoption`` count as one, shown in
 their most frequent surface form). Stopwords, conversational filler (`FILLER`: "Interesting",
 "sharing", "lately", ...), bare one- or two-digit numbers and JSON escapes are never keywords;
-a date's day is kept with its month ("25 May"). A term scores high when it is frequent on the page,
-rare among the neighbouring pages (local IDF), and salient: a name, a number or a date.
-Optionally its rarity in English counts too (the background table); measured on LoCoMo
-with the lexical reader it lowers page selection (questions use everyday words), so it is
-off by default.
+a date's day is kept with its month ("25 May"). A term scores high when it is frequent on the page
+and rare among the thread's pages (its IDF against the thread's own page frequencies, which
+falls to near zero for a word most pages share, however rare it is in English), a little higher
+when written as a name. Optionally its rarity in English counts too (the background table);
+measured on LoCoMo with the lexical reader it lowers page selection (questions use everyday
+words), so it is off by default.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
     >>> page = [HumanMessage("Caroline adopted a greyhound named Bailey in May 2023.", id="a"),
     ...         AIMessage("Interesting! Adoption is great, Caroline.", id="b")]
     >>> [form for form, _ in score_terms(page_terms(page), {}, 0)][:5]
-    ['Caroline', '2023', 'Bailey', 'May', 'adopted']
+    ['Caroline', 'adopted', 'Bailey', '2023', 'greyhound']
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from langmem_paging.background import BACKGROUND, stem
 from langmem_paging.text import STOPWORDS
 from langmem_paging.tokens import message_text
 
-__all__ = ["FILLER", "PageTerms", "background_weight", "page_terms", "score_terms"]
+__all__ = ["FILLER", "PageTerms", "background_weight", "is_date", "page_terms", "score_terms", "thread_idf"]
 
 _WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")  # a time of day: rarely what a question is about
 _UNSAFE = re.compile(r"[\[\],:|\n]")
 _ESCAPE = re.compile(r"u[0-9a-f]{4}")  # a JSON escape (\u05d5) read as a word: never a keyword
+_NUMERIC_DATE = re.compile(r"(1[89]|20)\d\d|\d{1,4}[/.\-]\d{1,2}([/.\-]\d{1,4})?")  # a year, 2023-05-08, 5/8/23
 FILLER = frozenset(
     ["interesting", "interested", "sharing", "share", "shared", "lately", "recently", "every", "everyone",
      "anyone", "someone", "actually", "basically", "literally", "honestly", "seriously", "absolutely",
@@ -155,21 +157,41 @@ def background_weight(terms: PageTerms, key: str) -> float:
     return min(1.0, max(0.05, (6.0 - zipf) / 2.5))
 
 
-def score_terms(terms: PageTerms, doc_freq: Mapping[str, int], n_docs: int, *, salience: float = 2.0,
+def is_date(key: str) -> bool:
+    """True if a term (its stem key) names a time: a day with its month ("8 may"), a month or a
+    weekday, a year, or a numeric date. A bookmark shows at most one: the rest say little about
+    what the page is about."""
+    return " " in key or key in MONTHS or bool(_NUMERIC_DATE.fullmatch(key))
+
+
+def thread_idf(doc_freq: int, n_docs: int) -> float:
+    """How rare a term is among the thread's `n_docs` pages: ``ln((N + 1) / df) + 0.1``, ``df``
+    at least 1 (the page itself) and at most N (the frequency sketch overestimates); 1.0 for
+    every term when there are no thread statistics (N = 0).
+
+    A word most of the thread's pages share scores near 0.1 whatever its rarity in English (the
+    participants' names, the thread's running topic); a word on one page of 30 scores 3.5.
+    """
+    if n_docs <= 0:
+        return 1.0  # no thread statistics: every term counts alike
+    df = min(max(doc_freq, 1), n_docs)
+    return math.log((n_docs + 1) / df) + 0.1
+
+
+def score_terms(terms: PageTerms, doc_freq: Mapping[str, int], n_docs: int, *, salience: float = 1.5,
                 background: bool = False) -> list[tuple[str, float]]:
     """``(surface form, score)`` best first (ties alphabetical).
 
-    score = (1 + ln tf) * local IDF * (`salience` for names, numbers, dates), times the
-    `background_weight` when `background`. `doc_freq`/`n_docs` count stems over the
-    neighbouring pages.
+    score = (1 + ln tf) * `thread_idf` * (`salience` for a word written as a name), times the
+    `background_weight` when `background`. `doc_freq`/`n_docs` count stems over the thread's
+    pages (the page itself included).
     """
     scored = []
     for key, count in terms.tf.items():
-        idf = math.log((n_docs + 1) / (doc_freq.get(key, 0) + 1)) + 1
-        score = (1 + math.log(count)) * idf
+        score = (1 + math.log(count)) * thread_idf(doc_freq.get(key, 0), n_docs)
         if background:
             score *= background_weight(terms, key)
-        if key in terms.salient:
+        if key in terms.salient and not key[:1].isdigit() and not is_date(key):
             score *= salience
         scored.append((terms.form(key), score, key))
     scored.sort(key=lambda fsk: (-fsk[1], fsk[0].lower()))

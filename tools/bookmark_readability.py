@@ -1,10 +1,17 @@
-"""How readable are bookmarks? The share of bookmark terms that tell a model nothing.
+"""How readable are bookmarks? The share of bookmark terms that tell a model nothing, and how
+often bookmarks break the rules a model needs to choose between them.
 
 Replays LoCoMo conversations through a paging session (as the evaluation does) and reads every
 page's bookmark keywords. A term tells nothing when it is an English stopword, a conversational
 filler (interjections, discourse markers, small talk), a bare number of one or two digits in a
 bookmark that shows no month (with one, it may be a date's day), or a JSON escape (``u05d5``). The word lists are this script's own (a common English stopword list
 and a filler list), not the library's filter, so the measure does not just restate it.
+
+Per bookmark it also counts (from the conversation's own speakers and this script's month and
+weekday list, again not the library's): terms that are a speaker's name (or the start of one,
+"Mel"), terms that are dates (a month, a weekday, a year, a day with its month), bookmarks with
+more than one date, bookmarks with no topic word (every term a name, a number or a date), and
+bookmark tokens (tiktoken, as paging counts them).
 
 Usage (from the repository root)::
 
@@ -26,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run by path: 
 from evals.conversation import to_messages  # noqa: E402
 from evals.datasets.locomo import load_locomo  # noqa: E402
 from evals.paging_method import PagingSession  # noqa: E402
+from langmem_paging.tokens import TokenCounter  # noqa: E402
 
 ENGLISH_STOPWORDS = set(re.findall(r"\S+", """
 a about above after again against all am an and any are as at be because been before being below between both
@@ -49,6 +57,37 @@ MONTHS = set(re.findall(r"\S+", """
 january february march april may june july august september october november december
 jan feb mar apr jun jul aug sep sept oct nov dec
 """))
+WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mon", "tue", "wed",
+            "thu", "fri", "sat", "sun"}
+_YEAR = re.compile(r"(19|20)\d\d")
+
+
+def is_date(term: str) -> bool:
+    """A month, a weekday, a year, or a day with its month ("8 May")."""
+    words = term.lower().split()
+    return any(w in MONTHS or w in WEEKDAYS or _YEAR.fullmatch(w) for w in words)
+
+
+def is_speaker(term: str, speakers: set[str]) -> bool:
+    """A speaker's name, or a capitalized start of one ("Mel" for Melanie)."""
+    lower = term.lower()
+    return lower in speakers or term[:1].isupper() and len(lower) >= 3 and any(s.startswith(lower) for s in speakers)
+
+
+def rule_counts(session: PagingSession, speakers: set[str]) -> Counter:
+    """Per bookmark: speaker-name terms, date terms, bookmarks with more than one date, bookmarks
+    with no topic word, and tokens."""
+    counter = TokenCounter()
+    out: Counter = Counter()
+    for page in session.pages.values():
+        body = page.bookmark.split(":", 1)[1].rstrip("]") if ":" in page.bookmark else ""
+        terms = [t for t in body.split(",") if t]
+        dates = [t for t in terms if is_date(t)]
+        names = [t for t in terms if is_speaker(t, speakers)]
+        topic = [t for t in terms if t not in dates and not t[:1].isdigit() and not t[:1].isupper()]
+        out.update(bookmarks=1, terms=len(terms), speaker_terms=len(names), date_terms=len(dates),
+                   multi_date=len(dates) > 1, no_topic=not topic, tokens=counter.count_text(page.bookmark))
+    return out
 
 
 def kind_of(term: str, dated: bool = False) -> str | None:
@@ -80,16 +119,24 @@ def bookmark_terms(session: PagingSession) -> list[tuple[str, bool]]:
 
 def measure(budget: int, limit: int | None, data: str | None) -> dict:
     terms: list[tuple[str, bool]] = []
+    rules: Counter = Counter()
     for conversation in load_locomo(data, limit=limit):
         session = PagingSession(budget, "fixed_20", "lfu")
         for message in to_messages(conversation):
             session.add(message)
         terms += bookmark_terms(session)
+        rules += rule_counts(session, {part.lower() for s in conversation.speakers for part in s.split()})
     kinds = Counter(k for t, dated in terms if (k := kind_of(t, dated)) is not None)
     empty = sum(kinds.values())
     return {"budget": budget, "terms": len(terms), "uninformative": empty,
             "share": round(empty / max(1, len(terms)), 4), "by_kind": dict(kinds.most_common()),
-            "most_common_uninformative": Counter(t.lower() for t, d in terms if kind_of(t, d)).most_common(15)}
+            "most_common_uninformative": Counter(t.lower() for t, d in terms if kind_of(t, d)).most_common(15),
+            "bookmarks": rules["bookmarks"],
+            "speaker_name_share": round(rules["speaker_terms"] / max(1, rules["terms"]), 4),
+            "date_share": round(rules["date_terms"] / max(1, rules["terms"]), 4),
+            "multi_date_bookmarks": round(rules["multi_date"] / max(1, rules["bookmarks"]), 4),
+            "no_topic_bookmarks": round(rules["no_topic"] / max(1, rules["bookmarks"]), 4),
+            "mean_tokens": round(rules["tokens"] / max(1, rules["bookmarks"]), 2)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,6 +151,10 @@ def main(argv: list[str] | None = None) -> None:
           f"| {result['budget']} | {result['terms']} | {result['uninformative']} | {result['share']:.3f} | "
           f"{', '.join(f'{k} {v}' for k, v in result['by_kind'].items())} |")
     print("most common:", ", ".join(f"{t} ({n})" for t, n in result["most_common_uninformative"]))
+    print(f"\n| bookmarks | speaker-name terms | date terms | >1 date | no topic word | mean tokens |\n"
+          f"|---|---|---|---|---|---|\n| {result['bookmarks']} | {result['speaker_name_share']:.3f} | "
+          f"{result['date_share']:.3f} | {result['multi_date_bookmarks']:.3f} | {result['no_topic_bookmarks']:.3f} | "
+          f"{result['mean_tokens']:.1f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 
