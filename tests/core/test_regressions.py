@@ -618,7 +618,7 @@ def test_a_tool_result_just_over_the_large_share_is_not_replaced_by_a_longer_stu
     assert result.view[-1].content == result_text
 
 
-def test_a_new_message_reusing_a_cluster_bookmarks_id_is_kept_and_the_cluster_too():
+def _reuse_a_cluster_anchor(topics: tuple[str, ...]) -> None:
     """add_messages puts a new message whose id is a cluster bookmark's anchor in the bookmark's
     place: the next step took that place for a fold and deleted the new message."""
     state, paging, pages, nodes, full = [], None, {}, {}, []
@@ -632,19 +632,30 @@ def test_a_new_message_reusing_a_cluster_bookmarks_id_is_kept_and_the_cluster_to
         return result
 
     for i in range(12):
-        full.append(HumanMessage(f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}.",
-                                 id=f"h{i}"))
+        topic = topics[i * len(topics) // 12]
+        full.append(HumanMessage(f"My neighbour Zarko{i} keeps {i} {topic}{i} since 19{i:02d}.", id=f"h{i}"))
         state = add_messages(state, full[-1:])
         before = step()
         full.append(AIMessage("Noted.", id=f"a{i}"))
         state = add_messages(state, full[-1:])
-    assert len(before.state.clusters) == 2 and any(c.anchor == "h0" for c in before.state.clusters.values())
+    assert len(before.state.clusters) == len(topics) and any(c.anchor == "h0" for c in before.state.clusters.values())
     state = add_messages(state, [HumanMessage("A new question reusing an old id.", id="h0")])
     result = step()
     assert any(m.content == "A new question reusing an old id." for m in result.view)
     history = reconstruct_history(state, pages, COUNTER, clusters=nodes, state=paging)
     assert {m.id for m in full} <= {m.id for m in history}
     assert sum(m.content == "A new question reusing an old id." for m in history) == 1
+
+
+def test_a_new_message_reusing_a_cluster_bookmarks_id_is_kept_and_the_cluster_too():
+    """Two clusters: the displaced one merges into the other, still shown."""
+    _reuse_a_cluster_anchor(("beehives near Lake Bled", "sailboats in the harbour of Piran"))
+
+
+@pytest.mark.xfail(strict=True, reason="open: the only cluster bookmark displaced by a message reusing its id, "
+                   "with no page bookmark to take its place, is shown nowhere and its pages leave the history")
+def test_a_new_message_reusing_the_only_cluster_bookmarks_id_keeps_the_cluster():
+    _reuse_a_cluster_anchor(("beehives near Lake Bled",))
 
 
 def test_small_pages_never_grow_the_context_when_the_only_cluster_left_it():
