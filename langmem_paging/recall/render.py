@@ -31,6 +31,7 @@ from langmem_paging.tokens import TokenCounter, message_text, shared_counter
 __all__ = [
     "clip_note",
     "expand_recall_copy",
+    "items_tokens",
     "member_line",
     "page_parts",
     "recall_artifact",
@@ -248,6 +249,13 @@ def render_recall_shown(
         notice = _cap_notice(cap, omitted, room - used, counter)
         parts += [notice] if notice else []
     return "\n".join([note, *parts] if note else parts), shown
+
+
+def items_tokens(spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter) -> int:
+    """Tokens `spec`'s items take in a result as `render_recall_shown` counts them (each body and
+    its newline), the note aside: what is left of the cap is the room for more."""
+    bodies = (_item_body(item, spec, get_page, get_node, counter) for item in spec.items)
+    return sum(counter.count_text(body[1]) + 1 for body in bodies if body)
 
 
 def clip_note(note: str, cap: int, counter: TokenCounter) -> str:

@@ -28,10 +28,10 @@ from langmem_paging.recall.plan import RecallPlan, plan_recall
 from langmem_paging.recall.render import (
     PART_MIN_TOKENS,
     clip_note,
+    items_tokens,
     member_line,
     page_parts,
     recall_artifact,
-    render_message,
     render_page,
     render_passages,
     render_recall_shown,
@@ -147,14 +147,14 @@ class RecallService:
         read = _Read()
         if plan.query is not None:
             # resident pages too: the room the result takes pushes them out at the next step
-            read.hits = yield Search(plan.query, max(50, 8 * self.config.search_results, room // 25),
+            read.hits = yield Search(plan.query, _hit_limit(self.config, room),
                                      lambda pid: branch.owns("p", page_number(pid)))
             if resident:
                 read.resident_scores = yield ScoreTexts(plan.query, [text for _, text, _ in resident])
         read.nodes = (yield LoadClusters(clusters)) if clusters else {}
         read.members = (yield ListMembers(list(read.nodes), CLUSTER_MEMBERS_LISTED)) if read.nodes else {}
         listed = [p for members in read.members.values() for p in members]
-        matched = best_pages(read.hits, max(24, room // 100))
+        matched = best_pages(read.hits, _page_limit(room))
         read.pages = yield LoadPages([*wanted, *matched, *listed])
         edges = [p for p in adjacent_pages(matched) if p not in read.pages and _visible(branch, p)]
         if edges:  # passages run on across page edges
@@ -177,6 +177,17 @@ class RecallService:
         if self.config.recall_max_tokens is not None:
             room = min(room, self.config.recall_max_tokens)
         return max(64, room // max(1, share))
+
+
+def _hit_limit(config: PagingConfig, room: int) -> int:
+    """Hits a search reads: as many as the room could show alone (a message line takes ~8 tokens
+    or more), so packing is never starved of hits while the room has space."""
+    return max(50, 8 * config.search_results, room // 8)
+
+
+def _page_limit(room: int) -> int:
+    """Pages a search loads for its hits (best first): as many as the room could show a line of."""
+    return max(24, room // 40)
 
 
 def resident_turns(view: Sequence[BaseMessage], counter: TokenCounter) -> list[tuple[str, str, int]]:
@@ -226,7 +237,7 @@ class _Composer:
         items, part_tokens = self._page_items(found, notes)
         items += [self._cluster_item(cid, node) for cid, node in self.read.nodes.items()]
         if self.read.hits or self.read.resident_scores:
-            items += self._passage_items(items, notes)
+            items += self._passage_items(items, part_tokens, notes)
         if notes and not items and not all(n.endswith("not repeated.") for n in notes):
             shown = [*self.branch.clusters, *self.branch.shown]
             notes.append(f"Bookmarks in your context: {', '.join(shown) or 'none yet (nothing paged out)'}.")
@@ -290,25 +301,21 @@ class _Composer:
             listed = kept
         return ClusterItem(cluster_id, listed, fits, node.size - len(listed))
 
-    def _passage_items(self, items: list[Item], notes: list[str]) -> list[Item]:
-        """As many of the best passages as fit the room the pages left (no fixed count), best first,
-        grouped by page; checked against their rendering, the last packed give way if needed."""
+    def _passage_items(self, items: list[Item], part_tokens: int, notes: list[str]) -> list[Item]:
+        """As many of the best passages as fit the room the pages and clusters left (no fixed
+        count), best first, grouped by page, each costed as it renders."""
         pages, counter, hits = self.read.pages, self.counter, self.read.hits
-        used = sum(counter.count_text(render_page(pages[i.page])) for i in items
-                   if isinstance(i, PageItem) and i.part is None)
-        room = max(0, self.cap - used - _note_tokens(notes, self.cap, counter) - 8)
+        asked = RecallSpec(items=list(items), max_tokens=self.cap, part_tokens=part_tokens)
+        used = items_tokens(asked, pages.get, self.read.nodes.get, counter)
+        room = max(0, self.cap - used - (_note_tokens(notes, self.cap, counter) + 1 if notes else 0))
         visible = {pid: page for pid, page in pages.items() if _visible(self.branch, pid) or pid in self.branch.pages}
         packed = pack_hits([h for h in hits if h.page_id in visible], visible,
-                           line_cost=lambda m: counter.count_text(render_message(m)) + 1,
-                           header_cost=counter.count_text(render_passages(_EMPTY, [(0, 0)])) + 6,
+                           page_cost=lambda page, runs: counter.count_text(render_passages(page, runs)) + 1,
                            room=room, neighbours=self.config.passage_neighbours,
                            resident=[(score, tokens) for score, (_, _, tokens)
                                      in zip(self.read.resident_scores, self.resident, strict=False)])
         self.kept = [self.resident[k][0] for k in packed.resident]
-        room -= sum(self.resident[k][2] for k in packed.resident)
         out = [PassageItem(pid, spans) for pid, spans in packed.groups]
-        while out and sum(counter.count_text(render_passages(pages[i.page], i.spans)) + 1 for i in out) > room:
-            out.pop()  # the estimate fell short: the page packed last gives way
         if not out and hits and not self.kept:
             best = ", ".join(best_pages(hits, 3))
             notes.append(f"Matches in {best}, but no passage fits the {self.cap} tokens left for this result: "
