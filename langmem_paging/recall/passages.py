@@ -49,8 +49,9 @@ __all__ = ["Packed", "adjacent_pages", "neighbours_for_rank", "pack_hits"]
 Position = tuple[str, int]
 WIDE_HITS = 8
 """The best hits bring `neighbours` messages on each side. Evidence coverage on LoCoMo dev's first
-two conversations at B=2000/4000/8000 (lexical reader, search mode): +-2 for the best 8 and +-1
-for every other hit, 0.809/0.883/0.909; +-2 for the best 12 then +-1 to the 40th then alone,
+two conversations at B=2000/4000/8000 (lexical reader, search mode), one run: +-2 for the best 8,
++-1 to the 40th, then alone, 0.809/0.883/0.900; +-2 for the best 8 and +-1 for every other hit,
+0.809/0.883/0.909; +-2 for the best 12 then +-1 to the 40th then alone,
 0.814/0.866/0.905; +-2 for every hit, 0.814/0.857/0.900; +-2 for 4, +-1 to the 12th, then
 alone, 0.801/0.849/0.875 (hits far down the ranking carry evidence less often than the
 neighbours of the best ones)."""

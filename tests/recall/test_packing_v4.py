@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingState
@@ -103,3 +103,52 @@ def test_a_search_result_uses_at_least_98_percent_of_its_room(budget):
     assert cap * 0.98 <= used <= cap, (used, cap)
     assert not recall_structure_problems(answer.content)
     assert len(set(re.findall(r"Day (\d+):", answer.content))) > 10
+
+
+def test_bookmarks_yield_to_a_search_result_and_the_context_uses_its_budget():
+    """Bookmarks held ~15% of B beside a search result that already answered, and their share
+    plus the new pages' bookmarks were set aside from the room: the final context left B
+    unused. Now the room counts them as folding away (the step folds them into cluster
+    bookmarks as far as the result needs), so the result is larger and the context fills B."""
+    from langgraph.graph.message import add_messages
+
+    from langmem_paging.messages import is_bookmark
+    from langmem_paging.state import paging_reducer, recall_delta
+
+    budget = 3000
+    pager = Pager(PagingConfig(max_tokens=budget, boundary="fixed_4", policy="fifo"), PageStore(InMemoryStore()))
+    value, messages = step_exchanges(pager, _diary(150))
+    state = PagingState.from_value(value)
+    marks_before = sum(COUNTER.count_message(m) for m in messages if is_bookmark(m))
+    assert marks_before > budget * 0.1, "the scenario needs bookmarks worth yielding"
+    question = HumanMessage("How many swans did Mirela count on the lake?", id="q")
+    messages = add_messages(messages, [question])
+    first = pager.step(messages, value, "t")
+    value, messages = first.state.to_value(), first.apply(messages)
+    call = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": question.content}, "id": "c"}], id="ac")
+    call_tokens = COUNTER.count_message(call)
+    room = pager.room_for(PagingState.from_value(value), call_tokens=call_tokens)
+    state = PagingState.from_value(value)
+    assert room > budget - state.protected - call_tokens, "the bookmarks' tokens go to the result"
+    answer = pager.recall("t", value, query=question.content, call_tokens=call_tokens, context=messages)
+    result = ToolMessage(answer.content, tool_call_id="c", id="r", artifact=answer.artifact)
+    value = paging_reducer(value, recall_delta(answer.accessed, turn=answer.turn, results=["r", *answer.kept]))
+    step = pager.step(add_messages(messages, [call, result]), value, "t")
+    assert any(m.id == "r" for m in step.view)
+    assert budget * 0.95 <= step.tokens <= budget, step.tokens
+    marks_after = sum(COUNTER.count_message(m) for m in step.view if is_bookmark(m))
+    assert marks_after < marks_before * 0.8, (marks_before, marks_after)
+
+
+def test_a_second_hop_finds_what_shares_words_with_the_first_hits_not_the_question():
+    """The other half of a multi-hop answer shares words with the first half, not with the
+    question: a follow-up query from the first hits' distinctive terms fills the room they left."""
+    chatter = [f"Day {i}: the weather was mild and the bakery on Tulip street sold {i} loaves." for i in range(60)]
+    chatter[10] = "Day 10: Mirela adopted a greyhound named Bolt from the shelter."
+    chatter[45] = "Day 45: Bolt won the regional sprint at Lipica racecourse, beating forty dogs."
+    pager = Pager(PagingConfig(max_tokens=1500, boundary="fixed_4", policy="fifo"), PageStore(InMemoryStore()))
+    value, _ = step_exchanges(pager, [[HumanMessage(text, id=f"h{i}"), AIMessage("Nice.", id=f"a{i}")]
+                                      for i, text in enumerate(chatter)])
+    answer = pager.recall("t", value, query="What has Mirela adopted?")
+    assert "Mirela adopted a greyhound" in answer.content
+    assert "Lipica racecourse" in answer.content, answer.content
