@@ -5,7 +5,7 @@ does: boundary fixed_20, policy lfu), then asks each question as a search recall
 per search: the time spent embedding (0 without an embedder; with `--search-embedder`, the
 embedder's own calls during the search), the index search (the `Search` request, embedding
 included), packing (`pack_hits` over the hits, the second hop's included) and the tokens of the
-result against the room the recall was given. Prints a table (medians and p95 per budget) and
+result (and the turns still in the context it keeps) against the room the recall was given. Prints a table (medians and p95 per budget) and
 JSON rows; no target is asserted (machines are shared: compare ratios of one run).
 
 Usage (from the repository root)::
@@ -73,6 +73,7 @@ def measure(budget: int, conversation: Any, questions: int, embedder: str | None
 
     from evals.conversation import to_messages
     from evals.paging_method import THREAD, PagingSession
+    from langmem_paging.recall.service import resident_turns
     from langmem_paging.state import PagingState
     from tools.fuzzing.vocabulary import COUNTER
 
@@ -91,7 +92,9 @@ def measure(budget: int, conversation: Any, questions: int, embedder: str | None
         with _instrumented(clock, session):
             answer = session.pager.recall(THREAD, paging, query=qa.question, call_tokens=call_tokens,
                                           context=first.view)
-        used = COUNTER.count_text(answer.content)
+        # turns still in the context that rank are kept there: their tokens are part of the room used
+        kept = {key: tokens for key, _, tokens in resident_turns(first.view, session.pager.counter_for())}
+        used = COUNTER.count_text(answer.content) + sum(kept.get(key, 0) for key in answer.kept)
         rows.append({"budget": budget, "conversation": conversation.sample_id, "question": k,
                      "embed_ms": clock.spent.get("embed_ms", 0.0), "search_ms": clock.spent.get("search_ms", 0.0),
                      "packing_ms": clock.spent.get("packing_ms", 0.0), "room": room, "used": used,

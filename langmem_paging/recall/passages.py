@@ -2,15 +2,14 @@
 
 A search hit is one message of a page. Hits are taken best first, and how much context a hit
 brings depends on its rank (`neighbours_for_rank`): the best few bring `neighbours` messages on
-each side, the next ones one, the rest come alone, so the room holds many hits rather than a few
-wide windows (evidence ranking 11-188 in the search was never reached with +-2 for every hit).
-Windows cross into the page before or after where the conversation runs on across the page edge.
+each side, the others one, so the room holds many hits rather than a few wide windows (evidence
+ranking 11-188 in the search was never reached with +-2 for every hit). Windows cross into the page before or after where the conversation runs on across the page edge.
 Only the messages not chosen yet cost room, so overlapping windows merge as they are packed; a
 window too long for what is left shrinks (fewer neighbours, then the hit alone), and a hit that
 does not fit even alone is skipped while later, shorter ones still go in: one passage gives way,
 never a page group. A second pass widens the windows of the hits shown, best first, into what is
-left. Costs are the rendering's own (`page_cost`, the tokens a page's passages take in the
-result), so the result fills its room and never passes it.
+left. Costs are the rendering's (`page_cost`, the tokens a page's passages take in the result),
+so the result fills its room and never passes it.
 
 Turns still in the context rank beside the paged ones: one that ranks is kept where it is (it
 costs its own tokens, and the next step does not page it out to make room), so a recall never
@@ -25,15 +24,15 @@ Example:
     ...                 bookmark="", keywords=[], token_count=n, boundary="fixed_4", created_turn=1, order=order)
     >>> pages = {"p1": page("p1", 0, 4), "p2": page("p2", 4, 4)}
     >>> hits = [Hit("p2", 0, 3.0), Hit("p1", 1, 1.0)]
-    >>> def cost(page, runs):  # a header, one token a message
-    ...     return 1 + sum(b - a for a, b in runs)
+    >>> def cost(page, runs):  # a header and each message: 3 tokens
+    ...     return 3 + 3 * sum(b - a for a, b in runs)
     >>> pack_hits(hits, pages, page_cost=cost, room=100, neighbours=1).groups
     [('p2', [(0, 2)]), ('p1', [(0, 4)])]
-    >>> pack_hits(hits, pages, page_cost=cost, room=6, neighbours=1).groups  # p1's hit comes alone
+    >>> pack_hits(hits, pages, page_cost=cost, room=18, neighbours=1).groups  # p1's hit comes alone
     [('p2', [(0, 2)]), ('p1', [(1, 2), (3, 4)])]
-    >>> packed = pack_hits(hits, pages, page_cost=cost, room=7, neighbours=1, resident=[(2.0, 2)])
+    >>> packed = pack_hits(hits, pages, page_cost=cost, room=18, neighbours=1, resident=[(2.0, 3)])
     >>> packed.groups, packed.resident, packed.used  # the resident turn ranks before p1's hit
-    ([('p2', [(0, 2)]), ('p1', [(3, 4)])], [0], 7)
+    ([('p2', [(0, 2)]), ('p1', [(3, 4)])], [0], 18)
 """
 
 from __future__ import annotations
@@ -48,15 +47,15 @@ __all__ = ["Packed", "adjacent_pages", "neighbours_for_rank", "pack_hits"]
 
 Position = tuple[str, int]
 WIDE_HITS = 8
-"""The best hits bring `neighbours` messages on each side. Evidence coverage on LoCoMo dev's first
+"""The best hits bring `neighbours` messages on each side, the others one (a hit comes alone
+only when its window does not fit). Evidence coverage on LoCoMo dev's first
 two conversations at B=2000/4000/8000 (lexical reader, search mode), one run: +-2 for the best 8,
 +-1 to the 40th, then alone, 0.809/0.883/0.900; +-2 for the best 8 and +-1 for every other hit,
-0.809/0.883/0.909; +-2 for the best 12 then +-1 to the 40th then alone,
+0.809/0.883/0.909 (with bookmarks yielding and the second hop: 0.823/0.892/0.905, against
+0.823/0.892/0.896 with hits alone after the 40th); +-2 for the best 12 then +-1 to the 40th then alone,
 0.814/0.866/0.905; +-2 for every hit, 0.814/0.857/0.900; +-2 for 4, +-1 to the 12th, then
 alone, 0.801/0.849/0.875 (hits far down the ranking carry evidence less often than the
 neighbours of the best ones)."""
-NEAR_HITS = 40
-"""Hits ranked below `WIDE_HITS` and above this bring one; the rest come alone."""
 
 
 def adjacent_pages(page_ids: Sequence[str]) -> list[str]:
@@ -118,10 +117,8 @@ PageCost = Callable[[Page, Runs], int]
 
 def neighbours_for_rank(rank: int, neighbours: int) -> int:
     """Messages on each side of the hit ranked `rank` (0-based): `neighbours` for the best
-    `WIDE_HITS`, at most one for the next up to `NEAR_HITS`, none after."""
-    if rank < WIDE_HITS:
-        return neighbours
-    return min(1, neighbours) if rank < NEAR_HITS else 0
+    `WIDE_HITS`, at most one for the others."""
+    return neighbours if rank < WIDE_HITS else min(1, neighbours)
 
 
 @dataclass
@@ -159,6 +156,8 @@ def pack_hits(
     ranked += [(score, 1, k) for k, (score, _) in enumerate(resident) if score > 0]
     shown: list[tuple[Hit, int]] = []
     for _, _, item in sorted(ranked, key=lambda r: (-r[0], r[1])):
+        if room - packer.used < MIN_LINE_TOKENS:
+            break  # full: no line fits what is left
         if isinstance(item, int):
             if packer.used + resident[item][1] <= room:
                 packed.resident.append(item)
@@ -174,6 +173,10 @@ def pack_hits(
     packed.groups = packer.groups()
     packed.used, packed.hits = packer.used, len(shown)
     return packed
+
+
+MIN_LINE_TOKENS = 3
+"""No message line with its newline takes fewer tokens (a name, a colon, a word)."""
 
 
 class _Packer:

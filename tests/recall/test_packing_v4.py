@@ -11,7 +11,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingState
 from langmem_paging.pager import Pager
-from langmem_paging.recall.passages import NEAR_HITS, WIDE_HITS, pack_hits
+from langmem_paging.recall.passages import WIDE_HITS, pack_hits
 from langmem_paging.records import Page
 from langmem_paging.search import Hit
 from langmem_paging.store import PageStore
@@ -45,15 +45,22 @@ def _spread_hits(n: int) -> list[Hit]:
 
 
 def test_neighbours_depend_on_the_rank_of_the_hit():
-    n = NEAR_HITS + 5
+    n = WIDE_HITS + 5
     pages = _book(n)
     # pass 1 alone: room for the schedule exactly (the second pass has nothing to widen with)
-    schedule = [5] * WIDE_HITS + [3] * (NEAR_HITS - WIDE_HITS) + [1] * (n - NEAR_HITS)
+    schedule = [5] * WIDE_HITS + [3] * (n - WIDE_HITS)
     packed = pack_hits(_spread_hits(n), pages, page_cost=_cost, room=sum(1 + s for s in schedule), neighbours=2)
     assert _shown(packed, "p1") == {8, 9, 10, 11, 12}
+    assert _shown(packed, f"p{WIDE_HITS}") == {8, 9, 10, 11, 12}
     assert _shown(packed, f"p{WIDE_HITS + 1}") == {9, 10, 11}
-    assert _shown(packed, f"p{NEAR_HITS + 1}") == {10}
+    assert _shown(packed, f"p{n}") == {9, 10, 11}
     assert packed.hits == n
+
+
+def test_a_hit_whose_window_does_not_fit_comes_alone():
+    pages = _book(3)
+    packed = pack_hits(_spread_hits(3), pages, page_cost=_cost, room=6 + 6 + 3, neighbours=2)
+    assert _shown(packed, "p3") == {10}, packed.groups
 
 
 def test_a_hit_too_long_to_fit_gives_way_alone_and_later_hits_still_go_in():
