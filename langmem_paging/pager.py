@@ -23,7 +23,7 @@ from langmem_paging.config import PagingConfig, resolve_max_tokens
 from langmem_paging.effects import arun, run
 from langmem_paging.engine import OnStoreError, StepEngine
 from langmem_paging.recall.plan import RecallPlan, plan_recall
-from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, resident_turns
+from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, Served, resident_turns
 from langmem_paging.search import InMemoryBM25Index, SearchIndex
 from langmem_paging.search_sqlite import SqliteSearchIndex
 from langmem_paging.state import PagingState
@@ -159,14 +159,14 @@ class Pager:
     # -- recall -----------------------------------------------------------------------------
     def recall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
                query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
-               history: Sequence[BaseMessage] = (), served: Mapping[str, str] | None = None,
+               history: Sequence[BaseMessage] = (), served: Mapping[str, Served] | None = None,
                context: Sequence[BaseMessage] = ()) -> RecallAnswer:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch.
 
         `share`: how many tool calls the model made at once (each gets that share of the room);
         `call_tokens`: tokens of the message that made the call (the next step protects it);
         `history`: the state's messages (view mode: a paged message edited since is recalled as edited);
-        `served`: ids an earlier recall call of the same message asks for, by its call id (served once);
+        `served`: ids another recall call of the same message serves, with its room (served once);
         `context`: the messages the model sees (a search ranks its turns beside the paged ones and
         keeps those that rank: `RecallAnswer.kept`)."""
         counter = self.counter_for(state=state)
@@ -176,7 +176,7 @@ class Pager:
 
     async def arecall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
                       query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
-                      history: Sequence[BaseMessage] = (), served: Mapping[str, str] | None = None,
+                      history: Sequence[BaseMessage] = (), served: Mapping[str, Served] | None = None,
                       context: Sequence[BaseMessage] = ()) -> RecallAnswer:
         """Async `recall`."""
         counter = await self.acounter_for(state=state)
@@ -185,7 +185,7 @@ class Pager:
         return await arun(flow, self._io(thread_id, store))
 
     def _request(self, page_ids: Any, query: Any, part: Any, share: int, call_tokens: int,
-                 history: Sequence[BaseMessage], served: Mapping[str, str] | None,
+                 history: Sequence[BaseMessage], served: Mapping[str, Served] | None,
                  context: Sequence[BaseMessage], counter: TokenCounter) -> RecallRequest:
         edits = {m.id: m for m in history if m.id} if self.config.mode == "view" else {}
         resident = resident_turns(context, counter) if query is not None and context else []

@@ -5,7 +5,8 @@
 - `service`: reads what the branch may see, sizes and renders the result (a flow of requests);
 - `spec`: the typed, versioned record of what a result showed (kept in its artifact);
 - `render`: how recalled text reads, and how a shrunk result is rebuilt exactly;
-- `passages`: search hits with their neighbours, packed into the room.
+- `passages`: search hits with their neighbours, packed into the room;
+- `feedback`: the second hop's follow-up query, from the first hits' distinctive terms.
 """
 
 from __future__ import annotations

@@ -1,15 +1,20 @@
 """Passages: the best-matching messages of paged-out pages, with their neighbours, as many as fit.
 
-A search hit is one message of a page. Hits are taken best first; each brings its message and
-`neighbours` messages on each side, crossing into the page before or after where the
-conversation runs on across the page edge. Only the messages not chosen yet cost room, so
-overlapping windows merge as they are packed; a window too long for what is left shrinks
-(one neighbour, then the hit alone) rather than being skipped, and packing goes on with the next
-hits until nothing more fits: there is no fixed number of passages. Turns still in the context
-rank beside the paged ones: one that ranks is kept where it is (it costs its own tokens, and the
-next step does not page it out to make room), so a recall never pushes out a resident match.
-The result is grouped by page, pages in the order of their best hit, each page's messages as
-runs in order.
+A search hit is one message of a page. Hits are taken best first, and how much context a hit
+brings depends on its rank (`neighbours_for_rank`): the best few bring `neighbours` messages on
+each side, the others one, so the room holds many hits rather than a few wide windows (evidence
+ranking 11-188 in the search was never reached with +-2 for every hit). Windows cross into the page before or after where the conversation runs on across the page edge.
+Only the messages not chosen yet cost room, so overlapping windows merge as they are packed; a
+window too long for what is left shrinks (fewer neighbours, then the hit alone), and a hit that
+does not fit even alone is skipped while later, shorter ones still go in: one passage gives way,
+never a page group. A second pass widens the windows of the hits shown, best first, into what is
+left. Costs are the rendering's (`page_cost`, the tokens a page's passages take in the result),
+so the result fills its room and never passes it.
+
+Turns still in the context rank beside the paged ones: one that ranks is kept where it is (it
+costs its own tokens, and the next step does not page it out to make room), so a recall never
+pushes out a resident match. The result is grouped by page, pages in the order of their best hit,
+each page's messages as runs in order.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
@@ -19,14 +24,15 @@ Example:
     ...                 bookmark="", keywords=[], token_count=n, boundary="fixed_4", created_turn=1, order=order)
     >>> pages = {"p1": page("p1", 0, 4), "p2": page("p2", 4, 4)}
     >>> hits = [Hit("p2", 0, 3.0), Hit("p1", 1, 1.0)]
-    >>> pack_hits(hits, pages, line_cost=lambda m: 1, header_cost=1, room=100, neighbours=1).groups
+    >>> def cost(page, runs):  # a header and each message: 3 tokens
+    ...     return 3 + 3 * sum(b - a for a, b in runs)
+    >>> pack_hits(hits, pages, page_cost=cost, room=100, neighbours=1).groups
     [('p2', [(0, 2)]), ('p1', [(0, 4)])]
-    >>> pack_hits(hits, pages, line_cost=lambda m: 1, header_cost=1, room=6, neighbours=1).groups
-    [('p2', [(0, 1)])]
-    >>> packed = pack_hits(hits, pages, line_cost=lambda m: 1, header_cost=1, room=6, neighbours=1,
-    ...                    resident=[(2.0, 5), (0.5, 1)])
-    >>> packed.groups, packed.resident
-    ([('p2', [(0, 1)])], [1])
+    >>> pack_hits(hits, pages, page_cost=cost, room=18, neighbours=1).groups  # p1's hit comes alone
+    [('p2', [(0, 2)]), ('p1', [(1, 2), (3, 4)])]
+    >>> packed = pack_hits(hits, pages, page_cost=cost, room=18, neighbours=1, resident=[(2.0, 3)])
+    >>> packed.groups, packed.resident, packed.used  # the resident turn ranks before p1's hit
+    ([('p2', [(0, 2)]), ('p1', [(3, 4)])], [0], 18)
 """
 
 from __future__ import annotations
@@ -34,16 +40,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from langchain_core.messages import BaseMessage
-
 from langmem_paging.records import Page, page_number
 from langmem_paging.search import Hit
 
-__all__ = ["Packed", "adjacent_pages", "pack_hits"]
+__all__ = ["Packed", "adjacent_pages", "neighbours_for_rank", "pack_hits"]
 
 Position = tuple[str, int]
-GAP_COST = 2
-"""Tokens of the ``...`` line between two runs of one page."""
+WIDE_HITS = 8
+"""The best hits bring `neighbours` messages on each side, the others one (a hit comes alone
+only when its window does not fit). Evidence coverage on LoCoMo dev's first
+two conversations at B=2000/4000/8000 (lexical reader, search mode), one run: +-2 for the best 8,
++-1 to the 40th, then alone, 0.809/0.883/0.900; +-2 for the best 8 and +-1 for every other hit,
+0.809/0.883/0.909 (with bookmarks yielding and the second hop: 0.823/0.892/0.905, against
+0.823/0.892/0.896 with hits alone after the 40th); +-2 for the best 12 then +-1 to the 40th then alone,
+0.814/0.866/0.905; +-2 for every hit, 0.814/0.857/0.900; +-2 for 4, +-1 to the 12th, then
+alone, 0.801/0.849/0.875 (hits far down the ranking carry evidence less often than the
+neighbours of the best ones)."""
 
 
 def adjacent_pages(page_ids: Sequence[str]) -> list[str]:
@@ -99,68 +111,121 @@ class _Conversation:
         return (other, 0) if direction > 0 else (other, len(self.pages[other].messages) - 1)
 
 
+Runs = list[tuple[int, int]]
+PageCost = Callable[[Page, Runs], int]
+
+
+def neighbours_for_rank(rank: int, neighbours: int) -> int:
+    """Messages on each side of the hit ranked `rank` (0-based): `neighbours` for the best
+    `WIDE_HITS`, at most one for the others."""
+    return neighbours if rank < WIDE_HITS else min(1, neighbours)
+
+
 @dataclass
 class Packed:
     """What a search result shows and keeps."""
 
-    groups: list[tuple[str, list[tuple[int, int]]]] = field(default_factory=list)
+    groups: list[tuple[str, Runs]] = field(default_factory=list)
     """Pages in the order of their best hit, each with its chosen messages as ``[start, stop)`` runs."""
     resident: list[int] = field(default_factory=list)
     """Indexes of the resident candidates that ranked and fit: kept in the context."""
+    used: int = 0
+    """Tokens the groups and the kept resident turns take (by `page_cost` and the candidates' own)."""
+    hits: int = 0
+    """Hits shown (their message is in a group)."""
 
 
 def pack_hits(
     hits: Sequence[Hit],
     pages: Mapping[str, Page],
     *,
-    line_cost: Callable[[BaseMessage], int],
-    header_cost: int,
+    page_cost: PageCost,
     room: int,
     neighbours: int,
     resident: Sequence[tuple[float, int]] = (),
+    taken: Mapping[str, Sequence[tuple[int, int]]] | None = None,
 ) -> Packed:
     """The hits' windows that fit in `room` tokens, best first, and the resident candidates
     (``(score, tokens)``, on the hits' scale) that rank among them and fit.
 
-    `line_cost` is a message's rendered line with its newline; `header_cost` a page header's; a
-    gap marker is counted for every run (an estimate the caller checks against the rendering)."""
-    conversation = _Conversation(pages)
-    chosen: dict[str, set[int]] = {}
+    `page_cost(page, runs)` is what a page's passages take in the result (its rendering and
+    newline); `taken`: runs already shown (a first search's), which cost nothing and are kept."""
+    packer = _Packer(pages, page_cost, room, taken or {})
     packed = Packed()
-    used = 0
     ranked: list[tuple[float, int, Hit | int]] = [(h.score, 0, h) for h in hits]
     ranked += [(score, 1, k) for k, (score, _) in enumerate(resident) if score > 0]
+    shown: list[tuple[Hit, int]] = []
     for _, _, item in sorted(ranked, key=lambda r: (-r[0], r[1])):
+        if room - packer.used < MIN_LINE_TOKENS:
+            break  # full: no line fits what is left
         if isinstance(item, int):
-            if used + resident[item][1] <= room:
+            if packer.used + resident[item][1] <= room:
                 packed.resident.append(item)
-                used += resident[item][1]
+                packer.used += resident[item][1]
             continue
-        used += _pack_hit(item, pages, conversation, chosen, line_cost, header_cost, room - used, neighbours)
-    packed.groups = [(pid, _runs(sorted(indexes))) for pid, indexes in chosen.items()]
+        width = packer.add_hit(item, neighbours_for_rank(len(shown), neighbours))
+        if width is not None:
+            shown.append((item, width))
+    for target in range(1, neighbours + 1):  # the second pass: wider windows, best hits first
+        for k, (hit, width) in enumerate(shown):
+            if width < target and packer.widen(hit, target):
+                shown[k] = (hit, target)
+    packed.groups = packer.groups()
+    packed.used, packed.hits = packer.used, len(shown)
     return packed
 
 
-def _pack_hit(hit: Hit, pages: Mapping[str, Page], conversation: _Conversation, chosen: dict[str, set[int]],
-              line_cost: Callable[[BaseMessage], int], header_cost: int, room: int, neighbours: int) -> int:
-    """Add the hit's widest window that fits `room` (new messages only); returns the tokens used."""
-    if hit.page_id not in pages or not 0 <= hit.index < len(pages[hit.page_id].messages):
-        return 0
-    for width in dict.fromkeys((neighbours, min(1, neighbours), 0)):
-        new = [p for p in conversation.window((hit.page_id, hit.index), width) if p[1] not in chosen.get(p[0], ())]
+MIN_LINE_TOKENS = 3
+"""No message line with its newline takes fewer tokens (a name, a colon, a word)."""
+
+
+class _Packer:
+    """The chosen messages per page and what they cost, added to window by window."""
+
+    def __init__(self, pages: Mapping[str, Page], page_cost: PageCost, room: int,
+                 taken: Mapping[str, Sequence[tuple[int, int]]]) -> None:
+        self.pages, self.page_cost, self.room = pages, page_cost, room
+        self.conversation = _Conversation(pages)
+        self.chosen: dict[str, set[int]] = {pid: {i for a, b in runs for i in range(a, b)}
+                                            for pid, runs in taken.items() if pid in pages}
+        self.costs: dict[str, int] = {pid: page_cost(pages[pid], _runs(sorted(ix)))
+                                      for pid, ix in self.chosen.items()}
+        self.base = dict(self.costs)
+        self.used = 0
+
+    def add_hit(self, hit: Hit, width: int) -> int | None:
+        """Add the hit's widest window up to `width` that fits; the width shown, or None."""
+        if hit.page_id not in self.pages or not 0 <= hit.index < len(self.pages[hit.page_id].messages):
+            return None
+        for w in range(width, -1, -1):
+            if self._add(self.conversation.window((hit.page_id, hit.index), w), hit.page_id):
+                return w
+        return None
+
+    def widen(self, hit: Hit, width: int) -> bool:
+        return self._add(self.conversation.window((hit.page_id, hit.index), width), hit.page_id)
+
+    def _add(self, window: list[Position], page_id: str) -> bool:
+        new: dict[str, set[int]] = {}
+        for pid, i in window:
+            if i not in self.chosen.get(pid, ()):
+                new.setdefault(pid, set()).add(i)
         if not new:
-            return 0
-        fresh = set(new)
-        cost = sum(line_cost(pages[pid].messages[i]) for pid, i in new)
-        cost += GAP_COST * sum(1 for pid, i in new  # a run starts: maybe a "..." before it
-                               if i - 1 not in chosen.get(pid, ()) and (pid, i - 1) not in fresh)
-        cost += header_cost * len({pid for pid, _ in new if pid not in chosen})
-        if cost <= room:
-            chosen.setdefault(hit.page_id, set())  # pages in the order of their best hit
-            for pid, i in new:
-                chosen.setdefault(pid, set()).add(i)
-            return cost
-    return 0
+            return True  # already shown whole
+        costs = {pid: self.page_cost(self.pages[pid], _runs(sorted(self.chosen.get(pid, set()) | ix)))
+                 for pid, ix in new.items()}
+        delta = sum(cost - self.costs.get(pid, 0) for pid, cost in costs.items())
+        if self.used + delta > self.room:
+            return False
+        self.chosen.setdefault(page_id, set())  # pages in the order of their best hit
+        for pid, ix in new.items():
+            self.chosen.setdefault(pid, set()).update(ix)
+        self.costs.update(costs)
+        self.used += delta
+        return True
+
+    def groups(self) -> list[tuple[str, Runs]]:
+        return [(pid, _runs(sorted(ix))) for pid, ix in self.chosen.items() if ix]
 
 
 def _unique(by_edge: dict[int, str], edges: list[int]) -> dict[int, str]:

@@ -32,8 +32,10 @@ from langmem_paging.tokens import TokenCounter, message_text, shared_counter
 __all__ = [
     "clip_note",
     "expand_recall_copy",
+    "items_tokens",
     "member_line",
     "page_parts",
+    "passages_cost",
     "recall_artifact",
     "render_message",
     "render_page",
@@ -221,6 +223,24 @@ def render_passages(page: Page, spans: Sequence[Sequence[int]], version: int = S
     return _header(page.id, f"messages {shown} of {n}") + "\n" + "\n".join(lines)
 
 
+def passages_cost(page: Page, spans: Sequence[Sequence[int]], counter: TokenCounter,
+                  line_tokens: Callable[[int], int]) -> int:
+    """Tokens `render_passages` (version 2) takes in a result (its body and newline, as
+    `render_recall_shown` counts them), from the tokens of each message's line with its newline
+    (`line_tokens(index)`: ``count(render_message(m) + "\n")``, which a caller may cache). A line
+    starts a new pre-token, so only its end merges with the newline; one token covers the last
+    line's newline, which the body does not carry. Never under the rendering's count, at most a
+    token over (packing many hits re-renders nothing)."""
+    shown = ", ".join(f"{a + 1}-{b}" if b - a > 1 else f"{a + 1}" for a, b in spans)
+    gaps = sum(1 for k in range(1, len(spans)) if spans[k][0] > spans[k - 1][1])
+    header = counter.count_text(_header(page.id, f"messages {shown} of {len(page.messages)}") + "\n")
+    return header + sum(line_tokens(i) for a, b in spans for i in range(a, b)) + gaps * _GAP_TOKENS + 1
+
+
+_GAP_TOKENS = 1
+"""``...`` and its newline (one pre-token: punctuation takes the newline)."""
+
+
 def member_line(page: Page) -> str:
     """A cluster member: its id, all the keywords kept with it, its size."""
     keywords = ",".join(page.keywords) if page.keywords else page.bookmark
@@ -250,6 +270,13 @@ def render_recall_shown(
         notice = _cap_notice(cap, omitted, room - used, counter)
         parts += [notice] if notice else []
     return "\n".join([note, *parts] if note else parts), shown
+
+
+def items_tokens(spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter) -> int:
+    """Tokens `spec`'s items take in a result as `render_recall_shown` counts them (each body and
+    its newline), the note aside: what is left of the cap is the room for more."""
+    bodies = (_item_body(item, spec, get_page, get_node, counter) for item in spec.items)
+    return sum(counter.count_text(body[1]) + 1 for body in bodies if body)
 
 
 def clip_note(note: str, cap: int, counter: TokenCounter) -> str:

@@ -23,17 +23,19 @@ from langmem_paging.effects import LoadPages, ask
 from langmem_paging.errors import StorageError
 from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.messages import library_mark, split_units
-from langmem_paging.recall.passages import adjacent_pages, pack_hits
+from langmem_paging.recall.feedback import FEEDBACK_HITS, follow_up_query
+from langmem_paging.recall.passages import Packed, adjacent_pages, pack_hits
 from langmem_paging.recall.plan import RecallPlan, plan_recall
 from langmem_paging.recall.render import (
     PART_MIN_TOKENS,
     clip_note,
+    items_tokens,
     member_line,
     page_parts,
+    passages_cost,
     recall_artifact,
     render_message,
     render_page,
-    render_passages,
     render_recall_shown,
     with_media,
 )
@@ -44,17 +46,43 @@ from langmem_paging.state import PagingState
 from langmem_paging.thread_io import ListMembers, LoadClusters, Notify, ScoreTexts, Search, ThreadFlow
 from langmem_paging.tokens import TokenCounter, message_text
 
-__all__ = ["RECALL_UNAVAILABLE", "RecallAnswer", "RecallRequest", "RecallService", "resident_turns"]
+__all__ = ["RECALL_UNAVAILABLE", "RecallAnswer", "RecallRequest", "RecallService", "Served", "holds_text",
+           "resident_turns"]
 
 logger = logging.getLogger("langmem_paging")
 
 CLUSTER_MEMBERS_LISTED = 40
+FOLDED_BOOKMARKS = 3
+"""Bookmarks set aside beside a recall result, in bookmark sizes: what the others fold into (a
+cluster bookmark, with its page span, is about twice a page bookmark)."""
+FIRST_HOP_SCORE = 0.0
+"""Hits scoring at least this share of the best hit's score are the first result; the second hop
+fills the room they leave before the weaker hits do. At 0 every hit is in the first result, so the
+second hop fills only the room left once the question's words match nothing more. LoCoMo dev,
+first two conversations, multi-hop evidence coverage at B=2000/4000/8000: no second hop
+0.279/0.581/0.698; 0 (hits +-1 to the 40th, then alone) 0.302/0.605/0.698; 0.3, 0.326/0.605/0.651."""
+SECOND_HOP_MIN_ROOM = 64
+"""Room the first result must leave for a second hop."""
+PART_OVERHEAD = 80
+"""Tokens a page's part takes beside its text: its header and its note ("p3 is long: part 1 of
+12; recall(page_ids=['p3'], part=2) for more.")."""
 _EMPTY = Page(id="p999999", messages=[], bookmark="", keywords=[], token_count=0, boundary="", created_turn=0)
 """A page with no messages: what a passage header costs."""
 RECALL_UNAVAILABLE = (
     "recall failed: the paged-out history is unavailable right now (the page store did not answer). "
     "Try the same recall again in a moment; nothing was lost."
 )
+
+
+@dataclass(frozen=True)
+class Served:
+    """Where a page or cluster asked by several recall calls of one message is served."""
+
+    call: str
+    """The tool call id of the recall call serving it."""
+    room: int
+    """Tokens that call's result has for each thing it serves: a page is pointed to only when
+    it fits (whole, or a part with text)."""
 
 
 @dataclass
@@ -77,9 +105,9 @@ class RecallRequest:
     resident: Sequence[tuple[str, str, int]] = ()
     """Turns still in the context as ``(key, text, tokens)`` (tokens: of what keeping it keeps, its
     tool group included): a search ranks them beside the paged turns, and keeps those that rank."""
-    served: Mapping[str, str] = field(default_factory=dict)
-    """Pages and clusters an earlier recall call of the same message asks for, by the id of that
-    call: each is served once, the later calls point to it."""
+    served: Mapping[str, Served] = field(default_factory=dict)
+    """Pages and clusters another recall call of the same message serves (the first asking for
+    them): each is served once, and the others point to that call when its room holds the page."""
 
 
 @dataclass
@@ -128,16 +156,24 @@ class RecallService:
         branch = PagingState.from_value(state)
         plan = plan_recall(request.page_ids, request.query, request.part)
         wanted, clusters, notes = _resolve(plan, branch, request.served)
+        elsewhere = [p for p in plan.page_ids if p in request.served]
         cap = self.room_for(branch, counter, share=request.share, call_tokens=request.call_tokens)
         try:
-            read = yield from self._read(plan, branch, wanted, clusters, cap, request.resident)
+            loaded = [*wanted, *(p for p in elsewhere if _visible(branch, p))]
+            read = yield from self._read(plan, branch, loaded, clusters, cap, request.resident)
             read.pages = {pid: _edited(page, request.edits) for pid, page in read.pages.items()}
+            notes[:0] = _elsewhere_notes(elsewhere, request.served, read.pages, counter)
         except StorageError as error:
             logger.warning("recall on thread %s: %s; the model is told to try again", thread_id, error,
                            exc_info=error)
             return RecallAnswer(RECALL_UNAVAILABLE, {}, [], branch.turn, status="error")
-        answer = _Composer(self.config, plan, branch, read, counter, cap, request.share,
-                           request.resident).answer(wanted, notes)
+        try:
+            answer = yield from _Composer(self.config, plan, branch, read, counter, cap, request.share,
+                                          request.resident, request.edits).answer(wanted, notes)
+        except StorageError as error:
+            logger.warning("recall on thread %s: %s; the model is told to try again", thread_id, error,
+                           exc_info=error)
+            return RecallAnswer(RECALL_UNAVAILABLE, {}, [], branch.turn, status="error")
         if answer.accessed and self.hooks:
             event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
             yield from ask(Notify(self.hooks, [("recalled", event)]))
@@ -148,7 +184,7 @@ class RecallService:
         read = _Read()
         if plan.query is not None:
             # resident pages too: the room the result takes pushes them out at the next step
-            read.hits = yield from ask(Search(plan.query, max(50, 8 * self.config.search_results, room // 25),
+            read.hits = yield from ask(Search(plan.query, _hit_limit(self.config, room),
                                               lambda pid: branch.owns("p", page_number(pid)),
                                               newest=branch.next["p"] - 1))
             if resident:
@@ -156,7 +192,7 @@ class RecallService:
         read.nodes = (yield from ask(LoadClusters(clusters))) if clusters else {}
         read.members = (yield from ask(ListMembers(list(read.nodes), CLUSTER_MEMBERS_LISTED))) if read.nodes else {}
         listed = [p for members in read.members.values() for p in members]
-        matched = best_pages(read.hits, max(24, room // 100))
+        matched = best_pages(read.hits, _page_limit(room))
         read.pages = yield from ask(LoadPages([*wanted, *matched, *listed]))
         edges = [p for p in adjacent_pages(matched) if p not in read.pages and _visible(branch, p)]
         if edges:  # passages run on across page edges
@@ -167,18 +203,39 @@ class RecallService:
         """Tokens a recall result may take: all the budget leaves beside what nothing may evict
         (the next step makes that room: it pages the rest out, back to the budget rather than the
         low-water mark, and keeps the result), within `recall_max_tokens`, split between recalls
-        made at once. Set aside: the calling message (`call_tokens`) and the bookmarks of the
-        resident pages the next step may push out (within the bookmarks' share)."""
+        made at once. Bookmarks yield to the answer: the next step folds them (and those of the
+        pages it pushes out) into cluster bookmarks as far as the result needs (`fold_to_fit`),
+        so only what they fold into is set aside, with the calling message (`call_tokens`)."""
         budget = branch.budget or (self.config.max_tokens if isinstance(self.config.max_tokens, int) else 0)
         if not branch.budget:
             return self.config.recall_cap_for(budget)
         bookmark_text = int(getattr(self.bookmarker, "max_tokens", 24) or 24)
         bookmark_tokens = bookmark_text + counter.count_message(HumanMessage("", id="langmem-paging-room"))
+        shown = sum(s.tokens for s in branch.shown.values()) + sum(c.tokens for c in branch.clusters.values())
         new_bookmarks = min(int(budget * self.config.bookmark_share), bookmark_tokens * (len(branch.pages) + 1))
-        room = budget - branch.protected - call_tokens - new_bookmarks - 16
+        folded = min(shown + new_bookmarks, FOLDED_BOOKMARKS * bookmark_tokens)
+        room = budget - (branch.protected - shown) - call_tokens - folded - 16
         if self.config.recall_max_tokens is not None:
             room = min(room, self.config.recall_max_tokens)
         return max(64, room // max(1, share))
+
+
+def holds_text(room: int, pages: int) -> bool:
+    """Whether a result of `room` tokens serving `pages` pages shows text of each: a part with
+    text (`PART_MIN_TOKENS`) fits each page's share beside its header and note. A sibling recall
+    call is pointed to for a page only when it holds it."""
+    return room // max(1, pages) - PART_OVERHEAD >= PART_MIN_TOKENS
+
+
+def _hit_limit(config: PagingConfig, room: int) -> int:
+    """Hits a search reads: as many as the room could show alone (a message line takes ~8 tokens
+    or more), so packing is never starved of hits while the room has space."""
+    return max(50, 8 * config.search_results, room // 8)
+
+
+def _page_limit(room: int) -> int:
+    """Pages a search loads for its hits (best first): as many as the room could show a line of."""
+    return max(24, room // 40)
 
 
 def resident_turns(view: Sequence[BaseMessage], counter: TokenCounter) -> list[tuple[str, str, int]]:
@@ -197,9 +254,9 @@ def resident_turns(view: Sequence[BaseMessage], counter: TokenCounter) -> list[t
 
 
 def _resolve(plan: RecallPlan, branch: PagingState,
-             served: Mapping[str, str]) -> tuple[list[str], list[str], list[str]]:
-    """The pages and clusters to read, and notes on what was asked but cannot be (or is in the
-    result of another recall call of the same message)."""
+             served: Mapping[str, Served]) -> tuple[list[str], list[str], list[str]]:
+    """The pages and clusters to read, and notes on what was asked but cannot be (clusters in the
+    result of another recall call of the same message; pages served elsewhere are noted once read)."""
     notes: list[str] = []  # most useful first: a small result clips the rest
     plan = _not_served_elsewhere(plan, served, notes)
     unknown = [p for p in plan.page_ids if not branch.owns("p", page_number(p))]
@@ -216,19 +273,22 @@ class _Composer:
 
     def __init__(self, config: PagingConfig, plan: RecallPlan, branch: PagingState, read: _Read,
                  counter: TokenCounter, cap: int, share: int = 1,
-                 resident: Sequence[tuple[str, str, int]] = ()) -> None:
+                 resident: Sequence[tuple[str, str, int]] = (), edits: Mapping[str, BaseMessage] | None = None
+                 ) -> None:
         self.config, self.plan, self.branch, self.read = config, plan, branch, read
+        self.edits = edits or {}
+        self.line_tokens: dict[tuple[str, int], int] = {}  # this call's: a message line's tokens
         self.counter, self.cap, self.share, self.resident = counter, cap, share, resident
         self.kept: list[str] = []
 
-    def answer(self, wanted: list[str], notes: list[str]) -> RecallAnswer:
+    def answer(self, wanted: list[str], notes: list[str]) -> ThreadFlow[RecallAnswer]:
         pages = self.read.pages
         found = [p for p in wanted if p in pages]
         notes += self._missing_notes(wanted)
         items, part_tokens = self._page_items(found, notes)
         items += [self._cluster_item(cid, node) for cid, node in self.read.nodes.items()]
         if self.read.hits or self.read.resident_scores:
-            items += self._passage_items(items, notes)
+            items += yield from self._passage_items(items, part_tokens, notes)
         if notes and not items and not all(n.endswith("not repeated.") for n in notes):
             shown = [*self.branch.clusters, *self.branch.shown]
             notes.append(f"Bookmarks in your context: {', '.join(shown) or 'none yet (nothing paged out)'}.")
@@ -236,7 +296,8 @@ class _Composer:
                           encoding=self.counter.encoding.name)
         content, labels = render_recall_shown(spec, pages.get, self.read.nodes.get, self.counter)
         recalled = list(dict.fromkeys(label for label in labels if label.startswith("p")))
-        return RecallAnswer(with_media(content, recalled, pages.get), recall_artifact(spec, recalled), self._accessed(found, items, labels),
+        return RecallAnswer(with_media(content, recalled, pages.get), recall_artifact(spec, recalled),
+                            self._accessed(labels, items),
                             self.branch.turn, kept=self.kept)
 
     def _missing_notes(self, wanted: list[str]) -> list[str]:
@@ -292,34 +353,83 @@ class _Composer:
             listed = kept
         return ClusterItem(cluster_id, listed, fits, node.size - len(listed))
 
-    def _passage_items(self, items: list[Item], notes: list[str]) -> list[Item]:
-        """As many of the best passages as fit the room the pages left (no fixed count), best first,
-        grouped by page; checked against their rendering, the last packed give way if needed."""
+    def _passage_items(self, items: list[Item], part_tokens: int, notes: list[str]) -> ThreadFlow[list[Item]]:
+        """As many of the best passages as fit the room the pages and clusters left (no fixed
+        count), best first, grouped by page, each costed as it renders. The hits scoring within
+        `FIRST_HOP_SCORE` of the best go first; when they leave room, a second hop (a follow-up
+        query from their distinctive terms) fills it, and the weaker hits fill what is left."""
         pages, counter, hits = self.read.pages, self.counter, self.read.hits
-        used = sum(counter.count_text(render_page(pages[i.page])) for i in items
-                   if isinstance(i, PageItem) and i.part is None)
-        room = max(0, self.cap - used - _note_tokens(notes, self.cap, counter) - 8)
-        visible = {pid: page for pid, page in pages.items() if _visible(self.branch, pid) or pid in self.branch.pages}
-        packed = pack_hits([h for h in hits if h.page_id in visible], visible,
-                           line_cost=lambda m: counter.count_text(render_message(m)) + 1,
-                           header_cost=counter.count_text(render_passages(_EMPTY, [(0, 0)])) + 6,
-                           room=room, neighbours=self.config.passage_neighbours,
-                           resident=[(score, tokens) for score, (_, _, tokens)
-                                     in zip(self.read.resident_scores, self.resident, strict=False)])
+        asked = RecallSpec(items=list(items), max_tokens=self.cap, part_tokens=part_tokens)
+        used = items_tokens(asked, pages.get, self.read.nodes.get, counter)
+        room = max(0, self.cap - used - (_note_tokens(notes, self.cap, counter) + 1 if notes else 0))
+        visible = self._visible_pages()
+        cutoff = hits[0].score * FIRST_HOP_SCORE if hits else 0.0
+        strong = [h for h in hits if h.score >= cutoff]
+        packed = self._pack(strong, room, resident=[(score, tokens) for score, (_, _, tokens)
+                                                      in zip(self.read.resident_scores, self.resident, strict=False)])
         self.kept = [self.resident[k][0] for k in packed.resident]
-        room -= sum(self.resident[k][2] for k in packed.resident)
+        if strong and room - packed.used >= SECOND_HOP_MIN_ROOM:
+            second = yield from self._second_hop(strong, packed.groups)
+            more = self._pack(second, room - packed.used, taken=packed.groups)
+            packed.groups, packed.used = more.groups, packed.used + more.used
+        if len(strong) < len(hits) and room > packed.used:
+            rest = self._pack([h for h in hits if h.score < cutoff and h.page_id in visible], room - packed.used,
+                              taken=packed.groups)
+            packed.groups, packed.used = rest.groups, packed.used + rest.used
         out = [PassageItem(pid, spans) for pid, spans in packed.groups]
-        while out and sum(counter.count_text(render_passages(pages[i.page], i.spans)) + 1 for i in out) > room:
-            out.pop()  # the estimate fell short: the page packed last gives way
         if not out and hits and not self.kept:
             best = ", ".join(best_pages(hits, 3))
             notes.append(f"Matches in {best}, but no passage fits the {self.cap} tokens left for this result: "
                          f"recall(page_ids=['{best_pages(hits, 1)[0]}'], part=1) reads the best page in parts.")
         return list(out)
 
-    def _accessed(self, found: list[str], items: list[Item], labels: list[str]) -> list[str]:
-        """A recall is an access, whether or not all of the text fit."""
-        accessed = [*found, *(label for label in labels if label.startswith("p") and label not in found)]
+    def _visible_pages(self) -> dict[str, Page]:
+        return {pid: page for pid, page in self.read.pages.items()
+                if _visible(self.branch, pid) or pid in self.branch.pages}
+
+    def _pack(self, hits: Sequence[Hit], room: int, *, resident: Sequence[tuple[float, int]] = (),
+              taken: Sequence[tuple[str, list[tuple[int, int]]]] = ()) -> Packed:
+        visible, counter, lines = self._visible_pages(), self.counter, self.line_tokens
+
+        def cost(page: Page, runs: list[tuple[int, int]]) -> int:
+            def line(i: int) -> int:
+                key = (page.id, i)
+                if key not in lines:
+                    lines[key] = counter.count_text(render_message(page.messages[i]) + "\n")
+                return lines[key]
+
+            return passages_cost(page, runs, counter, line)
+
+        return pack_hits([h for h in hits if h.page_id in visible], visible, page_cost=cost,
+                         room=room, neighbours=self.config.passage_neighbours, resident=resident,
+                         taken=dict(taken))
+
+    def _second_hop(self, first: Sequence[Hit], taken: Sequence[tuple[str, list[tuple[int, int]]]]
+                    ) -> ThreadFlow[list[Hit]]:
+        """Hits of a follow-up query drawn from the best first hits' distinctive terms, their
+        pages loaded (with their neighbours across page edges)."""
+        pages, branch = self.read.pages, self.branch
+        top = [message_text(pages[h.page_id].messages[h.index]) for h in first[:FEEDBACK_HITS]
+               if h.page_id in pages and h.index < len(pages[h.page_id].messages)]
+        corpus = [message_text(m) for page in self._visible_pages().values() for m in page.messages]
+        query = follow_up_query(self.plan.query or "", top, corpus)
+        if not query:
+            return []
+        shown = {(pid, i) for pid, runs in taken for a, b in runs for i in range(a, b)}
+        hits = yield from ask(Search(query, _hit_limit(self.config, self.cap),
+                                     lambda pid: branch.owns("p", page_number(pid)), newest=branch.next["p"] - 1))
+        hits = [h for h in hits if (h.page_id, h.index) not in shown]
+        needed = [p for p in best_pages(hits, _page_limit(self.cap)) if p not in pages]
+        edges = [p for p in adjacent_pages(needed) if p not in pages and p not in needed and _visible(branch, p)]
+        if needed or edges:
+            loaded = yield from ask(LoadPages([*needed, *edges]))
+            pages.update({pid: _edited(page, self.edits) for pid, page in loaded.items()})
+        return hits
+
+    def _accessed(self, labels: list[str], items: list[Item]) -> list[str]:
+        """Pages served (their text or a part of it shown), a cluster's members when their text
+        was, and asked pages still in the context: a page left out was not accessed."""
+        accessed = [label for label in labels if label.startswith("p")]
         for item in items:
             if isinstance(item, ClusterItem) and item.cluster in labels and item.text:
                 accessed += item.members
@@ -334,15 +444,42 @@ def _edited(page: Page, edits: Mapping[str, BaseMessage]) -> Page:
     return replace(page, messages=[changed.get(m.id or "", m) for m in page.messages])
 
 
-def _not_served_elsewhere(plan: RecallPlan, served: Mapping[str, str], notes: list[str]) -> RecallPlan:
-    """`plan` without the ids another recall call of the same message serves (a note points there)."""
+def _not_served_elsewhere(plan: RecallPlan, served: Mapping[str, Served], notes: list[str]) -> RecallPlan:
+    """`plan` without the ids another recall call of the same message serves; a note points to
+    the clusters' call (pages: `_elsewhere_notes`, once their size is known)."""
     elsewhere = [i for i in [*plan.page_ids, *plan.cluster_ids] if i in served]
     if not elsewhere:
         return plan
-    calls = ", ".join(dict.fromkeys(served[i] for i in elsewhere))
-    notes.append(f"{_listed(elsewhere)}: in the result of your other recall call ({calls}), not repeated.")
+    clusters = [c for c in plan.cluster_ids if c in served]
+    if clusters:
+        notes.append(_pointer(clusters, served))
     return replace(plan, page_ids=[p for p in plan.page_ids if p not in served],
                    cluster_ids=[c for c in plan.cluster_ids if c not in served])
+
+
+def _elsewhere_notes(asked: Sequence[str], served: Mapping[str, Served], pages: Mapping[str, Page],
+                     counter: TokenCounter) -> list[str]:
+    """Notes on the pages another call serves: a pointer to it when its room holds the page, else
+    that the page does not fit beside the others (no call shows it, so none is pointed to)."""
+    elsewhere = [p for p in dict.fromkeys(asked) if p in served]
+    # a page that is not paged out: the serving call's note says so
+    held = [p for p in elsewhere if p not in pages or _holds(pages[p], served[p].room, counter)]
+    notes = [_pointer(held, served)] if held else []
+    lost = [p for p in elsewhere if p not in held]
+    if lost:
+        notes.append(f"{_listed(lost)} does not fit the room your recall calls made at once share: "
+                     "recall fewer pages at a time.")
+    return notes
+
+
+def _holds(page: Page, room: int, counter: TokenCounter) -> bool:
+    """Whether a result with `room` tokens for `page` shows it: whole, or a part with text."""
+    return counter.count_text(render_page(page)) + 1 <= room - 16 or holds_text(room, 1)
+
+
+def _pointer(ids: Sequence[str], served: Mapping[str, Served]) -> str:
+    calls = ", ".join(dict.fromkeys(served[i].call for i in ids))
+    return f"{_listed(ids)}: in the result of your other recall call ({calls}), not repeated."
 
 
 def _id_notes(unknown: list[str], resident: list[str], malformed: list[str]) -> list[str]:

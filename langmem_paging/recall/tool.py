@@ -20,8 +20,8 @@ from langmem_paging.graph_state import prepare_view
 from langmem_paging.messages import METADATA_KEY, is_bookmark
 from langmem_paging.pager import Pager
 from langmem_paging.recall.plan import plan_recall
-from langmem_paging.recall.service import RecallAnswer
-from langmem_paging.state import STATE_KEY, recall_delta
+from langmem_paging.recall.service import RecallAnswer, Served
+from langmem_paging.state import STATE_KEY, PagingState, recall_delta
 from langmem_paging.tracing import arecall_run, recall_run
 
 __all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
@@ -56,42 +56,63 @@ def _paging_state(runtime: ToolRuntime) -> Any:
     return state.get(STATE_KEY)
 
 
-def _call(runtime: ToolRuntime, name: str) -> tuple[Any, int]:
-    """The model's message that made this call, and how many tool calls it made at once: their
-    results arrive together, so a recall gets its share of the room (the next step pages a sibling
-    result over its share on arrival)."""
+def _call(runtime: ToolRuntime) -> Any:
+    """The model's message that made this call (its tool calls' results arrive together)."""
     messages = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
     for message in reversed(messages):
-        calls = getattr(message, "tool_calls", None)
-        if calls:
-            return message, max(1, len(calls))
-    return None, 1
+        if getattr(message, "tool_calls", None):
+            return message
+    return None
 
 
-def _served(message: Any, call_id: str | None, name: str) -> dict[str, str]:
-    """Pages and clusters that recall calls before this one in the same message ask for, by call
-    id: parallel recalls serve each page once."""
-    served: dict[str, str] = {}
-    for call in getattr(message, "tool_calls", None) or []:
-        if call.get("id") == call_id:
-            break
-        if call.get("name") == name:
-            args = call.get("args") or {}
-            plan = plan_recall(args.get("page_ids"), None)
-            for ident in [*plan.page_ids, *plan.cluster_ids]:
-                served.setdefault(ident, str(call.get("id")))
-    return served
+def _shares(message: Any, call_id: str | None, name: str) -> tuple[int, int, dict[str, str]]:
+    """How the room is shared among the calls of one message: ``(this call's shares, all
+    shares, the ids other recall calls serve by call id)``. A share is a distinct page or
+    cluster (served by the first recall call asking for it), a search, or a call of another
+    tool; a repeated id costs nothing, so six calls for p1, p2, p1, p2, p1, p2 split the room
+    in two, not six."""
+    owners: dict[str, str] = {}
+    shares: dict[str, int] = {}
+    for k, call in enumerate(getattr(message, "tool_calls", None) or []):
+        cid = str(call.get("id") or f"#{k}")
+        if call.get("name") != name:
+            shares[cid] = 1
+            continue
+        args = call.get("args") or {}
+        plan = plan_recall(args.get("page_ids"), args.get("query"))
+        new = [ident for ident in [*plan.page_ids, *plan.cluster_ids] if ident not in owners]
+        owners.update(dict.fromkeys(new, cid))
+        shares[cid] = len(new) + (plan.query is not None)
+    mine = str(call_id) if call_id is not None else None
+    others = {ident: owner for ident, owner in owners.items() if owner != mine}
+    return shares.get(mine or "", 1 if message is None else 0), max(1, sum(shares.values())), others
 
 
 def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any, query: Any) -> dict[str, Any]:
-    """How the result is sized and where it reads: its share of the room, the calling message's
-    tokens, what sibling recalls serve, and the store of this call (the graph's, unless the pager
-    has its own)."""
-    message, share = _call(runtime, name)
+    """How the result is sized and where it reads: its part of the room (shared among the distinct
+    pages the message's calls ask for), the calling message's tokens, the ids a sibling recall
+    serves (pointed to only when that sibling's part holds them), and the store of this call
+    (the graph's, unless the pager has its own)."""
+    message = _call(runtime)
     call_tokens = pager.counter_for(state=state).count_message(message) if message is not None else 0
     history = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
-    return {"share": share, "call_tokens": call_tokens, "store": runtime.store, "history": history,
-            "served": _served(message, runtime.tool_call_id, name), "context": _context(pager, history, state) if query is not None else []}
+    mine, total, others = _shares(message, runtime.tool_call_id, name)
+    branch = PagingState.from_value(state)
+    served = {}
+    for ident, owner in others.items():
+        owner_shares = max(1, _shares(message, owner, name)[0])
+        owner_room = pager.room_for(branch, share=_share_of(owner_shares, total), call_tokens=call_tokens)
+        served[ident] = Served(owner, owner_room // owner_shares)
+    return {"share": _share_of(mine, total), "call_tokens": call_tokens, "store": runtime.store,
+            "history": history, "served": served,
+            "context": _context(pager, history, state) if query is not None else []}
+
+
+def _share_of(mine: int, total: int) -> int:
+    """The divisor of the room for a call holding `mine` of `total` shares (rounded so the calls
+    never take more than the room together); a call with nothing of its own to show gets a
+    share's worth, for its notes."""
+    return -(-total // mine) if mine else total
 
 
 def _context(pager: Pager, history: list, state: Any) -> list:

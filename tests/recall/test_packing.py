@@ -12,8 +12,9 @@ from langmem_paging import PagingConfig, PagingState
 from langmem_paging.messages import METADATA_KEY
 from langmem_paging.pager import Pager
 from langmem_paging.recall.render import expand_recall_copy
+from langmem_paging.recall.service import Served
 from langmem_paging.recall.spec import RecallSpec
-from langmem_paging.recall.tool import _served
+from langmem_paging.recall.tool import _shares
 from langmem_paging.store import PageStore
 from tests.support.scenario_helpers import step_exchanges
 from tools.fuzzing.oracles import recall_structure_problems
@@ -71,12 +72,14 @@ def test_parallel_recalls_of_one_page_serve_it_once():
         {"name": "recall", "args": {"page_ids": "p4, c2"}, "id": "c3"},
         {"name": "recall", "args": {"page_ids": ["p4", "p5"]}, "id": "c4"},
     ])
-    assert _served(message, "c1", "recall") == {}
-    assert _served(message, "c4", "recall") == {"p3": "c1", "p4": "c1", "c2": "c3"}
+    assert _shares(message, "c1", "recall") == (2, 5, {"c2": "c3", "p5": "c4"})
+    assert _shares(message, "c4", "recall") == (1, 5, {"p3": "c1", "p4": "c1", "c2": "c3"})
     pager, value = _pager(3000)
-    answer = pager.recall("t", value, page_ids=["p4", "p5"], served=_served(message, "c4", "recall"))
+    answer = pager.recall("t", value, page_ids=["p4", "p5"], served={"p4": Served("c1", 1000)})
     assert "=== p5 · " in answer.content and "=== p4 · " not in answer.content
     assert "p4: in the result of your other recall call (c1)" in answer.content
+    answer = pager.recall("t", value, page_ids=["p4", "p5"], served={"p4": Served("c1", 20)})
+    assert "(c1)" not in answer.content and "p4 does not fit" in answer.content, "c1 cannot hold p4"
 
 
 def test_every_part_of_a_long_page_carries_text_when_six_recalls_share_a_small_room():
