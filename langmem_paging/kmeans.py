@@ -4,6 +4,11 @@ Numpy only, and deterministic: the same points and seed give the same labels. Me
 for the few dozen to few hundred vectors that are resident at once, where a full
 pairwise distance matrix is cheap.
 
+Kept over scikit-learn (tools/bench_libraries.py, one BLAS thread, 120 x 384-d vectors): its
+`KMeans` is about 1.3x faster for one k with the same clusters and inertia, but the silhouette
+search `choose_k` runs 3.4x faster here (one distance matrix shared by every k), and scikit-learn
+would be a 3 s import and a large run-time dependency for a policy option.
+
 Example:
     >>> import numpy as np
     >>> blobs = np.array([[0, 0], [0, 0.1], [5, 5], [5, 5.1], [10, 0], [10, 0.1]])
