@@ -183,8 +183,8 @@ class PageStore:
         """Seconds to wait before retrying after `error` on 0-based `attempt`, or `PageStoreError`
         when the retries are spent: the retry rule's one home, for `_batch` and `_abatch`.
 
-        Hand-written rather than tenacity's `Retrying`: measured 5-7x its overhead on the common
-        (succeeding) call and 18x+ on a retried one (tools/bench_libraries.py), for the same attempts.
+        Hand-written rather than tenacity's `Retrying`: measured 5-13x its overhead on the common
+        (succeeding) call and 6-15x on a retried one (tools/bench_libraries.py), for the same attempts.
         """
         if attempt >= self.retries:
             raise self._failed(error) from error

@@ -35,14 +35,25 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run by path: evals/ is not installed
 
 
+def _seconds(call: Callable[[], Any], inner: int) -> float:
+    start = time.perf_counter()
+    for _ in range(inner):
+        call()
+    return (time.perf_counter() - start) / inner
+
+
 def _median_seconds(call: Callable[[], Any], repeats: int, inner: int) -> float:
-    times = []
+    return statistics.median(_seconds(call, inner) for _ in range(repeats))
+
+
+def _paired(ours: Callable[[], Any], lib: Callable[[], Any], repeats: int, inner: int) -> tuple[float, float]:
+    """Median seconds per call of each, measured in alternation so that load from other processes
+    (this machine is shared) falls on both alike."""
+    a, b = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            call()
-        times.append((time.perf_counter() - start) / inner)
-    return statistics.median(times)
+        a.append(_seconds(ours, inner))
+        b.append(_seconds(lib, inner))
+    return statistics.median(a), statistics.median(b)
 
 
 def _import_seconds(module: str) -> float | None:
@@ -83,8 +94,7 @@ def bench_retries(repeats: int) -> list[dict]:
     def library() -> Any:
         return retrying(store.batch, ops)
 
-    rows = [_row("store retries (call succeeds)", _median_seconds(ours, repeats, 2000),
-                 _median_seconds(library, repeats, 2000), "tenacity",
+    rows = [_row("store retries (call succeeds)", *_paired(ours, library, repeats, 2000), "tenacity",
                  "same result", "no failure: the common path, pure overhead of the wrapper")]
 
     class Flaky:
@@ -108,11 +118,12 @@ def bench_retries(repeats: int) -> list[dict]:
     sleep = store_module.time.sleep
     store_module.time.sleep = lambda s: None  # the backoff itself is the same sleep for both: leave it out
     try:
-        ours_failing = _median_seconds(lambda: mine._batch(ops), repeats, 500)
+        retry_nowait = tenacity.Retrying(stop=tenacity.stop_after_attempt(3), wait=tenacity.wait_none(),
+                                         reraise=True)
+        ours_failing, lib_failing = _paired(lambda: mine._batch(ops), lambda: retry_nowait(flaky_lib, ops),
+                                            repeats, 500)
     finally:
         store_module.time.sleep = sleep
-    retry_nowait = tenacity.Retrying(stop=tenacity.stop_after_attempt(3), wait=tenacity.wait_none(), reraise=True)
-    lib_failing = _median_seconds(lambda: retry_nowait(flaky_lib, ops), repeats, 500)
     # Both ran repeats*500 calls; two store calls each (one failure, one success) is the same behaviour.
     per_call = (flaky_ours.calls / (repeats * 500), flaky_lib.calls / (repeats * 500))
     rows.append(_row("store retries (one retry)", ours_failing, lib_failing, "tenacity",
@@ -160,8 +171,7 @@ def bench_bootstrap(repeats: int) -> list[dict]:
         assert a is not None
         width = a[1] - a[0]
         gap = max(abs(a[0] - b[0]), abs(a[1] - b[1]))
-        rows.append(_row(name, _median_seconds(ours_call, repeats, 20), _median_seconds(lib_call, repeats, 20),
-                         "scipy", f"ends differ {gap:.4f} ({gap / width:.0%} of width)",
+        rows.append(_row(name, *_paired(ours_call, lib_call, repeats, 10), "scipy", f"ends differ {gap:.4f} ({gap / width:.0%} of width)",
                          f"ours {a}, scipy {b}; different random draws, so equal only within Monte Carlo error"))
     return rows
 
@@ -192,7 +202,7 @@ def bench_chart(repeats: int) -> list[dict]:
 
     ours_svg, lib_svg = tokens_chart(steps), library()
     return [_row("report chart (200 calls)", _median_seconds(lambda: tokens_chart(steps), repeats, 20),
-                 _median_seconds(library, repeats, 3), "matplotlib",
+                 _median_seconds(library, repeats, 2), "matplotlib",
                  "different markup",
                  f"svg bytes ours {len(ours_svg)} vs {len(lib_svg)}; matplotlib has no per-mark data-*/title "
                  f"(the report's hover text, tests), and is an evals-only extra")]
@@ -218,8 +228,7 @@ def bench_kmeans(repeats: int) -> list[dict]:
         return KMeans(6, n_init=4, random_state=0).fit(points)
 
     a, b = ours_k(), lib_k()
-    rows = [_row("k-means k=6 (120x384)", _median_seconds(ours_k, repeats, 10), _median_seconds(lib_k, repeats, 10),
-                 "scikit-learn", f"ARI {adjusted_rand_score(a.labels, b.labels_):.3f}, inertia ours "
+    rows = [_row("k-means k=6 (120x384)", *_paired(ours_k, lib_k, repeats, 10), "scikit-learn", f"ARI {adjusted_rand_score(a.labels, b.labels_):.3f}, inertia ours "
                  f"{a.inertia:.1f} vs {b.inertia_:.1f}",
                  "same seed does not give the same draws (different RNGs)")]
     sq = pairwise_sq_distances(points)
@@ -238,8 +247,7 @@ def bench_kmeans(repeats: int) -> list[dict]:
 
     ca, cb = ours_choose(), lib_choose()
     assert cb is not None
-    rows.append(_row("choose_k 2..12 (120x384)", _median_seconds(ours_choose, repeats, 2),
-                     _median_seconds(lib_choose, repeats, 2), "scikit-learn",
+    rows.append(_row("choose_k 2..12 (120x384)", *_paired(ours_choose, lib_choose, repeats, 1), "scikit-learn",
                      f"k ours {ca.k} vs {int(cb[1].max()) + 1}, ARI {adjusted_rand_score(ca.labels, cb[1]):.3f}, "
                      f"silhouette {ca.silhouette:.4f} vs {cb[0]:.4f}"))
     return rows
@@ -261,8 +269,7 @@ def bench_tables(repeats: int) -> list[dict]:
 
     ours_text, lib_text = format_table(rows, columns), lib()
     same = ours_text == lib_text
-    return [_row("CLI table (200 rows)", _median_seconds(lambda: format_table(rows, columns), repeats, 50),
-                 _median_seconds(lib, repeats, 50), "tabulate", "same text" if same else "different text",
+    return [_row("CLI table (200 rows)", *_paired(lambda: format_table(rows, columns), lib, repeats, 50), "tabulate", "same text" if same else "different text",
                  "tabulate right-aligns numeric headers; ours keeps the '-' cell, yes/no and width cuts")]
 
 
