@@ -159,10 +159,7 @@ class PageStore:
             except _MISUSE:
                 raise
             except Exception as error:  # noqa: BLE001 - any backend error is retried, then reported
-                if attempt == self.retries:
-                    raise self._failed(error) from error
-                logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
-                time.sleep(0.01 * 2**attempt)
+                time.sleep(self._backoff(attempt, error))
         raise AssertionError("unreachable")
 
     async def _abatch(self, ops: Sequence[Op] | Claim) -> list[Any]:
@@ -179,11 +176,20 @@ class PageStore:
             except _MISUSE:
                 raise
             except Exception as error:  # noqa: BLE001
-                if attempt == self.retries:
-                    raise self._failed(error) from error
-                logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
-                await asyncio.sleep(0.01 * 2**attempt)
+                await asyncio.sleep(self._backoff(attempt, error))
         raise AssertionError("unreachable")
+
+    def _backoff(self, attempt: int, error: Exception) -> float:
+        """Seconds to wait before retrying after `error` on 0-based `attempt`, or `PageStoreError`
+        when the retries are spent: the retry rule's one home, for `_batch` and `_abatch`.
+
+        Hand-written rather than tenacity's `Retrying`: measured 5-13x its overhead on the common
+        (succeeding) call and 6-15x on a retried one (tools/bench_libraries.py), for the same attempts.
+        """
+        if attempt >= self.retries:
+            raise self._failed(error) from error
+        logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
+        return 0.01 * 2**attempt
 
     def _claim(self, call: Callable[[NumberClaims], list[bool]]) -> list[bool]:
         try:
