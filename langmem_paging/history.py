@@ -1,7 +1,8 @@
 """Losslessness: the thread's whole history, exactly, from its context and the stored pages.
 
 Bookmarks expand to their page's messages, cluster bookmarks to their member pages (walking
-the cluster forest), shrunk recall results and paged tool results to their full text. With the
+the cluster forest), shrunk recall results, paged tool results and malformed calls to their full
+text. With the
 branch's paging state, everything is put back in history order (pages and resident messages
 carry history ordinals).
 """
@@ -11,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langmem_paging.forest import members_of
-from langmem_paging.messages import library_mark, recall_copy_pages
+from langmem_paging.messages import library_mark, recall_copy_pages, tool_call_ids
 from langmem_paging.records import ClusterNode, Page, page_number
 from langmem_paging.state import PagingState
 from langmem_paging.tokens import TokenCounter, shared_counter
@@ -135,16 +136,21 @@ class _Rebuild:
 
 
 def _stub_of(message: BaseMessage, page: Page) -> bool:
-    """True if `message` is the stub of the tool result `page` holds (same id and call id), not a
-    message that only copies a stub's metadata (a user message carrying it was replaced by the
-    page's first message)."""
+    """True if `message` is the stub of the one message `page` holds (a tool result paged on
+    arrival, or a malformed call's AI message): same type, id and call ids, not a message that
+    only copies a stub's metadata (a user message carrying it was replaced by the page's first
+    message)."""
     original = page.messages[0] if page.kind == "tool_result" and len(page.messages) == 1 else None
     return (
-        isinstance(message, ToolMessage)
-        and isinstance(original, ToolMessage)
+        isinstance(message, (ToolMessage, AIMessage))
+        and type(original) is type(message)
         and original.id == message.id
-        and original.tool_call_id == message.tool_call_id
+        and tool_call_ids(original) + _result_of(original) == tool_call_ids(message) + _result_of(message)
     )
+
+
+def _result_of(message: BaseMessage) -> list[str]:
+    return [message.tool_call_id] if isinstance(message, ToolMessage) else []
 
 
 def _shows_a_page(branch: PagingState | None, message: BaseMessage) -> bool:

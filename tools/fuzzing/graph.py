@@ -34,6 +34,7 @@ from langmem_paging.testing import FaultInjectingStore
 from .oracles import (
     chat_problems,
     generous_protected,
+    in_history_order,
     order_label,
     recall_structure_problems,
     same_messages,
@@ -572,15 +573,15 @@ class GraphCase:
         expected = list(history)
         if remove_all:
             keep = list(inputs[2:-1])
-            expected = [
-                inputs[1],
-                *reconstruct_history(
-                    keep,
-                    lambda pid: self.oracle.get(thread, pid),
-                    COUNTER,
-                    clusters=lambda cid: self.oracle.get_cluster(thread, cid),
-                ),
-            ]
+            # a kept cluster bookmark stands for pages from several places in the history (some
+            # after messages kept beside it): keeping messages never reorders them
+            kept = reconstruct_history(
+                keep,
+                lambda pid: self.oracle.get(thread, pid),
+                COUNTER,
+                clusters=lambda cid: self.oracle.get_cluster(thread, cid),
+            )
+            expected = [inputs[1], *in_history_order(kept, history)]
             self.report.notes["graph REMOVE_ALL_MESSAGES"] += 1
         else:
             for m in inputs[:-1]:
