@@ -26,6 +26,13 @@ GetPage = Callable[[str], "Page | None"]
 GetNode = Callable[[str], "ClusterNode | None"]
 _Segment = tuple[tuple[int, int, int], list[BaseMessage]]
 
+_AFTER = 1 << 30
+"""Position within an ordinal of a message never numbered: after everything numbered there."""
+_BEFORE_ALL = -(1 << 62)
+"""Ordinal of a message never numbered that comes first in the list: a rewrite put it before every
+message and page (``REMOVE_ALL_MESSAGES`` with a summary, before the next step numbers it below
+every ordinal given, earlier summaries' included)."""
+
 
 def reconstruct_history(
     messages: Sequence[BaseMessage],
@@ -120,7 +127,9 @@ class _Rebuild:
         if message.id in self.in_pages:
             order, at = self.in_pages[message.id]
             return order, at, n
-        return (self.segments[-1][0][0] if self.segments else -1), 1 << 30, n
+        if self.segments:  # never numbered (the step has not seen it yet): it follows what precedes it
+            return self.segments[-1][0][0], _AFTER, n
+        return _BEFORE_ALL, 0, n
 
     def _restore(self, message: BaseMessage) -> BaseMessage:
         mark = library_mark(message)

@@ -41,6 +41,7 @@ from .oracles import (
     shows_page,
     stuck_label,
     tail_of,
+    without_patches,
 )
 from .report import INJECTED, FuzzFailure, InjectedStoreError, Report
 from .stores import _sqlite_store
@@ -648,18 +649,19 @@ class GraphCase:
                 if c not in answered:
                     self.dangling.add(c)
         self.check("history only grows (graph lossless)")
-        prefix = history[: len(expected)]
+        grown = without_patches(history, expected)
+        prefix = grown[: len(expected)]
         diff = same_messages(prefix, expected)
         if diff:
             self.fail(
                 "not lossless (graph): the history lost or changed earlier messages"
                 + (
                     self.diagnose_loss(after.values)
-                    or order_label(history, expected + tail_of(history, expected))
+                    or order_label(grown, expected + tail_of(grown, expected))
                 ),
                 diff + (f" [after injected error: {error}]" if error else ""),
             )
-        tail = history[len(expected) :]
+        tail = grown[len(expected) :]
         tail_ids = [m.id for m in tail]
         if inputs[-1].id not in tail_ids:
             self.fail(
