@@ -91,15 +91,19 @@ class _Rebuild:
                          if branch else {})
         self.segments: list[_Segment] = []
         self.resident: list[int] = []  # segments holding a message of the list itself
+        self.high = _BEFORE_ALL  # the highest ordinal of the segments so far
 
     def add(self, n: int, message: BaseMessage) -> None:
         members = self._expansion(message)
         if members is not None:
             for page in members:
                 self.segments.append(((page.order, 0, n), [self._restore(m) for m in page.messages]))
+                self.high = max(self.high, page.order)
             return
         self.resident.append(len(self.segments))
-        self.segments.append((self._key(n, message), [self._restore(message)]))
+        key = self._key(n, message)
+        self.segments.append((key, [self._restore(message)]))
+        self.high = max(self.high, key[0])
 
     def history(self) -> list[BaseMessage]:
         if self.branch is not None:
@@ -127,8 +131,9 @@ class _Rebuild:
         if message.id in self.in_pages:
             order, at = self.in_pages[message.id]
             return order, at, n
-        if self.segments:  # never numbered (the step has not seen it yet): it follows what precedes it
-            return self.segments[-1][0][0], _AFTER, n
+        if self.segments:  # never numbered (no step saw it yet): it follows all that precedes it in
+            # the list, a cluster bookmark's latest member page included
+            return self.high, _AFTER, n
         return _BEFORE_ALL, 0, n
 
     def _restore(self, message: BaseMessage) -> BaseMessage:
