@@ -2,9 +2,19 @@
 
 Bookmarks expand to their page's messages, cluster bookmarks to their member pages (walking
 the cluster forest), shrunk recall results, paged tool results and malformed calls to their full
-text. With the
-branch's paging state, everything is put back in history order (pages and resident messages
-carry history ordinals).
+text. With the branch's paging state, everything is put back in history order, by one rule:
+
+- a message a step has numbered sits at its ordinal (`PagingState.order`; a page at its first
+  message's, `Page.order`), ties broken by list order; the step numbers a new message where the
+  list has it (at the end: the next ordinal; first: below every ordinal; between older messages:
+  just below the next one's, `step.reconcile.number_new_messages`);
+- a message no step has numbered yet (the model's last answer, or what the app wrote with
+  `update_state` since) follows everything before it in the list, or comes first if nothing is;
+- the list's own messages never pass one another (a rewrite's order is the history's); page
+  expansions go where their ordinals say.
+
+So a removal, an edit, a ``REMOVE_ALL_MESSAGES`` rewrite or a fork rebuilds in the order the app
+left, whether or not a step ran since.
 """
 
 from __future__ import annotations
