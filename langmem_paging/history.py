@@ -1,9 +1,20 @@
 """Losslessness: the thread's whole history, exactly, from its context and the stored pages.
 
 Bookmarks expand to their page's messages, cluster bookmarks to their member pages (walking
-the cluster forest), shrunk recall results and paged tool results to their full text. With the
-branch's paging state, everything is put back in history order (pages and resident messages
-carry history ordinals).
+the cluster forest), shrunk recall results, paged tool results and malformed calls to their full
+text. With the branch's paging state, everything is put back in history order, by one rule:
+
+- a message a step has numbered sits at its ordinal (`PagingState.order`; a page at its first
+  message's, `Page.order`), ties broken by list order; the step numbers a new message where the
+  list has it (at the end: the next ordinal; first: below every ordinal; between older messages:
+  just below the next one's, `step.reconcile.number_new_messages`);
+- a message no step has numbered yet (the model's last answer, or what the app wrote with
+  `update_state` since) follows everything before it in the list, or comes first if nothing is;
+- the list's own messages never pass one another (a rewrite's order is the history's); page
+  expansions go where their ordinals say.
+
+So a removal, an edit, a ``REMOVE_ALL_MESSAGES`` rewrite or a fork rebuilds in the order the app
+left, whether or not a step ran since.
 """
 
 from __future__ import annotations
@@ -11,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langmem_paging.forest import members_of
-from langmem_paging.messages import library_mark, recall_copy_pages
+from langmem_paging.messages import library_mark, recall_copy_pages, tool_call_ids
 from langmem_paging.records import ClusterNode, Page, page_number
 from langmem_paging.state import PagingState
 from langmem_paging.tokens import TokenCounter, shared_counter
@@ -24,6 +35,13 @@ __all__ = ["reconstruct_history"]
 GetPage = Callable[[str], "Page | None"]
 GetNode = Callable[[str], "ClusterNode | None"]
 _Segment = tuple[tuple[int, int, int], list[BaseMessage]]
+
+_AFTER = 1 << 30
+"""Position within an ordinal of a message never numbered: after everything numbered there."""
+_BEFORE_ALL = -(1 << 62)
+"""Ordinal of a message never numbered that comes first in the list: a rewrite put it before every
+message and page (``REMOVE_ALL_MESSAGES`` with a summary, before the next step numbers it below
+every ordinal given, earlier summaries' included)."""
 
 
 def reconstruct_history(
@@ -83,15 +101,19 @@ class _Rebuild:
                          if branch else {})
         self.segments: list[_Segment] = []
         self.resident: list[int] = []  # segments holding a message of the list itself
+        self.high = _BEFORE_ALL  # the highest ordinal of the segments so far
 
     def add(self, n: int, message: BaseMessage) -> None:
         members = self._expansion(message)
         if members is not None:
             for page in members:
                 self.segments.append(((page.order, 0, n), [self._restore(m) for m in page.messages]))
+                self.high = max(self.high, page.order)
             return
         self.resident.append(len(self.segments))
-        self.segments.append((self._key(n, message), [self._restore(message)]))
+        key = self._key(n, message)
+        self.segments.append((key, [self._restore(message)]))
+        self.high = max(self.high, key[0])
 
     def history(self) -> list[BaseMessage]:
         if self.branch is not None:
@@ -119,7 +141,10 @@ class _Rebuild:
         if message.id in self.in_pages:
             order, at = self.in_pages[message.id]
             return order, at, n
-        return (self.segments[-1][0][0] if self.segments else -1), 1 << 30, n
+        if self.segments:  # never numbered (no step saw it yet): it follows all that precedes it in
+            # the list, a cluster bookmark's latest member page included
+            return self.high, _AFTER, n
+        return _BEFORE_ALL, 0, n
 
     def _restore(self, message: BaseMessage) -> BaseMessage:
         mark = library_mark(message)
@@ -135,16 +160,21 @@ class _Rebuild:
 
 
 def _stub_of(message: BaseMessage, page: Page) -> bool:
-    """True if `message` is the stub of the tool result `page` holds (same id and call id), not a
-    message that only copies a stub's metadata (a user message carrying it was replaced by the
-    page's first message)."""
+    """True if `message` is the stub of the one message `page` holds (a tool result paged on
+    arrival, or a malformed call's AI message): same type, id and call ids, not a message that
+    only copies a stub's metadata (a user message carrying it was replaced by the page's first
+    message)."""
     original = page.messages[0] if page.kind == "tool_result" and len(page.messages) == 1 else None
     return (
-        isinstance(message, ToolMessage)
-        and isinstance(original, ToolMessage)
+        isinstance(message, (ToolMessage, AIMessage))
+        and type(original) is type(message)
         and original.id == message.id
-        and original.tool_call_id == message.tool_call_id
+        and tool_call_ids(original) + _result_of(original) == tool_call_ids(message) + _result_of(message)
     )
+
+
+def _result_of(message: BaseMessage) -> list[str]:
+    return [message.tool_call_id] if isinstance(message, ToolMessage) else []
 
 
 def _shows_a_page(branch: PagingState | None, message: BaseMessage) -> bool:

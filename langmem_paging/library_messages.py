@@ -6,6 +6,8 @@ Evicted text is replaced, at its place, by a short stand-in the model can read a
 - a **cluster bookmark** ``[c2:honey,Bled|p1-p9]`` for a cluster of evicted pages;
 - a **warm digest** (the page's key lines) for an evicted page in the warm tier;
 - a **tool-result stub** for a large tool result paged as it arrived (same id and call id);
+- a **malformed-call stub**: an earlier turn's AI message whose malformed calls' raw arguments went
+  into a page (same id and call ids, the arguments left out);
 - a **shrunk recall copy**: a `recall` result that aged out, reduced to a reference.
 
 Each carries library metadata (``additional_kwargs["langmem_paging"]``); only the paging state
@@ -29,7 +31,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langmem_paging.messages import METADATA_KEY, library_mark, recall_copy_pages
 
@@ -46,6 +48,7 @@ __all__ = [
     "format_bookmark",
     "format_cluster_bookmark",
     "is_shrunk_copy",
+    "malformed_call_stub",
     "member_span",
     "parse_bookmark",
     "shrink_recall_copy",
@@ -182,6 +185,21 @@ def stub_is_shorter(result: ToolMessage, call: Mapping[str, Any] | None, tokens:
     """True when the result's stub is shorter than the result: a stub must never make the context
     bigger. Measured with a page id longer than any real one."""
     return count_message(tool_result_stub("p999999", result, call, tokens)) < tokens
+
+
+def malformed_call_stub(page_id: str, message: AIMessage, tokens: int) -> AIMessage:
+    """An AI message whose malformed calls (`invalid_tool_calls`) went into page `page_id`: same id,
+    same calls and call ids (their error results still answer them), the raw arguments left out and
+    the text replaced by a note naming the page and the size."""
+    names = ", ".join(bookmark_safe(c.get("name") or "tool") for c in message.invalid_tool_calls)
+    text = (f"[{page_id}:malformed call to {names or 'a tool'}, {tokens} tokens, paged out; "
+            f"call recall(page_ids=['{page_id}']) to read it]")
+    meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
+    return message.model_copy(update={
+        "content": text,
+        "invalid_tool_calls": [{**call, "args": ""} for call in message.invalid_tool_calls],
+        "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
+    })
 
 
 # -- recall copies ----------------------------------------------------------------------------------

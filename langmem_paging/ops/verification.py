@@ -240,14 +240,14 @@ def _duplicates(history: Sequence[BaseMessage]) -> list[Issue]:
 
 
 def _ordinal_order(history: Sequence[BaseMessage], state: PagingState, fetch: _Fetcher) -> list[Issue]:
-    """The rebuilt history's ordinals must increase."""
+    """The rebuilt history's ordinals never decrease (messages a rewrite put between others share one)."""
     ordinals = _ordinals(history, state, fetch)
     issues = []
     previous: tuple[str, int] | None = None
     for message in history:
         if message.id not in ordinals:
             continue
-        if previous is not None and ordinals[message.id] <= previous[1]:
+        if previous is not None and ordinals[message.id] < previous[1]:  # equal: list order decides
             issues.append(Issue("order", f"message {message.id} (ordinal {ordinals[message.id]}) follows "
                                          f"{previous[0]} (ordinal {previous[1]})"))
         previous = (message.id, ordinals[message.id])

@@ -22,6 +22,7 @@ from langmem_paging.step.context import StepContext, start
 from langmem_paging.step.evict import evict, evict_resident, unbookmarked
 from langmem_paging.step.finish import finish
 from langmem_paging.step.fold import fold, fold_to_fit
+from langmem_paging.step.malformed import shrink_malformed
 from langmem_paging.step.options import StepOptions
 from langmem_paging.step.protect import protect
 from langmem_paging.step.reconcile import number_new_messages, reconcile
@@ -41,6 +42,7 @@ def paging_step(view: Sequence[BaseMessage], state_value: Any, options: StepOpti
     number_new_messages(ctx)
     protect(ctx)
     yield from page_large_results(ctx)
+    yield from shrink_malformed(ctx)
     if ctx.total > options.budget:
         yield from evict(ctx)
     yield from present_warm(ctx)

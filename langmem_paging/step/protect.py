@@ -3,7 +3,9 @@
 Protected: system and pinned messages, the newest user message, the latest tool group of the
 turn (an AI message with all its results; before any, everything after the newest user
 message), calls not answered yet, the library's own stand-ins, the results of the last recall,
-and (replace mode) messages with no id, which no update could remove.
+and (replace mode) messages with no id, which no update could remove. Only the current turn's
+unit is protected for being recent: an earlier turn's malformed call and its error result page
+like any other unit (while that result has no id yet, `step.malformed` shrinks the call instead).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from langmem_paging.messages import Unit, is_pinned, split_units
 from langmem_paging.step.context import StepContext
 
-__all__ = ["protect", "protected_tokens"]
+__all__ = ["protect", "protected_tokens", "unremovable"]
 
 
 def protect(ctx: StepContext) -> None:
@@ -55,14 +57,29 @@ def _in_current_turn(ctx: StepContext, k: int, unit: Unit, latest_group: int | N
 
 def _kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
     """Protected whatever the turn: unanswered, ours, pinned, just recalled, or without an id."""
+    return _chosen_kept(ctx, unit, library) or _without_id(ctx, unit)
+
+
+def _chosen_kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
+    """Kept by what it is: unanswered, ours, pinned or just recalled."""
     keys = ctx.keys[unit.start:unit.end]
     return (
         not unit.answered
         or keys[0] in library
         or any(is_pinned(m) for m in unit.messages)
         or any(key in ctx.recalled_now for key in keys)
-        or (ctx.options.keep_ids_without_id and any(not m.id for m in unit.messages))
     )
+
+
+def _without_id(ctx: StepContext, unit: Unit) -> bool:
+    return ctx.options.keep_ids_without_id and any(not m.id for m in unit.messages)
+
+
+def unremovable(ctx: StepContext, k: int, unit: Unit) -> bool:
+    """True for a unit of an earlier turn that only a message without an id keeps (no update could
+    remove it): nothing else protects it."""
+    return (_without_id(ctx, unit) and not _in_current_turn(ctx, k, unit, ctx.latest_group)
+            and not _chosen_kept(ctx, unit, ctx.library_keys()))
 
 
 def protected_tokens(ctx: StepContext) -> int:

@@ -47,25 +47,44 @@ def _shows(ctx: StepContext, anchor: str, kind: str, ident: str) -> bool:
 
 
 def number_new_messages(ctx: StepContext) -> None:
-    """Give messages seen for the first time the next history ordinals (in view order).
+    """Give messages seen for the first time history ordinals that put them where the list has them.
 
-    New messages before all the context's older ones (a rewrite put them first, as
-    ``REMOVE_ALL_MESSAGES`` with a summary does) are numbered below every ordinal given: their
-    pages must rebuild before the older messages and pages, not after them."""
+    New messages at the end (the usual case) take the next ordinals. New messages before all the
+    context's older ones (a rewrite put them first, as ``REMOVE_ALL_MESSAGES`` with a summary does)
+    are numbered below every ordinal given. New messages a rewrite put between older ones share the
+    ordinal just below the next older message's: `reconstruct_history` breaks ties by list order,
+    so paged or not they rebuild in their place, not at the end."""
     state = ctx.state
-    in_pages = {k for page in state.pages.values() for k in page.ids}
+    in_pages = {k: page.order for page in state.pages.values() for k in page.ids[:1]}
+    paged = {k for page in state.pages.values() for k in page.ids}
     library = ctx.library_keys()
     new = [
-        not (key in state.order or key in in_pages or (key in library and library_mark(message)))
+        not (key in state.order or key in paged or (key in library and library_mark(message)))
         for key, message in zip(ctx.keys, ctx.messages, strict=True)
     ]  # (a message that took a library message's id, or only copies its metadata, is new)
     front = new.index(False) if False in new else 0
+    following = _following_ordinals(ctx, new, in_pages)
     for n, (key, is_new) in enumerate(zip(ctx.keys, new, strict=True)):
         if not is_new:
             continue
         if n < front:
             state.order[key] = state.low_order - front + n
+        elif (successor := following[n]) is not None:
+            state.order[key] = successor - 1
         else:
             state.order[key] = state.next_order
             state.next_order += 1
     state.low_order -= front
+
+
+def _following_ordinals(ctx: StepContext, new: list[bool], first_of_page: dict[str, int]) -> list[int | None]:
+    """For each position, the ordinal of the next older message after it whose ordinal is known (a
+    resident message, or the first of a resident page), or None when none follows."""
+    out: list[int | None] = [None] * len(new)
+    known: int | None = None
+    for n in range(len(new) - 1, -1, -1):
+        out[n] = known
+        key = ctx.keys[n]
+        if not new[n]:
+            known = ctx.state.order.get(key, first_of_page.get(key, known))
+    return out
