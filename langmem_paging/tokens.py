@@ -24,7 +24,7 @@ import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 __all__ = ["ModelCounter", "TokenCounter", "encoding_for_model", "foreign_model_warning", "get_encoding", "loaded_counter",
-           "message_text", "model_name", "resolve_token_counter", "shared_counter", "wire_text"]
+           "message_text", "model_name", "resolve_token_counter", "shared_counter", "warm_up", "wire_text"]
 
 _BLOB_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -391,6 +391,35 @@ def foreign_model_warning(model: Any, encoding: str) -> str | None:
 
 _SHARED: dict[str, TokenCounter] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+_WARMING: set[str] = set()
+
+
+def warm_up(encoding: str) -> None:
+    """Load the counter of `encoding` and the stemmer in a daemon thread, once per process, so that
+    the first turn finds them loaded (what `PagingMiddleware` and `PagingNode` start when built).
+
+    Why not on first use with `asyncio.to_thread`: tiktoken builds its tokenizer in Rust holding the
+    GIL (about 0.4-1 s for cl100k on a busy machine), so a worker thread stalls an event loop just
+    the same; only a load that finishes before the first turn keeps the loop free. A turn that comes
+    sooner waits for it (`shared_counter` holds a lock while loading), and an encoding not warmed
+    (another model's, known only at the call) still loads at that call.
+    """
+    if encoding not in _BLOB_URLS:
+        return  # an unknown name fails at the call, with the message that names the option
+    with _SHARED_LOCK:
+        if encoding in _WARMING or encoding in _SHARED:
+            return
+        _WARMING.add(encoding)
+    threading.Thread(target=_warm, args=(encoding,), name=f"langmem-paging-warm-{encoding}", daemon=True).start()
+
+
+def _warm(encoding: str) -> None:
+    from langmem_paging.background import stem
+
+    stem("warming")  # loads the stemmer module and builds the stemmer
+    shared_counter(encoding)
 
 
 def loaded_counter(encoding: str) -> TokenCounter | None:
