@@ -127,7 +127,8 @@ class StepEngine:
                 self._index_failed(error, thread_id)
             self._watch_page_sizes(result)
         self._report(thread_id, result, options)
-        yield from ask(Trace(_trace_data(thread_id, result)))
+        if result.changed or result.over_budget:  # a quiet call has nothing to report: no callback set-up
+            yield from ask(Trace(_trace_data(thread_id, result)))
         events = _events(thread_id, result)
         if events:
             yield from ask(Notify(self.hooks, events))
