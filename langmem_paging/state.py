@@ -319,11 +319,12 @@ class PagingState:
             last_user=value["last_user"],
             next=dict(value["next"]),
             spans={k: [list(s) for s in v] for k, v in value["spans"].items()},
-            pages={k: ResidentPage(**{**v, "ids": list(v["ids"]), "terms": dict(v["terms"]),
+            pages={k: ResidentPage(**{**v, "ids": list(v["ids"]), "terms": _Compact(v["terms"]),
                                       "features": dict(v["features"])})
                    for k, v in value["pages"].items()},
-            shown={k: ShownPage(**{**v, "terms": dict(v["terms"])}) for k, v in value["shown"].items()},
-            clusters={k: ClusterEntry(**{**v, "terms": dict(v["terms"])}) for k, v in value["clusters"].items()},
+            shown={k: ShownPage(**{**v, "terms": _Compact(v["terms"])}) for k, v in value["shown"].items()},
+            clusters={k: ClusterEntry(**{**v, "terms": _Compact(v["terms"])})
+                      for k, v in value["clusters"].items()},
             stats={k: list(v) for k, v in value["stats"].items()},
             order=dict(value["order"]),
             next_order=value["next_order"],
@@ -384,7 +385,15 @@ def _fields(obj) -> dict[str, Any]:
     return out
 
 
+class _Compact(dict[str, float]):
+    """Term weights read from a channel value, so already trimmed and rounded: `to_value` copies
+    them instead of sorting and rounding them again at every step (no one changes a `terms` dict in
+    place: a changed entry gets a new plain dict, compacted at the next `to_value`)."""
+
+
 def _compact_terms(terms: dict[str, float]) -> dict[str, float]:
+    if type(terms) is _Compact:
+        return dict(terms)
     best = sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:TERMS_STORED]
     return {term: round(weight, WEIGHT_DIGITS) for term, weight in best}
 
