@@ -105,3 +105,20 @@ def test_through_the_middleware_a_quiet_turn_asks_the_counter_about_new_messages
     values = agent.get_state(config).values
     assert len([a for a in asked if a is not None]) == len({a for a in asked if a is not None})
     assert {m.id for m in values["messages"][:-1]} <= set(asked)
+
+
+def test_forming_a_page_loads_the_english_stemmer_alone():
+    """snowballstemmer's package __init__ imports its 30 languages (on an event loop's thread when
+    the first page forms); the English module is loaded alone."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom langchain_core.messages import HumanMessage\n"
+            "from langmem_paging import page_messages\n"
+            "history = [HumanMessage(f'Adopted greyhounds in Lisbon{i}', id=f'h{i}') for i in range(6)]\n"
+            "result = page_messages(history, max_tokens=3, boundary='fixed_2', token_counter=len)\n"
+            "assert result.pages, result\n"
+            "print(sorted(m for m in sys.modules if 'stemmer' in m))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = done.stdout.strip()
+    assert "english_stemmer" in loaded and "french_stemmer" not in loaded, loaded
