@@ -25,10 +25,15 @@ Example:
 from __future__ import annotations
 
 import gzip
+import importlib
+import importlib.util
 import re
+import sys
 import threading
+import types
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 __all__ = ["BACKGROUND", "BackgroundFrequencies", "stem"]
 
@@ -152,15 +157,33 @@ vocabulary seen, not with pages; past the bound the older half is forgotten)."""
 _STEMS: dict[str, str] = {}
 
 
+_SNOWBALL = "_langmem_paging_snowball"
+
+
+def _english_stemmer() -> Any:
+    """Snowball's pure-Python English stemmer alone, loaded on first use.
+
+    Not `snowballstemmer.stemmer("english")`: it switches to PyStemmer where that is installed, and
+    stems must not depend on that. Not `from snowballstemmer.english_stemmer import ...` either: that
+    runs the package's ``__init__``, which imports all of its 30 languages (20 ms idle, hundreds of
+    ms on a busy machine, on whatever thread forms the first page: an event loop's). The English
+    module needs only its two siblings, so the package's directory is mounted under a private name
+    with no ``__init__`` run (an app importing `snowballstemmer` itself still gets the real one)."""
+    if _SNOWBALL not in sys.modules:
+        spec = importlib.util.find_spec("snowballstemmer")  # locates the package without running it
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("langmem-paging needs the snowballstemmer package: pip install snowballstemmer")
+        package = types.ModuleType(_SNOWBALL)
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules[_SNOWBALL] = package
+    return importlib.import_module(f"{_SNOWBALL}.english_stemmer").EnglishStemmer()
+
+
 def _stem_uncached(term: str) -> str:
     global _STEMMER
     with _STEM_LOCK:  # a Snowball stemmer keeps its working string on the instance
         if _STEMMER is None:
-            # The pure-Python stemmer, imported on first use. `snowballstemmer.stemmer("english")`
-            # would switch to PyStemmer where that is installed: stems must not depend on that.
-            from snowballstemmer.english_stemmer import EnglishStemmer
-
-            _STEMMER = EnglishStemmer()
+            _STEMMER = _english_stemmer()
         return _STEMMER.stemWord(_normal(term))
 
 

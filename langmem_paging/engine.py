@@ -30,6 +30,7 @@ from langmem_paging.hooks import PageEvent, PagingHooks
 from langmem_paging.state import PagingState
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
 from langmem_paging.thread_io import Commit, HookName, IndexPages, Notify, ThreadFlow, ThreadIO, Trace
+from langmem_paging.tokens import encoding_for_model, warm_up
 
 __all__ = ["OnStoreError", "StepEngine"]
 
@@ -85,6 +86,7 @@ class StepEngine:
         self.hooks: list[PagingHooks] = [self.components.policy, *config.hooks,
                                          *([digester] if isinstance(digester, PagingHooks) else [])]
         self._locks = _Locks()
+        warm_up(config.encoding or encoding_for_model(config.model))
         self._page_sizes: list[int] = []
         self._warned_page_size = False
 
@@ -125,7 +127,8 @@ class StepEngine:
                 self._index_failed(error, thread_id)
             self._watch_page_sizes(result)
         self._report(thread_id, result, options)
-        yield from ask(Trace(_trace_data(thread_id, result)))
+        if result.changed or result.over_budget:  # a quiet call has nothing to report: no callback set-up
+            yield from ask(Trace(_trace_data(thread_id, result)))
         events = _events(thread_id, result)
         if events:
             yield from ask(Notify(self.hooks, events))

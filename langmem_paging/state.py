@@ -151,9 +151,9 @@ class PagingState:
     low_order: int = 0
     """The lowest history ordinal given (messages a rewrite put before all the context's older
     messages, such as a summary, are numbered below it)."""
-    doc_freq: dict[str, int] = field(default_factory=dict)
-    """In how many of the thread's pages each of its most frequent terms (stems) occurs: a
-    bounded sketch (space-saving, `MAX_TERMS` terms) for bookmark IDF; a term not in it is rare."""
+    sketch: dict[str, str] = field(default_factory=dict, repr=False)
+    """`doc_freq` as the checkpoint holds it (``{count: "term term ..."}``) while no one read it: a
+    step that forms no page neither parses nor regroups the sketch, it passes this value on."""
     n_pages: int = 0
     """Pages formed on this branch (the IDF's document count)."""
     skeleton: list[Any] | None = None
@@ -184,6 +184,21 @@ class PagingState:
     """Ids of recall results the last recall added; the next step keeps them resident."""
     touched: list[str] = field(default_factory=list)
     """Pages recalled since the last step, whose statistics the next step mirrors to the store."""
+
+    _doc_freq: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def doc_freq(self) -> dict[str, int]:
+        """In how many of the thread's pages each of its most frequent terms (stems) occurs: a
+        bounded sketch (space-saving, `MAX_TERMS` terms) for bookmark IDF; a term not in it is rare.
+        Parsed from `sketch` on first use (the caller may change it: it is regrouped at `to_value`)."""
+        if self._doc_freq is None:
+            self._doc_freq = _ungrouped(self.sketch)
+        return self._doc_freq
+
+    @doc_freq.setter
+    def doc_freq(self, value: dict[str, int]) -> None:
+        self._doc_freq = value
 
     # -- ids ----------------------------------------------------------------------
     def allocate(self, kind: Kind, n: int, *, floor: int = 0) -> list[int]:
@@ -271,7 +286,7 @@ class PagingState:
             "order": dict(self.order),
             "next_order": self.next_order,
             "low_order": self.low_order,
-            "doc_freq": _grouped(self.doc_freq),
+            "doc_freq": self.sketch if self._doc_freq is None else _grouped(self._doc_freq),
             "n_pages": self.n_pages,
             "skeleton": self.skeleton,
             "seen": self.seen,
@@ -304,16 +319,17 @@ class PagingState:
             last_user=value["last_user"],
             next=dict(value["next"]),
             spans={k: [list(s) for s in v] for k, v in value["spans"].items()},
-            pages={k: ResidentPage(**{**v, "ids": list(v["ids"]), "terms": dict(v["terms"]),
+            pages={k: ResidentPage(**{**v, "ids": list(v["ids"]), "terms": _Compact(v["terms"]),
                                       "features": dict(v["features"])})
                    for k, v in value["pages"].items()},
-            shown={k: ShownPage(**{**v, "terms": dict(v["terms"])}) for k, v in value["shown"].items()},
-            clusters={k: ClusterEntry(**{**v, "terms": dict(v["terms"])}) for k, v in value["clusters"].items()},
+            shown={k: ShownPage(**{**v, "terms": _Compact(v["terms"])}) for k, v in value["shown"].items()},
+            clusters={k: ClusterEntry(**{**v, "terms": _Compact(v["terms"])})
+                      for k, v in value["clusters"].items()},
             stats={k: list(v) for k, v in value["stats"].items()},
             order=dict(value["order"]),
             next_order=value["next_order"],
             low_order=value.get("low_order", 0),
-            doc_freq=_ungrouped(value.get("doc_freq", {})),
+            sketch=_as_grouped(value.get("doc_freq", {})),
             n_pages=value.get("n_pages", 0),
             skeleton=list(value["skeleton"]) if value.get("skeleton") is not None else None,
             seen=value.get("seen"),
@@ -345,6 +361,14 @@ def _grouped(doc_freq: dict[str, int]) -> dict[str, str]:
     return {count: " ".join(terms) for count, terms in out.items()}
 
 
+def _as_grouped(value: dict[str, Any]) -> dict[str, str]:
+    """The sketch of a channel value in the grouped form (the value is shared, never changed: a
+    changed sketch is a new dict)."""
+    if all(isinstance(v, str) for v in value.values()):
+        return value
+    return _grouped(_ungrouped(value))
+
+
 def _ungrouped(value: dict[str, Any]) -> dict[str, int]:
     """Read the sketch in either form (``{term: count}`` was written before it was grouped)."""
     if all(isinstance(v, str) for v in value.values()):
@@ -361,7 +385,15 @@ def _fields(obj) -> dict[str, Any]:
     return out
 
 
+class _Compact(dict[str, float]):
+    """Term weights read from a channel value, so already trimmed and rounded: `to_value` copies
+    them instead of sorting and rounding them again at every step (no one changes a `terms` dict in
+    place: a changed entry gets a new plain dict, compacted at the next `to_value`)."""
+
+
 def _compact_terms(terms: dict[str, float]) -> dict[str, float]:
+    if type(terms) is _Compact:
+        return dict(terms)
     best = sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:TERMS_STORED]
     return {term: round(weight, WEIGHT_DIGITS) for term, weight in best}
 

@@ -25,8 +25,9 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langmem_paging.blocks import block_text, is_media, media_tokens
 
-__all__ = ["ModelCounter", "TokenCounter", "encoding_for_model", "foreign_model_warning", "get_encoding", "loaded_counter",
-           "message_text", "model_name", "resolve_token_counter", "shared_counter", "wire_text"]
+__all__ = ["CountCache", "ModelCounter", "TokenCounter", "cached_message_counter", "encoding_for_model",
+           "foreign_model_warning", "get_encoding", "loaded_counter", "message_text", "message_version", "model_name",
+           "resolve_token_counter", "shared_counter", "warm_up", "wire_text"]
 
 _BLOB_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -177,6 +178,83 @@ def wire_text(message: BaseMessage) -> str:
     return text
 
 
+def message_version(message: BaseMessage) -> tuple[Any, ...]:
+    """What a message's count depends on, cheaply: its type, name, content, tool calls and a tool
+    result's call id, hashed (a string's hash is cached by Python, so an unchanged text message
+    costs a lookup; only tool calls and content blocks are rendered again). Two versions differ
+    whenever the text `wire_text` builds differs; a mere reordering of keys may differ too (one
+    recount, never a wrong count)."""
+    content = message.content
+    body = hash(content) if isinstance(content, str) else hash(repr(content))
+    if isinstance(message, AIMessage):
+        if message.tool_calls or message.invalid_tool_calls:
+            return message.type, message.name, body, hash(repr(message.tool_calls)), hash(repr(message.invalid_tool_calls))
+    elif isinstance(message, ToolMessage):
+        return message.type, message.name, body, message.tool_call_id
+    return message.type, message.name, body
+
+
+class CountCache:
+    """Token counts of messages by id, each with the `message_version` it was counted at: a
+    message counted once is not counted again until its content changes (a bookmark takes the id
+    of its page's first message: another version, counted again). Bounded, least recently used
+    first out; shared by every thread counting with one counter, so it takes a lock."""
+
+    def __init__(self, size: int = 20_000) -> None:
+        self._entries: OrderedDict[str, tuple[tuple[Any, ...], int]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, message: BaseMessage, count: Callable[[BaseMessage], int]) -> int:
+        """The count of `message`, from `count` when not known at this version."""
+        if message.id is None:
+            return count(message)
+        version = message_version(message)
+        with self._lock:
+            entry = self._entries.get(message.id)
+            if entry is not None and entry[0] == version:
+                self._entries.move_to_end(message.id)
+                return entry[1]
+        n = count(message)
+        with self._lock:
+            self._entries[message.id] = (version, n)
+            self._entries.move_to_end(message.id)
+            if len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return n
+
+    def forget(self, message_ids: Iterable[str]) -> None:
+        with self._lock:
+            for message_id in message_ids:
+                self._entries.pop(message_id, None)
+
+
+MAX_CACHED_COUNTERS = 64
+"""User counters whose message counts the process remembers (with the counter, so its id stays its own)."""
+_COUNTER_CACHES: OrderedDict[int, tuple[Any, CountCache]] = OrderedDict()
+_COUNTER_CACHES_LOCK = threading.Lock()
+
+
+def cached_message_counter(counter: Callable[[Sequence[BaseMessage]], int]) -> Callable[[BaseMessage], int]:
+    """One message's count by a `token_counter` (``messages -> int``), remembered per message id
+    and version (`CountCache`) in a cache that lives with the counter for the process: a step that
+    adds one message asks the counter about that message only. A counter with its own
+    `count_message` (a `TokenCounter`, a `ModelCounter`) is used as it is."""
+    own = getattr(counter, "count_message", None)
+    if callable(own):
+        return own
+    with _COUNTER_CACHES_LOCK:
+        entry = _COUNTER_CACHES.get(id(counter))
+        if entry is None or entry[0] is not counter:
+            entry = _COUNTER_CACHES[id(counter)] = (counter, CountCache())
+            while len(_COUNTER_CACHES) > MAX_CACHED_COUNTERS:
+                _COUNTER_CACHES.popitem(last=False)
+        _COUNTER_CACHES.move_to_end(id(counter))
+    cache = entry[1]
+    one = lambda m: int(counter([m]))  # noqa: E731
+    return lambda message: cache.get(message, one)
+
+
 class TokenCounter:
     """Counts the tokens of a message list with tiktoken, caching each message.
 
@@ -203,8 +281,7 @@ class TokenCounter:
     ) -> None:
         self.encoding = get_encoding(encoding or encoding_for_model(model))
         self._lock = threading.Lock()  # the caches are shared by every thread paging with this counter
-        self._cache: OrderedDict[str, tuple] = OrderedDict()  # message id -> (fingerprint, tokens)
-        self._cache_size = cache_size
+        self._cache = CountCache(cache_size)
         self._tool_cache: OrderedDict[int, tuple[Any, int]] = OrderedDict()  # id(tool) -> (tool, tokens)
         self._text_cache: OrderedDict[str, int] = OrderedDict()
 
@@ -231,34 +308,16 @@ class TokenCounter:
 
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message including the per-message chat overhead."""
-        content = message.content
-        if isinstance(content, str) and not isinstance(message, (AIMessage, ToolMessage)):
-            text, fingerprint = content, (message.type, hash(content))  # str hashes are cached
-        else:
-            text = wire_text(message)
-            fingerprint = (message.type, hash(text))
-        if message.id is not None:
-            with self._lock:
-                entry = self._cache.get(message.id)
-                if entry is not None and entry[0] == fingerprint:
-                    self._cache.move_to_end(message.id)
-                    return entry[1]
-        n = len(self.encoding.encode(text, disallowed_special=())) + PER_MESSAGE_OVERHEAD
-        n += media_tokens(content, self.count_text)  # by the provider's rule (blocks.py), not as text
-        if message.id is not None:
-            with self._lock:
-                self._cache[message.id] = (fingerprint, n)
-                self._cache.move_to_end(message.id)
-                if len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return n
+        return self._cache.get(message, self._encode_message)
+
+    def _encode_message(self, message: BaseMessage) -> int:
+        n = len(self.encoding.encode(wire_text(message), disallowed_special=())) + PER_MESSAGE_OVERHEAD
+        return n + media_tokens(message.content, self.count_text)  # by the provider's rule (blocks.py), not as text
 
     def forget(self, message_ids: Iterable[str]) -> None:
         """Drop cached counts of messages that left the context (paged out), so the cache holds
         what is resident, not every message a thread ever had."""
-        with self._lock:
-            for message_id in message_ids:
-                self._cache.pop(message_id, None)
+        self._cache.forget(message_ids)
 
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
         return sum(self.count_message(m) for m in messages)
@@ -341,29 +400,17 @@ class ModelCounter:
 
     def __init__(self, model: Any, *, cache_size: int = 20_000) -> None:
         self.model = model
-        self._cache: OrderedDict[str, tuple[tuple[str, int], int]] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self._cache = CountCache(cache_size)
 
     def __repr__(self) -> str:
         return f"ModelCounter({model_name(self.model) or type(self.model).__name__!r})"
 
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message, by the model's rule."""
-        fingerprint = (message.type, hash(wire_text(message)))
-        if message.id is not None:
-            with self._lock:
-                entry = self._cache.get(message.id)
-                if entry is not None and entry[0] == fingerprint:
-                    self._cache.move_to_end(message.id)
-                    return entry[1]
-        n = int(self.model.get_num_tokens_from_messages([message]))
-        if message.id is not None:
-            with self._lock:
-                self._cache[message.id] = (fingerprint, n)
-                if len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return n
+        return self._cache.get(message, self._count)
+
+    def _count(self, message: BaseMessage) -> int:
+        return int(self.model.get_num_tokens_from_messages([message]))
 
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
         return sum(self.count_message(m) for m in messages)
@@ -396,6 +443,35 @@ def foreign_model_warning(model: Any, encoding: str) -> str | None:
 
 _SHARED: dict[str, TokenCounter] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+_WARMING: set[str] = set()
+
+
+def warm_up(encoding: str) -> None:
+    """Load the counter of `encoding` and the stemmer in a daemon thread, once per process, so that
+    the first turn finds them loaded (what `PagingMiddleware` and `PagingNode` start when built).
+
+    Why not on first use with `asyncio.to_thread`: tiktoken builds its tokenizer in Rust holding the
+    GIL (about 0.4-1 s for cl100k on a busy machine), so a worker thread stalls an event loop just
+    the same; only a load that finishes before the first turn keeps the loop free. A turn that comes
+    sooner waits for it (`shared_counter` holds a lock while loading), and an encoding not warmed
+    (another model's, known only at the call) still loads at that call.
+    """
+    if encoding not in _BLOB_URLS:
+        return  # an unknown name fails at the call, with the message that names the option
+    with _SHARED_LOCK:
+        if encoding in _WARMING or encoding in _SHARED:
+            return
+        _WARMING.add(encoding)
+    threading.Thread(target=_warm, args=(encoding,), name=f"langmem-paging-warm-{encoding}", daemon=True).start()
+
+
+def _warm(encoding: str) -> None:
+    from langmem_paging.background import stem
+
+    stem("warming")  # loads the stemmer module and builds the stemmer
+    shared_counter(encoding)
 
 
 def loaded_counter(encoding: str) -> TokenCounter | None:

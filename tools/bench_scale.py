@@ -644,6 +644,97 @@ def bench_weight(args, workdir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_quiet(args, workdir: Path) -> dict[str, Any]:
+    """CPU time of a model call that pages nothing against the floor every budget-exact method
+    pays: tiktoken on the messages new at that call (encoded afresh). Side by side in one loop, on
+    one conversation at `MAX_TOKENS`: the floor, `page_messages` (the pure function, its state
+    passed on) and `PagingMiddleware.wrap_model_call` (a handler that answers at once, its update
+    applied as the graph would). A call is quiet for a path when it formed, evicted and folded
+    nothing there; ratios are per call (the same new messages), then their median."""
+    from types import SimpleNamespace
+
+    from langchain.agents.middleware import ModelRequest, ModelResponse
+
+    from langmem_paging import PagingMiddleware, page_messages
+    from langmem_paging.testing import ScriptedChatModel
+    from langmem_paging.tokens import get_encoding, wire_text
+
+    options = {"boundary": BOUNDARY, **paging_options(args.policy)}
+    store = InMemoryStore()
+    middleware = PagingMiddleware(max_tokens=MAX_TOKENS, store=store, **options)
+    model = ScriptedChatModel()
+    runtime = SimpleNamespace(execution_info=SimpleNamespace(thread_id="quiet"), store=store)
+    answer = ModelResponse(result=[AIMessage("ok", id="answer")])
+    encoding = get_encoding("cl100k_base")
+    pure: dict[str, Any] = {"messages": [], "state": None}
+    graph: dict[str, Any] = {"messages": [], "paging": None}
+
+    def floor(segment: list[BaseMessage]) -> int:
+        t0 = time.thread_time_ns()
+        for message in segment:
+            encoding.encode(wire_text(message), disallowed_special=())
+        return time.thread_time_ns() - t0
+
+    def pure_call() -> tuple[int, bool]:
+        t0 = time.thread_time_ns()
+        result = page_messages(pure["messages"], max_tokens=MAX_TOKENS, state=pure["state"], **options)
+        spent = time.thread_time_ns() - t0
+        pure["messages"], pure["state"] = result.apply(pure["messages"]), result.state
+        return spent, result.changed
+
+    def graph_call() -> tuple[int, bool]:
+        request = ModelRequest(model=model, messages=graph["messages"], tools=[], runtime=runtime,
+                               state={"messages": graph["messages"], "paging": graph["paging"]})
+        t0 = time.thread_time_ns()
+        response = middleware.wrap_model_call(request, lambda _: answer)
+        spent = time.thread_time_ns() - t0
+        update = getattr(getattr(response, "command", None), "update", None) or {}
+        if "messages" in update:
+            graph["messages"] = add_messages(graph["messages"], update["messages"])
+        graph["paging"] = update.get("paging", graph["paging"])
+        return spent, "messages" in update
+
+    stream = Chat(shared_vocabulary(), seed=args.seed).segments()
+    rows = []
+    for i in range(args.quiet_warmup + args.repeats):
+        segment = next(stream)
+        pure["messages"] = add_messages(pure["messages"], segment)
+        graph["messages"] = add_messages(graph["messages"], segment)
+        base = floor(segment)
+        p_ns, p_paged = pure_call()
+        m_ns, m_paged = graph_call()
+        if i >= args.quiet_warmup:
+            rows.append({"new_messages": len(segment), "floor_us": base / 1e3, "page_messages_us": p_ns / 1e3,
+                         "middleware_us": m_ns / 1e3, "page_messages_paged": p_paged, "middleware_paged": m_paged})
+
+    def ratios(path: str) -> list[float]:
+        return [r[f"{path}_us"] / r["floor_us"] for r in rows if not r[f"{path}_paged"] and r["floor_us"] > 0]
+
+    out: dict[str, Any] = {"max_tokens": MAX_TOKENS, "options": options, "calls": len(rows),
+                           "warmup": args.quiet_warmup, "floor_us": summary([r["floor_us"] for r in rows])}
+    for path, target in (("page_messages", 10), ("middleware", 15)):
+        quiet = [r[f"{path}_us"] for r in rows if not r[f"{path}_paged"]]
+        r = ratios(path)
+        out[path] = {"quiet_us": summary(quiet), "paging_calls": sum(x[f"{path}_paged"] for x in rows),
+                     "ratio_to_floor": summary(r), "target": target,
+                     "met": None if not r else statistics.median(r) <= target}
+    out["raw"] = rows
+    return out
+
+
+def render_quiet(quiet: dict[str, Any]) -> list[str]:
+    lines = [f"### A call that pages nothing: CPU time against the tiktoken floor (budget {quiet['max_tokens']}, "
+             f"{quiet['calls']} calls after {quiet['warmup']} warm-up calls)", "",
+             "| path | quiet calls | paging calls | quiet p50 us | floor p50 us | ratio p50 | ratio p95 | target |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for path in ("page_messages", "middleware"):
+        q = quiet[path]
+        lines.append(f"| {path} | {q['quiet_us']['n']} | {q['paging_calls']} | {_ms(q['quiet_us']['p50'])} | "
+                     f"{_ms(quiet['floor_us']['p50'])} | {_ms(q['ratio_to_floor']['p50'])} | "
+                     f"{_ms(q['ratio_to_floor']['p95'])} | <= {q['target']}x |")
+    return lines
+
+
 # -- report ----------------------------------------------------------------------------------
 
 
@@ -776,6 +867,8 @@ def render(report: dict[str, Any], policy: str) -> str:
             ["budget", "history messages", "paging", "messages", "paging / messages"],
             [[str(r["budget"]), f"{r['history_messages']:,}", f"{r['paging_bytes']:,}", f"{r['messages_bytes']:,}",
               f"{r['ratio']:.2f}"] for r in weight])
+    if report.get("quiet"):
+        lines += ["", *render_quiet(report["quiet"])]
     if report.get("targets"):
         lines += ["", "### Targets (reported, not asserted)", ""]
         for t in report["targets"]:
@@ -824,8 +917,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="cProfile extra calls after each window; .prof files here")
     parser.add_argument("--profile-steps", type=int, default=50, help="calls profiled per configuration and size")
     parser.add_argument("--profile-top", type=int, default=25, help="functions kept per profile in the JSON")
-    parser.add_argument("--only", default="steps,recall,rss,weight",
-                        help="parts to run: steps, recall, rss, weight")
+    parser.add_argument("--only", default="steps,recall,rss,weight,quiet",
+                        help="parts to run: steps, recall, rss, weight, quiet")
+    parser.add_argument("--quiet-warmup", type=int, default=300,
+                        help="calls before the quiet part measures (the context fills and pages first)")
     parser.add_argument("--weight-budgets", type=_ints, default=[900, 4000],
                         help="budgets of the checkpoint weight part (default 900,4000)")
     parser.add_argument("--seed", type=int, default=0)
@@ -842,10 +937,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     extra = "fifo" if args.extra_policies is None else args.extra_policies
     args.extra_policies = [p for p in split_specs(extra) if p.strip() and p.strip() != args.policy]
     args.only = {p.strip() for p in args.only.split(",") if p.strip()}
-    unknown = args.only - {"steps", "recall", "rss", "weight"}
+    unknown = args.only - {"steps", "recall", "rss", "weight", "quiet"}
     if unknown:
         parser.error(f"unknown part(s) {', '.join(sorted(unknown))} in --only; available: steps, recall, rss, "
-                     "weight")
+                     "weight, quiet")
     if args.sizes != sorted(args.sizes):
         parser.error("--sizes must be increasing")
     if args.profile:
@@ -864,7 +959,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         workdir.mkdir(parents=True, exist_ok=True)
         timings = {}
         for part, run in (("steps", bench_steps), ("recall", bench_recall), ("rss", bench_rss),
-                          ("weight", bench_weight)):
+                          ("weight", bench_weight), ("quiet", bench_quiet)):
             if part in args.only:
                 t0 = time.perf_counter()
                 report[part] = run(args, workdir)

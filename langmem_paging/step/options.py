@@ -14,7 +14,7 @@ from langmem_paging.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.clusters import ClusterOptions
 from langmem_paging.policies import EvictionPolicy, get_policy
 from langmem_paging.tiers import TierMode, TierPolicy, get_tiers
-from langmem_paging.tokens import TokenCounter
+from langmem_paging.tokens import TokenCounter, cached_message_counter
 
 if TYPE_CHECKING:
     from langmem_paging.config import PagingConfig
@@ -99,7 +99,7 @@ def step_options(
         raise ValueError("`max_tokens` must be a positive number of tokens.")
     budget = max(1, max_tokens - overhead)
     custom = config.token_counter
-    count_message = counter.count_message if custom is None else (lambda m: custom([m]))
+    count_message = counter.count_message if custom is None else cached_message_counter(custom)
     large = config.large_result_share
     return StepOptions(
         budget=budget,

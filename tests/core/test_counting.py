@@ -82,5 +82,5 @@ def test_a_counter_shared_by_threads_never_loses_an_entry_between_read_and_move(
                 other.join(timeout=0.5)  # with the lock held, it cannot evict now
             return entry
 
-    counter._cache = Racing(counter._cache)
+    counter._cache._entries = Racing(counter._cache._entries)
     assert counter.count_message(message) == TokenCounter().count_message(message)

@@ -161,7 +161,7 @@ class Events(BaseCallbackHandler):
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_each_step_reports_paging_metadata_on_the_run(mode):
+def test_each_paging_step_reports_paging_metadata_on_the_run(mode):
     store = InMemoryStore()
     paging = PagingMiddleware(max_tokens=420, boundary="fixed_2", store=store)
     agent = create_agent(ScriptedChatModel(responses=["Noted."] * 12), middleware=[paging], store=store,
@@ -172,7 +172,9 @@ def test_each_step_reports_paging_metadata_on_the_run(mode):
         inputs = {"messages": [f"Fact {i}: the ferry to Bled{i} leaves at {i}."]}
         agent.invoke(inputs, config) if mode == "sync" else asyncio.run(agent.ainvoke(inputs, config))
     steps = [data for name, data in events.events if name == "langmem_paging"]
-    assert len(steps) == 12 and any(s["evicted"] for s in steps)
+    # a step that pages reports what it did; a quiet one has nothing to report (no event)
+    assert 0 < len(steps) < 12 and any(s["evicted"] for s in steps)
+    assert all(s["formed"] or s["evicted"] or s["folded"] or s["over_budget"] for s in steps)
     assert all(s["tokens"] <= s["budget"] for s in steps) and all(s["thread_id"] == f"trace-{mode}" for s in steps)
 
 
