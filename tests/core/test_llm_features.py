@@ -32,21 +32,27 @@ def draft(page_id, text):
 
 
 def test_llm_bookmarks_are_the_models_keywords_one_call_per_page_and_cached():
-    model = ScriptedChatModel(responses=["Farid, greyhound, adoption", "Tuesday pottery, blue bowl"])
+    # the pages are asked about in parallel (model.batch): each reply answers its own page's prompt
+    def reply(messages):
+        return "Farid, greyhound, adoption" if "Farid" in messages[-1].content else "Tuesday pottery, blue bowl"
+
+    model = ScriptedChatModel(responses=[reply, reply])
     bookmarker = LLMBookmarker(model)
     pages = [draft("p1", "Farid adopted a greyhound."), draft("p2", "Pottery on Tuesday: a blue bowl.")]
     marks = bookmarker.bookmark(pages, CTX)
     assert [m.text for m in marks] == ["[p1:Farid,greyhound,adoption]", "[p2:Tuesday pottery,blue bowl]"]
-    assert len(model.prompts) == 2 and "Farid adopted a greyhound." in model.prompts[0][-1].content
+    assert len(model.prompts) == 2 and any("Farid adopted a greyhound." in p[-1].content for p in model.prompts)
     assert bookmarker.bookmark(pages, CTX) == marks and len(model.prompts) == 2  # cached: no new call
     assert marks[0].terms.get("Farid") == 1.0 and len(marks[0].terms) > 3  # keyword terms feed clusters
 
 
 def test_llm_bookmarks_fall_back_to_keywords_when_the_model_fails_or_rambles():
-    def fail(_):
+    def reply(messages):  # parallel calls: the page decides, not the order of arrival
+        if "Caroline" in messages[-1].content:
+            return ""
         raise RuntimeError("rate limited")
 
-    model = ScriptedChatModel(responses=["", fail])
+    model = ScriptedChatModel(responses=[reply, reply])
     marks = LLMBookmarker(model).bookmark([draft("p1", "Caroline joined the LGBTQ support group in May."),
                                            draft("p2", "Melanie painted a sunset at the lake.")], CTX)
     assert marks[0].text.startswith("[p1:") and "Caroline" in marks[0].text
