@@ -14,8 +14,6 @@ from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
-from langgraph.config import get_config
-from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
