@@ -3,6 +3,8 @@ state without the ``paging`` key, one thread-id lookup."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,9 +16,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import PagingMiddleware, PagingNode
+from langmem_paging import PagingConfig, PagingMiddleware, PagingNode
+from langmem_paging import config as config_module
+from langmem_paging.agents import AgentPagingOptions
+from langmem_paging.config import RECALL_BUDGET_SHARE, RECALL_MIN_TOKENS, PagingOptions
 from langmem_paging.graph_step import MISSING_STATE, NO_THREAD, GraphCall, find_thread_id, paging_value
 from langmem_paging.messages import is_bookmark
+from langmem_paging.options_table import options_markdown
 from langmem_paging.testing import ScriptedChatModel
 
 OPTIONS: dict[str, Any] = {"max_tokens": 12, "boundary": "fixed_2", "token_counter": len}
@@ -97,3 +103,30 @@ def test_one_thread_id_lookup_and_one_error() -> None:
         node.invoke({"messages": _turns(1)}, {})
     assert str(raised.value) == NO_THREAD
     assert paging_value({"messages": _turns(2)}) is None
+
+
+def _typed_attributes(cls_name: str) -> set[str]:
+    """The attributes a class declares for mypy under ``if TYPE_CHECKING:`` (not visible at run time)."""
+    tree = ast.parse(Path(config_module.__file__).read_text())
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    block = next(n for n in cls.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    return {n.target.id for n in block.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+
+
+def test_every_place_the_options_are_listed_follows_the_one_list() -> None:
+    """docs/options.md is regenerated from the code; the TypedDicts and the typed attributes of
+    `PagingConfig` (what mypy checks) hold exactly the options `PagingConfig` validates."""
+    options = set(PagingConfig.fields())
+    docs = Path(__file__).parents[2] / "docs" / "options.md"
+    assert docs.read_text() == options_markdown(), (
+        "docs/options.md is stale: python -m langmem_paging.options_table > docs/options.md")
+    assert set(PagingOptions.__annotations__) == options - {"max_tokens"}
+    assert set(AgentPagingOptions.__annotations__) == (options - {"model"}) | {"ttl", "index", "on_store_error"}
+    assert _typed_attributes("PagingConfig") - {"_options", "model_fields_set"} == options
+    assert all(doc.strip() for doc in PagingConfig.fields().values())
+
+
+def test_recall_sizing_uses_the_named_constants() -> None:
+    config = PagingConfig(max_tokens=100)
+    assert config.recall_cap_for(100) == RECALL_MIN_TOKENS
+    assert config.recall_cap_for(1000) == int(1000 * RECALL_BUDGET_SHARE)
