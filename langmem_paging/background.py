@@ -161,7 +161,7 @@ def _stem_uncached(term: str) -> str:
             from snowballstemmer.english_stemmer import EnglishStemmer
 
             _STEMMER = EnglishStemmer()
-        return _STEMMER.stemWord(_normal(term))
+        return str(_STEMMER.stemWord(_normal(term)))
 
 
 def stem(term: str) -> str:

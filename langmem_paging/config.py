@@ -152,7 +152,7 @@ class _Options(BaseModel):
 
     @field_validator("max_tokens", mode="before")
     @classmethod
-    def _budget(cls, value):
+    def _budget(cls, value: Any) -> Any:
         # before pydantic's coercion: True would become a 1-token budget, "4000" an int
         if isinstance(value, bool) or not isinstance(value, (int, tuple, list)):
             raise ValueError(f"must be an int number of tokens (e.g. 4000), ('tokens', n) or ('fraction', x); "
@@ -170,46 +170,46 @@ class _Options(BaseModel):
 
     @field_validator("boundary")
     @classmethod
-    def _known_boundary(cls, value):
+    def _known_boundary(cls, value: Any) -> Any:
         get_boundary(value)
         return value
 
     @field_validator("policy")
     @classmethod
-    def _known_policy(cls, value):
+    def _known_policy(cls, value: Any) -> Any:
         get_policy(value)
         return value
 
     @field_validator("bookmarker")
     @classmethod
-    def _bookmarker(cls, value):
+    def _bookmarker(cls, value: Any) -> Any:
         if value is not None:
             as_bookmarker(value)
         return value
 
     @field_validator("token_counter")
     @classmethod
-    def _counter(cls, value):
+    def _counter(cls, value: Any) -> Any:
         from langmem_paging.tokens import resolve_token_counter
 
         return resolve_token_counter(value)
 
     @field_validator("search_embedder")
     @classmethod
-    def _embedder(cls, value):
+    def _embedder(cls, value: Any) -> Any:
         check_embedder(value)
         return value
 
     @field_validator("tool_name")
     @classmethod
-    def _tool_name(cls, value):
+    def _tool_name(cls, value: Any) -> Any:
         if not isinstance(value, str) or not _TOOL_NAME.fullmatch(value):
             raise ValueError(f"must be 1-64 letters, digits, '_' or '-' (what chat APIs accept); got {value!r}")
         return value
 
     @field_validator("encoding")
     @classmethod
-    def _encoding(cls, value):
+    def _encoding(cls, value: Any) -> Any:
         if value is not None:
             from langmem_paging.tokens import get_encoding
 
@@ -218,7 +218,7 @@ class _Options(BaseModel):
 
     @field_validator("tiers")
     @classmethod
-    def _tiers(cls, value):
+    def _tiers(cls, value: Any) -> Any:
         from langmem_paging.tiers import get_tiers
 
         get_tiers(value)
@@ -226,14 +226,14 @@ class _Options(BaseModel):
 
     @field_validator("hooks")
     @classmethod
-    def _hooks(cls, value):
+    def _hooks(cls, value: Any) -> Any:
         for hook in value:
             if not isinstance(hook, PagingHooks):
                 raise ValueError(f"must be PagingHooks instances; got {type(hook).__name__}")
         return tuple(value)
 
     @model_validator(mode="after")
-    def _consistent(self):
+    def _consistent(self) -> _Options:
         if (isinstance(self.max_tokens, int) and self.low_water_tokens is not None
                 and self.low_water_tokens > self.max_tokens):
             raise _OptionError("low_water_tokens", f"{self.low_water_tokens} is above `max_tokens` "

@@ -41,8 +41,8 @@ __all__ = ["PagingAgentState", "PagingMiddleware", "prepare_view", "state_update
 class PagingAgentState(AgentState):
     """`create_agent`'s state plus the paging state (added by the middleware itself)."""
 
-    paging: NotRequired[Annotated[dict, paging_reducer]]
-    paging_calibration: NotRequired[dict]
+    paging: NotRequired[Annotated[dict[str, Any], paging_reducer]]
+    paging_calibration: NotRequired[dict[str, Any]]
 
 
 @dataclass(frozen=True)

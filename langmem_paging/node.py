@@ -28,7 +28,7 @@ class PagingMessagesState(MessagesState):
     in a `StateGraph` or as the ``state_schema`` of LangGraph's prebuilt ReAct agent with the node
     as its ``pre_model_hook`` (which needs ``remaining_steps``, a managed value LangGraph fills)."""
 
-    paging: NotRequired[Annotated[dict, paging_reducer]]
+    paging: NotRequired[Annotated[dict[str, Any], paging_reducer]]
     remaining_steps: NotRequired[RemainingSteps]
 
 
@@ -39,7 +39,7 @@ def _graph_store() -> BaseStore | None:
         return None
 
 
-class PagingNode(Runnable[dict, dict]):
+class PagingNode(Runnable[dict[str, Any], dict[str, Any]]):
     """Pages the messages of a graph state before the model node.
 
     The state needs a ``paging`` key (`PagingMessagesState`), where the node keeps what decides

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command
@@ -84,7 +84,7 @@ def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any, query: An
             "served": _served(message, runtime.tool_call_id, name), "context": _context(pager, history, state) if query is not None else []}
 
 
-def _context(pager: Pager, history: list, state: Any) -> list:
+def _context(pager: Pager, history: list[BaseMessage], state: Any) -> list[BaseMessage]:
     """What the model sees (a search ranks its turns): the state's messages (replace mode) or the view
     rendered from them."""
     if pager.config.mode == "view":
@@ -92,7 +92,7 @@ def _context(pager: Pager, history: list, state: Any) -> list:
     return history
 
 
-def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
+def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command[Any]:
     message_id = f"recall-{uuid.uuid4().hex}"
     message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id or "", name=name, id=message_id,
                           artifact=answer.artifact, status=answer.status)
@@ -115,7 +115,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         part: int | None = None,
         *,
         runtime: ToolRuntime,
-    ) -> Command | str:
+    ) -> Command[Any] | str:
         thread_id = _thread_id(runtime)
         if thread_id is None:
             return _NO_THREAD
@@ -130,7 +130,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         part: int | None = None,
         *,
         runtime: ToolRuntime,
-    ) -> Command | str:
+    ) -> Command[Any] | str:
         thread_id = _thread_id(runtime)
         if thread_id is None:
             return _NO_THREAD

@@ -173,7 +173,7 @@ class PagingThread:
         runtime, call = self._call(page_ids, query, part, call_id)
         return self._result(await self.recall_tool.ainvoke(call), runtime)
 
-    def _call(self, page_ids: Any, query: Any, part: Any, call_id: str | None) -> tuple[ToolRuntime, dict]:
+    def _call(self, page_ids: Any, query: Any, part: Any, call_id: str | None) -> tuple[ToolRuntime, dict[str, Any]]:
         args = {k: v for k, v in (("page_ids", page_ids), ("query", query), ("part", part)) if v is not None}
         call_id = call_id or f"call-{uuid.uuid4().hex[:12]}"
         self.add(AIMessage("", tool_calls=[{"name": self.recall_tool.name, "args": args, "id": call_id}]))
