@@ -352,7 +352,8 @@ class PageStore:
         existing = yield [GetOp(parents_ns, child) for child in shortcut]
         yield [self._put(thread_id, "parents", child, {"parents": [*_parents(item), found.root]})
                for child, item in zip(shortcut, existing, strict=True) if found.root not in _parents(item)]
-        return str(found.root)
+        root: str | None = found.root
+        return root
 
     def members(self, thread_id: str, cluster_id: str, *, limit: int = 10_000) -> list[str]:
         """Page ids under a cluster node (expanding sub-clusters), oldest first, at most `limit`."""
