@@ -97,6 +97,8 @@ class PagingMiddleware(AgentMiddleware):
     Raises:
         ValueError, TypeError: For a bad option, naming it; when the agent is built with a tool of
             paging's tool name (rename paging's with ``tool_name=``).
+        ValueError: At a call, when the run has no thread id, or when the graph's state lost the
+            ``paging`` key after paging (a state schema without it): the error names the schema to use.
 
     Example:
         >>> from langchain.agents import create_agent
