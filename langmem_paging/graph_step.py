@@ -109,8 +109,9 @@ class GraphCall:
     """`replace` or `view` (see `PagingConfig.mode`)."""
     view: list[BaseMessage]
     """The messages the step pages: `messages` (replace) or the view the last step left (view)."""
-    positions: Mapping[int, int]
-    """View mode: view positions -> state positions, which the update needs to rebuild the skeleton."""
+    positions: dict[int, int]
+    """View mode: where each view message sits in `messages`, which the update needs to rebuild the
+    skeleton (kept as `prepare_view` made it: the update reads it, nothing writes it)."""
     thread_id: str = ""
     """The graph's thread ("" for a step without a store)."""
 
@@ -123,7 +124,7 @@ class GraphCall:
     def update(self, result: PagingResult) -> dict[str, Any]:
         """The graph update after `result`: the new paging state (if it changed) and, in replace
         mode, the message updates."""
-        return state_update(result, self.messages, self.state, self.mode, dict(self.positions))
+        return state_update(result, self.messages, self.state, self.mode, self.positions)
 
 
 class GraphStep:
