@@ -3,15 +3,59 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
+from langgraph.graph.state import CompiledStateGraph
 
+from langmem_paging.bookmarks import Bookmarker
+from langmem_paging.boundaries import BoundaryStrategy
+from langmem_paging.config import BookmarkFn, Budget, MessageCounter
+from langmem_paging.engine import OnStoreError
+from langmem_paging.hooks import PagingHooks
 from langmem_paging.middleware import PagingMiddleware
+from langmem_paging.policies import EvictionPolicy
+from langmem_paging.search import SearchIndex
 
-__all__ = ["create_paging_agent"]
+if TYPE_CHECKING:  # imported for typing only: embeddings and tiers import numpy
+    from langmem_paging.embeddings import Embedder
+    from langmem_paging.tiers import TierMode
+
+__all__ = ["AgentPagingOptions", "create_paging_agent"]
+
+
+class AgentPagingOptions(TypedDict, total=False):
+    """`create_paging_agent`'s paging keywords: `PagingMiddleware`'s (`PagingOptions` and the call
+    resources) but `model`, which names the agent's chat model there (its encoding follows it). A test
+    keeps the keys in step with `PagingOptions`."""
+
+    max_tokens: Budget
+    ttl: float | None
+    index: SearchIndex | None
+    on_store_error: OnStoreError
+    low_water_tokens: int | None
+    boundary: str | BoundaryStrategy
+    policy: str | EvictionPolicy
+    mode: Literal["replace", "view"]
+    encoding: str | None
+    token_counter: MessageCounter | BaseChatModel | Literal["approximate"] | None
+    bookmarker: Bookmarker | BookmarkFn | str | None
+    recall_max_tokens: int | None
+    recent_messages: int
+    search_results: int
+    passage_neighbours: int
+    bookmark_share: float
+    large_result_share: float | None
+    cluster_threshold: float
+    max_clusters: int | None
+    hooks: Sequence[PagingHooks]
+    search_embedder: Embedder | str | None
+    tiers: TierMode | str | None
+    tool_name: str
+    calibrate: bool
+
 
 DEFAULT_MAX_TOKENS = 4000
 """The budget when `paging_options` names none: small enough that paging shows within a demo."""
@@ -24,8 +68,8 @@ def create_paging_agent(
     system_prompt: str | None = None,
     store: Any = None,
     checkpointer: Any = None,
-    **paging_options: Any,
-):
+    **paging_options: Unpack[AgentPagingOptions],
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """A `create_agent` graph whose context is paged.
 
     Args:

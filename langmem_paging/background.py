@@ -184,7 +184,7 @@ def _stem_uncached(term: str) -> str:
     with _STEM_LOCK:  # a Snowball stemmer keeps its working string on the instance
         if _STEMMER is None:
             _STEMMER = _english_stemmer()
-        return _STEMMER.stemWord(_normal(term))
+        return str(_STEMMER.stemWord(_normal(term)))
 
 
 def stem(term: str) -> str:

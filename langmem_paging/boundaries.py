@@ -51,7 +51,7 @@ class FixedSizeBoundary(BoundaryStrategy):
         self.size = size
         self.name = f"fixed_{size}"
 
-    def starts_new_page(self, page, unit, count_message):
+    def starts_new_page(self, page: Sequence[Unit], unit: Unit, count_message: CountMessage) -> bool:
         return sum(len(u.messages) for u in page) >= self.size
 
 
@@ -64,7 +64,7 @@ class TokenSizeBoundary(BoundaryStrategy):
         self.size = size
         self.name = f"tokens_{size}"
 
-    def starts_new_page(self, page, unit, count_message):
+    def starts_new_page(self, page: Sequence[Unit], unit: Unit, count_message: CountMessage) -> bool:
         used = sum(count_message(m) for u in page for m in u.messages)
         return used + sum(count_message(m) for m in unit.messages) > self.size
 
@@ -74,7 +74,7 @@ class ExchangeBoundary(BoundaryStrategy):
 
     name = "exchange"
 
-    def starts_new_page(self, page, unit, count_message):
+    def starts_new_page(self, page: Sequence[Unit], unit: Unit, count_message: CountMessage) -> bool:
         return is_user_turn(unit.messages[0])
 
 
@@ -90,7 +90,7 @@ class SessionBoundary(BoundaryStrategy):
     def __init__(self, gap: timedelta = timedelta(minutes=30)) -> None:
         self.gap = gap
 
-    def starts_new_page(self, page, unit, count_message):
+    def starts_new_page(self, page: Sequence[Unit], unit: Unit, count_message: CountMessage) -> bool:
         first = unit.messages[0]
         previous = page[-1].messages[-1]
         session, previous_session = message_session(first), message_session(previous)
@@ -113,7 +113,7 @@ class TopicShiftBoundary(BoundaryStrategy):
         self.threshold = threshold
         self.min_messages = min_messages
 
-    def starts_new_page(self, page, unit, count_message):
+    def starts_new_page(self, page: Sequence[Unit], unit: Unit, count_message: CountMessage) -> bool:
         if sum(len(u.messages) for u in page) < self.min_messages:
             return False
         new_terms = set(content_terms(unit.text))

@@ -122,7 +122,7 @@ class PostgresClaims(NumberClaims):
         self._ready = False
         self._async = type(store).__name__ == "AsyncPostgresStore"
 
-    def _params(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> tuple:
+    def _params(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> tuple[Any, ...]:
         return (list(numbers), list(digests), thread_id, kind, thread_id, kind)
 
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:

@@ -34,10 +34,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from langchain_core.messages import BaseMessage
+
 from langmem_paging import __version__
 from langmem_paging.backends import BackendError, open_checkpointer, open_store
 from langmem_paging.messages import dump_messages
 from langmem_paging.ops import (
+    Snapshot,
     export_records,
     format_inspection,
     format_table,
@@ -168,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
 def _store_uri(args: argparse.Namespace) -> str:
     if not args.store:
         raise _Fail(f"no store: pass --store URI (e.g. sqlite:///pages.sqlite) or set ${STORE_ENV}")
-    return args.store
+    return str(args.store)
 
 
 @contextlib.contextmanager
@@ -215,7 +218,7 @@ def _passages_index(args: argparse.Namespace) -> Iterator[Any]:
         index.close()
 
 
-def _snapshots(args: argparse.Namespace, *, lineage: bool) -> list:
+def _snapshots(args: argparse.Namespace, *, lineage: bool) -> list[Snapshot]:
     with _checkpointer(args) as saver:
         return load_snapshots(saver, args.thread, lineage=lineage) if saver is not None else []
 
@@ -225,7 +228,7 @@ def _no_such_thread(args: argparse.Namespace) -> _Fail:
                  "no checkpoints (langmem-paging threads lists the store's threads)", 1)
 
 
-def _is_unknown(store: Any, args: argparse.Namespace, snapshots: list) -> bool:
+def _is_unknown(store: Any, args: argparse.Namespace, snapshots: list[Snapshot]) -> bool:
     """No store record and no checkpoint: the thread does not exist here (a typo, another store)."""
     return not snapshots and not any(record_counts(store, args.thread).values())
 
@@ -263,7 +266,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _content(message) -> str:
+def _content(message: BaseMessage) -> str:
     return message.content if isinstance(message.content, str) else json.dumps(message.content, indent=2,
                                                                                ensure_ascii=False)
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from langmem_paging.bookmarks import Bookmarker, as_bookmarker
@@ -27,13 +29,28 @@ from langmem_paging.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.hooks import PagingHooks
 from langmem_paging.policies import EvictionPolicy, get_policy
 
-__all__ = ["Budget", "PagingConfig", "PagingOptions", "check_call_options", "check_embedder", "check_thread_id",
-           "resolve_max_tokens"]
+if TYPE_CHECKING:  # imported for typing only: embeddings and tiers import numpy
+    from langmem_paging.embeddings import Embedder
+    from langmem_paging.tiers import TierMode
+
+__all__ = ["RECALL_BUDGET_SHARE", "RECALL_MIN_TOKENS", "Budget", "BookmarkFn", "MessageCounter", "PagingConfig",
+           "PagingOptions", "check_call_options", "check_embedder", "check_thread_id", "resolve_max_tokens"]
 
 Fraction = tuple[Literal["fraction"], float]
 Budget = int | tuple[Literal["tokens"], int] | Fraction
 """A token budget as LangChain's middleware take one: ``4000``, ``("tokens", 4000)`` or
 ``("fraction", 0.5)`` of the model's context window."""
+
+MessageCounter = Callable[[Sequence[BaseMessage]], int]
+"""A user's token counter: messages -> tokens."""
+
+BookmarkFn = Callable[[str, Sequence[BaseMessage], Any], tuple[str, Sequence[str]]]
+"""A user's bookmark function: ``(page_id, messages, context) -> (text, keywords)``."""
+
+RECALL_MIN_TOKENS = 64
+"""A recall result's room before any step measured the context: at least this many tokens..."""
+RECALL_BUDGET_SHARE = 0.5
+"""...or this share of the message budget, when `recall_max_tokens` is not set."""
 
 
 class PagingOptions(TypedDict, total=False):
@@ -45,10 +62,10 @@ class PagingOptions(TypedDict, total=False):
     boundary: str | BoundaryStrategy
     policy: str | EvictionPolicy
     mode: Literal["replace", "view"]
-    model: Any
+    model: str | BaseChatModel | None
     encoding: str | None
-    token_counter: Callable[[Sequence[Any]], int] | None
-    bookmarker: Bookmarker | Callable[..., Any] | str | None
+    token_counter: MessageCounter | BaseChatModel | Literal["approximate"] | None
+    bookmarker: Bookmarker | BookmarkFn | str | None
     recall_max_tokens: int | None
     recent_messages: int
     search_results: int
@@ -58,8 +75,8 @@ class PagingOptions(TypedDict, total=False):
     cluster_threshold: float
     max_clusters: int | None
     hooks: Sequence[PagingHooks]
-    search_embedder: Any
-    tiers: Any
+    search_embedder: Embedder | str | None
+    tiers: TierMode | str | None
     tool_name: str
     calibrate: bool
 
@@ -70,7 +87,7 @@ class _Options(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True,
                               use_attribute_docstrings=True)
 
-    max_tokens: int | tuple[str, float]
+    max_tokens: int | Fraction
     """Budget for everything the model receives: messages, bookmarks, recalled text, and (with
     `PagingMiddleware`) the system prompt and tool schemas. An int, ``("tokens", 4000)``, or
     ``("fraction", 0.5)`` of the model's context window (read from the chat model's profile)."""
@@ -137,7 +154,7 @@ class _Options(BaseModel):
 
     @field_validator("max_tokens", mode="before")
     @classmethod
-    def _budget(cls, value):
+    def _budget(cls, value: Any) -> Any:
         # before pydantic's coercion: True would become a 1-token budget, "4000" an int
         if isinstance(value, bool) or not isinstance(value, (int, tuple, list)):
             raise ValueError(f"must be an int number of tokens (e.g. 4000), ('tokens', n) or ('fraction', x); "
@@ -155,46 +172,46 @@ class _Options(BaseModel):
 
     @field_validator("boundary")
     @classmethod
-    def _known_boundary(cls, value):
+    def _known_boundary(cls, value: Any) -> Any:
         get_boundary(value)
         return value
 
     @field_validator("policy")
     @classmethod
-    def _known_policy(cls, value):
+    def _known_policy(cls, value: Any) -> Any:
         get_policy(value)
         return value
 
     @field_validator("bookmarker")
     @classmethod
-    def _bookmarker(cls, value):
+    def _bookmarker(cls, value: Any) -> Any:
         if value is not None:
             as_bookmarker(value)
         return value
 
     @field_validator("token_counter")
     @classmethod
-    def _counter(cls, value):
+    def _counter(cls, value: Any) -> Any:
         from langmem_paging.tokens import resolve_token_counter
 
         return resolve_token_counter(value)
 
     @field_validator("search_embedder")
     @classmethod
-    def _embedder(cls, value):
+    def _embedder(cls, value: Any) -> Any:
         check_embedder(value)
         return value
 
     @field_validator("tool_name")
     @classmethod
-    def _tool_name(cls, value):
+    def _tool_name(cls, value: Any) -> Any:
         if not isinstance(value, str) or not _TOOL_NAME.fullmatch(value):
             raise ValueError(f"must be 1-64 letters, digits, '_' or '-' (what chat APIs accept); got {value!r}")
         return value
 
     @field_validator("encoding")
     @classmethod
-    def _encoding(cls, value):
+    def _encoding(cls, value: Any) -> Any:
         if value is not None:
             from langmem_paging.tokens import get_encoding
 
@@ -203,7 +220,7 @@ class _Options(BaseModel):
 
     @field_validator("tiers")
     @classmethod
-    def _tiers(cls, value):
+    def _tiers(cls, value: Any) -> Any:
         from langmem_paging.tiers import get_tiers
 
         get_tiers(value)
@@ -211,14 +228,14 @@ class _Options(BaseModel):
 
     @field_validator("hooks")
     @classmethod
-    def _hooks(cls, value):
+    def _hooks(cls, value: Any) -> Any:
         for hook in value:
             if not isinstance(hook, PagingHooks):
                 raise ValueError(f"must be PagingHooks instances; got {type(hook).__name__}")
         return tuple(value)
 
     @model_validator(mode="after")
-    def _consistent(self):
+    def _consistent(self) -> _Options:
         if (isinstance(self.max_tokens, int) and self.low_water_tokens is not None
                 and self.low_water_tokens > self.max_tokens):
             raise _OptionError("low_water_tokens", f"{self.low_water_tokens} is above `max_tokens` "
@@ -293,13 +310,11 @@ def check_thread_id(thread_id: str) -> str:
 
 
 class PagingConfig:
-    """Paging options, validated once. Fields are documented on `PagingConfig.fields()`.
+    """Paging options, validated once, frozen.
 
-    Args: see the field list: ``max_tokens`` (required), ``low_water_tokens``, ``boundary``,
-    ``policy``, ``mode``, ``model``, ``encoding``, ``token_counter``, ``bookmarker``,
-    ``recall_max_tokens``, ``recent_messages``, ``search_results``, ``bookmark_share``,
-    ``large_result_share``, ``cluster_threshold``, ``max_clusters``, ``hooks``, ``search_embedder``,
-    ``tiers``, ``tool_name``, ``calibrate``.
+    Args: the options, keyword-only (``max_tokens`` required): one list, documented on each field of
+    `_Options` and listed with types and defaults by `PagingConfig.documented()` and docs/options.md
+    (generated from it).
 
     Raises:
         ValueError: For an unknown option or a bad value, naming the option.
@@ -308,7 +323,44 @@ class PagingConfig:
 
     __slots__ = ("_options",)
 
-    def __init__(self, **options: Any) -> None:
+    if TYPE_CHECKING:
+        _options: _Options
+        model_fields_set: set[str]
+        """The options given explicitly (the rest are defaults)."""
+        # what `__getattr__` answers, as checked and normalised by `_Options` (one field per option)
+        max_tokens: int | Fraction
+        low_water_tokens: int | None
+        boundary: str | BoundaryStrategy
+        policy: str | EvictionPolicy
+        mode: Literal["replace", "view"]
+        model: str | BaseChatModel | None
+        encoding: str | None
+        token_counter: MessageCounter | None
+        bookmarker: Bookmarker | BookmarkFn | str | None
+        recall_max_tokens: int | None
+        recent_messages: int
+        search_results: int
+        passage_neighbours: int
+        bookmark_share: float
+        large_result_share: float | None
+        cluster_threshold: float
+        max_clusters: int | None
+        hooks: tuple[PagingHooks, ...]
+        search_embedder: Embedder | str | None
+        tiers: TierMode | str | None
+        tool_name: str
+        calibrate: bool
+
+    if TYPE_CHECKING:  # typed like the middleware: mypy catches a misspelled or missing option
+
+        def __init__(self, *, max_tokens: Budget, **options: Unpack[PagingOptions]) -> None: ...
+
+    else:  # at run time the checks below name the option at fault
+
+        def __init__(self, **options: Any) -> None:
+            self._build(options)
+
+    def _build(self, options: dict[str, Any]) -> None:
         unknown = sorted(set(options) - set(_Options.model_fields))
         if unknown:
             available = ", ".join(f"`{name}`" for name in _Options.model_fields)
@@ -325,8 +377,10 @@ class PagingConfig:
             message = first["msg"].removeprefix("Value error, ")
             raise ValueError(f"Invalid paging option `{name}`: {message}") from None
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(object.__getattribute__(self, "_options"), name)
+    if not TYPE_CHECKING:  # mypy reads the typed fields above, and a misspelled one is an error
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(object.__getattribute__(self, "_options"), name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("PagingConfig is immutable; build a new one with `replace(...)`.")
@@ -338,12 +392,19 @@ class PagingConfig:
     def replace(self, **changes: Any) -> PagingConfig:
         """A copy with some options changed."""
         current = {name: getattr(self._options, name) for name in self._options.model_fields_set}
-        return PagingConfig(**{**current, **changes})
+        config = PagingConfig.__new__(PagingConfig)
+        config._build({**current, **changes})
+        return config
 
     @staticmethod
     def fields() -> dict[str, str]:
         """Option name -> its documentation."""
-        return {name: (field.description or "") for name, field in _Options.model_fields.items()}
+        return {name: doc for name, (doc, _) in PagingConfig.documented().items()}
+
+    @staticmethod
+    def documented() -> dict[str, tuple[str, Any]]:
+        """Option name -> (its documentation, its default): the one option list the docs derive from."""
+        return {name: (field.description or "", field.default) for name, field in _Options.model_fields.items()}
 
     # -- resolved values ---------------------------------------------------------------------
     def low_water_for(self, budget: int) -> int:
@@ -355,12 +416,15 @@ class PagingConfig:
     @property
     def effective_low_water(self) -> int:
         """The low-water mark for the whole `max_tokens` (an int budget)."""
+        if not isinstance(self.max_tokens, int):
+            raise ValueError("`effective_low_water` needs an int `max_tokens`; resolve a fraction with "
+                             "`low_water_for(resolve_max_tokens(max_tokens, model))`.")
         return self.low_water_for(self.max_tokens)
 
     def recall_cap_for(self, budget: int) -> int:
         """Before any step measured the context: `recall_max_tokens`, or half the message budget
         (at least 64). Afterwards `Pager.room_for` sizes results from what is protected."""
-        return self.recall_max_tokens or max(64, budget // 2)
+        return self.recall_max_tokens or max(RECALL_MIN_TOKENS, int(budget * RECALL_BUDGET_SHARE))
 
     def resolved_policy(self) -> EvictionPolicy:
         """The policy object."""
@@ -391,5 +455,3 @@ def resolve_max_tokens(max_tokens: int | tuple[str, float], model: Any) -> int:
         )
     return max(1, int(window * max_tokens[1]))
 
-
-_ = Callable  # typing only

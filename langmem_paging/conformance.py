@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Callable
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.store.base import BaseStore
@@ -93,9 +94,9 @@ def model_call_points(messages: list[BaseMessage]) -> list[int]:
     return points
 
 
-def _replay(history: list[BaseMessage], max_tokens: int, **options):
+def _replay(history: list[BaseMessage], max_tokens: int, **options: Any) -> Any:
     state: list[BaseMessage] = []
-    paging: dict = {}
+    paging: dict[str, Any] = {}
     pages: dict[str, Page] = {}
     nodes: dict[str, ClusterNode] = {}
     results = []

@@ -223,7 +223,7 @@ def run(flow: Generator[Request[Any, IO], object, T], io: IO) -> T:
         try:
             request = flow.throw(error) if error is not None else flow.send(answer)
         except StopIteration as stop:
-            return stop.value
+            return cast(T, stop.value)
         try:
             answer, error = request.answer(io), None
         except Exception as exc:  # noqa: BLE001 - handed to the flow, which re-raises what it does not handle
@@ -238,7 +238,7 @@ async def arun(flow: Generator[Request[Any, IO], object, T], io: IO) -> T:
         try:
             request = flow.throw(error) if error is not None else flow.send(answer)
         except StopIteration as stop:
-            return stop.value
+            return cast(T, stop.value)
         try:
             answer, error = await request.aanswer(io), None
         except Exception as exc:  # noqa: BLE001 - handed to the flow, as in `run`
@@ -254,7 +254,7 @@ def drive(reads: Generator[Q, A, T], read: Callable[[Q], A]) -> T:
         while True:
             request = reads.send(read(request))
     except StopIteration as stop:
-        return stop.value
+        return cast(T, stop.value)
 
 
 async def adrive(reads: Generator[Q, A, T], read: Callable[[Q], Awaitable[A]]) -> T:
@@ -264,7 +264,7 @@ async def adrive(reads: Generator[Q, A, T], read: Callable[[Q], Awaitable[A]]) -
         while True:
             request = reads.send(await read(request))
     except StopIteration as stop:
-        return stop.value
+        return cast(T, stop.value)
 
 
 class ComputeIO:

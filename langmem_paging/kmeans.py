@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def pairwise_sq_distances(points: np.ndarray, others: np.ndarray | None = None) 
     np.maximum(out, 0.0, out=out)
     if others is None:
         np.fill_diagonal(out, 0.0)
-    return out
+    return cast(np.ndarray, out)
 
 
 def _plus_plus(points: np.ndarray, sq: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -100,7 +101,7 @@ def _reduce(points: np.ndarray) -> np.ndarray:
         return points
     centered = points - points.mean(0)
     u, s, _ = np.linalg.svd(centered, full_matrices=False)
-    return u * s
+    return cast(np.ndarray, u * s)
 
 
 def _canonical(labels: np.ndarray) -> np.ndarray:
@@ -141,7 +142,8 @@ def kmeans(points: np.ndarray, k: int, *, restarts: int = 4, max_iter: int = 100
     return _kmeans(points, points, k, restarts=restarts, max_iter=max_iter, seed=seed, sq=None)
 
 
-def _kmeans(points, reduced, k, *, restarts, max_iter, seed, sq) -> KMeansResult:
+def _kmeans(points: np.ndarray, reduced: np.ndarray, k: int, *, restarts: int, max_iter: int, seed: int,
+            sq: np.ndarray | None) -> KMeansResult:
     """`kmeans` in reduced coordinates; centers reported in the original ones."""
     if sq is None:
         sq = pairwise_sq_distances(reduced)

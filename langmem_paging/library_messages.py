@@ -154,9 +154,11 @@ def cluster_bookmark_tokens(
 # -- warm digests --------------------------------------------------------------------------------
 
 
-def digest_message(page_id: str, digest: str, n_messages: int, message_id: str) -> HumanMessage:
-    """The message that shows a warm page: its digest, marked as the page's stand-in."""
-    text = f"[{page_id} digest of {n_messages} messages; recall(page_ids=['{page_id}']) for all of it]\n{digest}"
+def digest_message(page_id: str, digest: str, n_messages: int, message_id: str, *,
+                   tool: str = "recall") -> HumanMessage:
+    """The message that shows a warm page: its digest, marked as the page's stand-in. `tool`: the
+    name of paging's recall tool (``tool_name``), which the text tells the model to call."""
+    text = f"[{page_id} digest of {n_messages} messages; {tool}(page_ids=['{page_id}']) for all of it]\n{digest}"
     return HumanMessage(content=text, id=message_id,
                         additional_kwargs={METADATA_KEY: {"bookmark": page_id, "tier": "warm"}})
 
@@ -164,7 +166,8 @@ def digest_message(page_id: str, digest: str, n_messages: int, message_id: str) 
 # -- tool results paged on arrival ----------------------------------------------------------------
 
 
-def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping[str, Any] | None, tokens: int) -> ToolMessage:
+def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping[str, Any] | None, tokens: int, *,
+                     tool: str = "recall") -> ToolMessage:
     """A large tool result paged on arrival: same id and call id, its text replaced by a
     bookmark naming the tool, the call's arguments and the size."""
     name = (call or {}).get("name") or result.name or "tool"
@@ -173,7 +176,7 @@ def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping[str, Any] 
         args = args[:117] + "..."
     text = (
         f"[{page_id}:{bookmark_safe(name)} result, {tokens} tokens, paged out; "
-        f"args {args}; call recall(page_ids=['{page_id}']) to read it]"
+        f"args {args}; call {tool}(page_ids=['{page_id}']) to read it]"
     )
     meta = {**result.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
     return result.model_copy(update={"content": text, "additional_kwargs": {**result.additional_kwargs,
@@ -181,10 +184,10 @@ def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping[str, Any] 
 
 
 def stub_is_shorter(result: ToolMessage, call: Mapping[str, Any] | None, tokens: int,
-                    count_message: Callable[[BaseMessage], int]) -> bool:
+                    count_message: Callable[[BaseMessage], int], *, tool: str = "recall") -> bool:
     """True when the result's stub is shorter than the result: a stub must never make the context
     bigger. Measured with a page id longer than any real one."""
-    return count_message(tool_result_stub("p999999", result, call, tokens)) < tokens
+    return count_message(tool_result_stub("p999999", result, call, tokens, tool=tool)) < tokens
 
 
 def malformed_call_stub(page_id: str, message: AIMessage, tokens: int) -> AIMessage:
@@ -205,10 +208,10 @@ def malformed_call_stub(page_id: str, message: AIMessage, tokens: int) -> AIMess
 # -- recall copies ----------------------------------------------------------------------------------
 
 
-def copy_reference(page_ids: Sequence[str]) -> str:
-    """The shrunk form of a recall result."""
+def copy_reference(page_ids: Sequence[str], tool: str = "recall") -> str:
+    """The shrunk form of a recall result (`tool`: the recall tool's name)."""
     shown = ", ".join(page_ids) if page_ids else "nothing"
-    return f"[recalled {shown}; text removed from context, call recall again to reread]"
+    return f"[recalled {shown}; text removed from context, call {tool} again to reread]"
 
 
 def shrink_recall_copy(message: ToolMessage) -> ToolMessage:
@@ -216,7 +219,7 @@ def shrink_recall_copy(message: ToolMessage) -> ToolMessage:
     what rebuilds it: `langmem_paging.recall.render.expand_recall_copy`)."""
     meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "shrunk": True}
     return message.model_copy(update={
-        "content": copy_reference(recall_copy_pages(message)),
+        "content": copy_reference(recall_copy_pages(message), message.name or "recall"),  # the tool that made it
         "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
     })
 

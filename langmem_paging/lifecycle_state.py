@@ -19,15 +19,15 @@ from langmem_paging.lifecycle import Forgotten, forget_in_state, merged_messages
 __all__ = ["awrite_forgotten", "write_forgotten"]
 
 
-def _config(thread_id: str, config: dict | None) -> dict:
+def _config(thread_id: str, config: dict[str, Any] | None) -> dict[str, Any]:
     return config if config is not None else {"configurable": {"thread_id": thread_id}}
 
 
-def _saver_config(thread_id: str) -> dict:
+def _saver_config(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
-def write_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, config: dict | None = None,
+def write_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, config: dict[str, Any] | None = None,
                     checkpointer: Any = None) -> bool:
     """Make the thread's latest state agree with `forgot`; True if a state was written."""
     if graph is not None:
@@ -45,7 +45,7 @@ def write_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, con
     return False
 
 
-async def awrite_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, config: dict | None = None,
+async def awrite_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, config: dict[str, Any] | None = None,
                            checkpointer: Any = None) -> bool:
     """Async `write_forgotten`."""
     if graph is not None:
@@ -63,7 +63,7 @@ async def awrite_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = No
     return False
 
 
-def _checkpoint(saver: Any, latest: Any, forgot: Forgotten) -> tuple[dict, dict, dict] | None:
+def _checkpoint(saver: Any, latest: Any, forgot: Forgotten) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
     """The checkpoint, metadata and new channel versions that put the update on top of `latest`
     (None: no checkpoint, or nothing to change)."""
     from langgraph.checkpoint.base import copy_checkpoint

@@ -30,7 +30,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
@@ -40,9 +40,9 @@ from langmem_paging.bookmarks import (
     Bookmarker,
     KeywordBookmarker,
     PageDraft,
-    format_bookmark,
 )
 from langmem_paging.hooks import PageEvent, PagingHooks
+from langmem_paging.library_messages import format_bookmark
 from langmem_paging.recall.render import render_message
 from langmem_paging.records import messages_digest
 from langmem_paging.tokens import TokenCounter
@@ -147,7 +147,8 @@ class LLMBookmarker(Bookmarker):
         out: list[Any] = [self._cache.get(self._key(p)) for p in pages]
         return out, [i for i, b in enumerate(out) if b is None]
 
-    def _finish(self, pages, out, todo, replies, context) -> list[Bookmark]:
+    def _finish(self, pages: Sequence[PageDraft], out: list[Any], todo: list[int], replies: Sequence[Any],
+                context: BookmarkContext) -> list[Bookmark]:
         fallbacks = self.fallback.bookmark([pages[i] for i in todo], context) if todo else []
         for i, reply, fallback in zip(todo, replies, fallbacks, strict=True):
             if isinstance(reply, Exception):
@@ -156,7 +157,7 @@ class LLMBookmarker(Bookmarker):
                 continue
             out[i] = self._make(pages[i], _text(reply), fallback, context)
             self._cache.put(self._key(pages[i]), out[i])
-        return out
+        return cast(list[Bookmark], out)
 
     def bookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
         out, todo = self._split(pages)
@@ -193,7 +194,7 @@ class LLMDigester(PagingHooks):
         self._cache = _Cache(cache_size)
         self._counter = TokenCounter()
         self._pending: set[str] = set()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def _prompt(self, messages: Sequence[BaseMessage], max_tokens: int) -> list[BaseMessage]:
         words = max(10, int(max_tokens * 0.7))
@@ -202,7 +203,8 @@ class LLMDigester(PagingHooks):
 
     def ready(self, messages: Sequence[BaseMessage]) -> str | None:
         """The digest of these messages if it was written, else None."""
-        return self._cache.get(messages_digest(messages))
+        ready = self._cache.get(messages_digest(messages))
+        return ready if isinstance(ready, str) else None
 
     def digest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]:
         """Digests of pages (None where the model failed), written now and cached."""
@@ -215,7 +217,7 @@ class LLMDigester(PagingHooks):
                                           return_exceptions=True)
         return [self._keep(m, t, r) for m, t, r in zip(pages, max_tokens, replies, strict=True)]
 
-    def _keep(self, messages, max_tokens: int, reply: Any) -> str | None:
+    def _keep(self, messages: Sequence[BaseMessage], max_tokens: int, reply: Any) -> str | None:
         key = messages_digest(messages)
         self._pending.discard(key)
         if isinstance(reply, Exception):

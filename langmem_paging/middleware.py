@@ -14,8 +14,6 @@ from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
-from langgraph.config import get_config
-from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
@@ -27,15 +25,13 @@ from langmem_paging.calibration import (
     is_context_overflow,
     provider_input_tokens,
 )
-from langmem_paging.config import Budget, PagingConfig, PagingOptions, check_call_options, check_thread_id
+from langmem_paging.config import Budget, PagingConfig, PagingOptions
 from langmem_paging.engine import OnStoreError, warn
 from langmem_paging.graph_state import prepare_view, state_update
-from langmem_paging.graph_stores import GraphStores
+from langmem_paging.graph_step import GraphCall, GraphStep, paging_value, thread_id_of
 from langmem_paging.messages import recall_copy_pages
-from langmem_paging.pager import Pager
-from langmem_paging.recall.tool import make_recall_tool
 from langmem_paging.search import SearchIndex
-from langmem_paging.state import STATE_KEY, paging_reducer
+from langmem_paging.state import paging_reducer
 from langmem_paging.step import PagingResult
 from langmem_paging.store import PageStore
 from langmem_paging.tokens import TokenCounter, foreign_model_warning
@@ -46,39 +42,16 @@ __all__ = ["PagingAgentState", "PagingMiddleware", "prepare_view", "state_update
 class PagingAgentState(AgentState):
     """`create_agent`'s state plus the paging state (added by the middleware itself)."""
 
-    paging: NotRequired[Annotated[dict, paging_reducer]]
-    paging_calibration: NotRequired[dict]
-
-
-def thread_id_of(runtime: Runtime | None = None) -> str:
-    """The running graph's thread id; a clear error when the run has none (or one no store can key)."""
-    info = getattr(runtime, "execution_info", None)
-    thread_id = getattr(info, "thread_id", None)
-    if not thread_id:
-        try:
-            thread_id = get_config().get("configurable", {}).get("thread_id")
-        except RuntimeError:
-            thread_id = None
-    if not thread_id:
-        raise ValueError(
-            "Paging needs a thread: invoke the graph with "
-            "config={'configurable': {'thread_id': '...'}} (and a checkpointer)."
-        )
-    return check_thread_id(str(thread_id))
+    paging: NotRequired[Annotated[dict[str, Any], paging_reducer]]
+    paging_calibration: NotRequired[dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class _Call:
     """What one model call pages: read from the request, never kept on the middleware."""
 
-    thread_id: str
-    """The graph's thread."""
-    state: Any
-    """The ``paging`` state value of the branch."""
-    view: list[BaseMessage]
-    """The messages the step starts from."""
-    positions: dict[int, int]
-    """View positions -> state positions (view mode)."""
+    graph: GraphCall
+    """What the step reads from the graph state (the view, the branch's paging value, the thread)."""
     overhead: int
     """Tokens of the system prompt and tool schemas."""
     store: BaseStore | None
@@ -125,6 +98,8 @@ class PagingMiddleware(AgentMiddleware):
     Raises:
         ValueError, TypeError: For a bad option, naming it; when the agent is built with a tool of
             paging's tool name (rename paging's with ``tool_name=``).
+        ValueError: At a call, when the run has no thread id, or when the graph's state lost the
+            ``paging`` key after paging (a state schema without it): the error names the schema to use.
 
     Example:
         >>> from langchain.agents import create_agent
@@ -158,16 +133,11 @@ class PagingMiddleware(AgentMiddleware):
         **options: Unpack[PagingOptions],
     ) -> None:
         super().__init__()
-        if config is not None and (options or max_tokens is not None):
-            raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
-        if max_tokens is not None:
-            options = {**options, "max_tokens": max_tokens}  # type: ignore[typeddict-unknown-key]
-        self.config = config if config is not None else PagingConfig(**options)
-        check_call_options(ttl=ttl, index=index)
-        page_store = PageStore(store, ttl=ttl) if store is not None else None
-        self.pager = Pager(self.config, page_store, index=index, on_store_error=on_store_error, ttl=ttl)
-        self.recall_tool = make_recall_tool(self.pager, name=self.config.tool_name)
-        self._graph_stores = GraphStores()
+        self.paging = GraphStep(config, max_tokens=max_tokens, store=store, ttl=ttl, index=index,
+                                on_store_error=on_store_error, options=options)
+        self.config = self.paging.config
+        self.pager = self.paging.pager
+        self.recall_tool = self.paging.recall_tool
 
     @property
     def tools(self) -> list[BaseTool]:  # type: ignore[override]
@@ -181,12 +151,11 @@ class PagingMiddleware(AgentMiddleware):
         """The page store given as ``store=``; without one, the store of the graph the middleware
         pages in (an error before its first call, or when it served graphs with different stores:
         then read pages with ``PageStore(graph_store)``)."""
-        return self._graph_stores.page_store(self.pager, "PagingMiddleware")
+        return self.paging.page_store("PagingMiddleware")
 
     def _prepare(self, request: ModelRequest, counter: TokenCounter) -> _Call:
         refuse_tool_clash(self.recall_tool, request.tools or [])
         store = _store_of(request)
-        self._graph_stores.add(store)
         if self.config.token_counter is None and self.config.encoding is None:
             message = foreign_model_warning(self.config.model or request.model, counter.encoding.name)
             if message:
@@ -195,17 +164,15 @@ class PagingMiddleware(AgentMiddleware):
         system = request.system_message
         overhead = 0 if system is None else (counter.count_message(system) if custom is None else custom([system]))
         overhead += counter.count_tools(request.tools or [])
-        state = request.state.get(STATE_KEY) if isinstance(request.state, dict) else None
-        calibration = Calibration.from_value(
-            request.state.get(CALIBRATION_KEY) if isinstance(request.state, dict) else None)
-        view, positions = prepare_view(request.messages, state, self.config.mode)
+        state = request.state if isinstance(request.state, dict) else {}
+        calibration = Calibration.from_value(state.get(CALIBRATION_KEY))
+        graph = self.paging.prepare(request.messages, paging_value(state), thread_id_of(request.runtime))
         configured = self.pager.max_tokens_for(request.model)
-        return _Call(thread_id_of(request.runtime), state, view, positions, overhead, store, calibration,
-                     calibration.budget(configured), configured)
+        return _Call(graph, overhead, store, calibration, calibration.budget(configured), configured)
 
     def _respond(self, request: ModelRequest, response: ModelResponse, result: PagingResult,
                  call: _Call) -> ModelResponse | ExtendedModelResponse:
-        update = state_update(result, request.messages, call.state, self.config.mode, call.positions)
+        update = call.graph.update(result)
         calibration = call.calibration
         provider = provider_input_tokens(response.result[-1]) if self.config.calibrate and response.result else None
         if provider is not None:
@@ -221,8 +188,8 @@ class PagingMiddleware(AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, self.pager.counter_for(request.model))
-        result = self.pager.step(call.view, call.state, call.thread_id, store=call.store, overhead=call.overhead,
-                                 model=request.model, max_tokens=call.max_tokens)
+        result = self.paging.step(call.graph, store=call.store, overhead=call.overhead, model=request.model,
+                                  max_tokens=call.max_tokens)
         try:
             with traced(result, call):
                 response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
@@ -230,8 +197,8 @@ class PagingMiddleware(AgentMiddleware):
             if not is_context_overflow(error):
                 raise
             call = call.shrunk()  # once: a second refusal is the provider's error, raised as is
-            result = self.pager.step(call.view, call.state, call.thread_id, store=call.store,
-                                     overhead=call.overhead, model=request.model, max_tokens=call.max_tokens)
+            result = self.paging.step(call.graph, store=call.store, overhead=call.overhead, model=request.model,
+                                      max_tokens=call.max_tokens)
             with traced(result, call, retried=True):
                 response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
         return self._respond(request, response, result, call)
@@ -240,8 +207,8 @@ class PagingMiddleware(AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, await self.pager.acounter_for(request.model))
-        result = await self.pager.astep(call.view, call.state, call.thread_id, store=call.store,
-                                        overhead=call.overhead, model=request.model, max_tokens=call.max_tokens)
+        result = await self.paging.astep(call.graph, store=call.store, overhead=call.overhead,
+                                         model=request.model, max_tokens=call.max_tokens)
         try:
             with traced(result, call):
                 response = await handler(request.override(messages=_as_any_messages(result.view, request.model)))
@@ -249,8 +216,8 @@ class PagingMiddleware(AgentMiddleware):
             if not is_context_overflow(error):
                 raise
             call = call.shrunk()
-            result = await self.pager.astep(call.view, call.state, call.thread_id, store=call.store,
-                                            overhead=call.overhead, model=request.model, max_tokens=call.max_tokens)
+            result = await self.paging.astep(call.graph, store=call.store, overhead=call.overhead,
+                                             model=request.model, max_tokens=call.max_tokens)
             with traced(result, call, retried=True):
                 response = await handler(request.override(messages=_as_any_messages(result.view, request.model)))
         return self._respond(request, response, result, call)

@@ -11,14 +11,12 @@ from langgraph.graph import MessagesState
 from langgraph.managed import RemainingSteps
 from langgraph.store.base import BaseStore
 
-from langmem_paging.config import Budget, PagingConfig, PagingOptions, check_call_options, check_thread_id
+from langmem_paging.config import Budget, PagingConfig, PagingOptions
 from langmem_paging.engine import OnStoreError, warn
-from langmem_paging.graph_state import prepare_view, state_update
-from langmem_paging.graph_stores import GraphStores
-from langmem_paging.pager import Pager
-from langmem_paging.recall.tool import SCHEMA_HELP, make_recall_tool
+from langmem_paging.graph_step import GraphCall, GraphStep, paging_value, thread_id_of
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import STATE_KEY, paging_reducer
+from langmem_paging.step import PagingResult
 from langmem_paging.store import PageStore
 from langmem_paging.tokens import foreign_model_warning
 
@@ -30,7 +28,7 @@ class PagingMessagesState(MessagesState):
     in a `StateGraph` or as the ``state_schema`` of LangGraph's prebuilt ReAct agent with the node
     as its ``pre_model_hook`` (which needs ``remaining_steps``, a managed value LangGraph fills)."""
 
-    paging: NotRequired[Annotated[dict, paging_reducer]]
+    paging: NotRequired[Annotated[dict[str, Any], paging_reducer]]
     remaining_steps: NotRequired[RemainingSteps]
 
 
@@ -41,7 +39,7 @@ def _graph_store() -> BaseStore | None:
         return None
 
 
-class PagingNode(Runnable[dict, dict]):
+class PagingNode(Runnable[dict[str, Any], dict[str, Any]]):
     """Pages the messages of a graph state before the model node.
 
     The state needs a ``paging`` key (`PagingMessagesState`), where the node keeps what decides
@@ -97,15 +95,12 @@ class PagingNode(Runnable[dict, dict]):
         on_store_error: OnStoreError = "raise",
         **options: Unpack[PagingOptions],
     ) -> None:
-        if config is not None and (options or max_tokens is not None):
-            raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
-        if max_tokens is not None:
-            options = {**options, "max_tokens": max_tokens}  # type: ignore[typeddict-unknown-key]
         mode: Literal["replace", "view"] = "replace" if output_messages_key == input_messages_key else "view"
-        if config is None:
-            options.setdefault("mode", mode)
-        self.config = config if config is not None else PagingConfig(**options)
-        check_call_options(ttl=ttl, index=index)
+        self.paging = GraphStep(config, max_tokens=max_tokens, store=store, ttl=ttl, index=index,
+                                on_store_error=on_store_error, options=options, default_mode=mode)
+        self.config = self.paging.config
+        self.pager = self.paging.pager
+        self.recall_tool = self.paging.recall_tool
         if self.config.calibrate:
             raise ValueError("Invalid paging option `calibrate`: it learns from the model's responses, which a "
                              "PagingNode does not see. Use PagingMiddleware with create_agent, or drop `calibrate`.")
@@ -117,43 +112,31 @@ class PagingNode(Runnable[dict, dict]):
         self.input_messages_key = input_messages_key
         self.output_messages_key = output_messages_key
         self.name = name
-        page_store = PageStore(store, ttl=ttl) if store is not None else None
-        self.pager = Pager(self.config, page_store, index=index, on_store_error=on_store_error, ttl=ttl)
-        self.recall_tool = make_recall_tool(self.pager, name=self.config.tool_name)
         if self.config.token_counter is None and self.config.encoding is None:
             # the node never sees the model it pages for: only `model=` tells which one it is
             message = foreign_model_warning(self.config.model, self.pager.encoding_for())
             if message:
                 warn(message)
-        self._graph_stores = GraphStores()
-        self._threads_paged: OrderedDict[str, None] = OrderedDict()  # to spot a missing `paging` key
+        # view mode keeps no bookmark in state: which threads this node paged tells a dropped `paging` key
+        self._threads_paged: OrderedDict[str, None] = OrderedDict()
 
     @property
     def page_store(self) -> PageStore:
         """The page store given as ``store=``; without one, the store of the graph the node pages in
         (an error before its first call, or when it served graphs with different stores)."""
-        return self._graph_stores.page_store(self.pager, "PagingNode")
+        return self.paging.page_store("PagingNode")
 
-    def _prepare(self, input: Any, config: RunnableConfig | None):
+    def _prepare(self, input: Any, config: RunnableConfig | None) -> GraphCall:
         state = input if isinstance(input, dict) else vars(input)
-        messages = list(state[self.input_messages_key])
-        thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
-        if not thread_id:
-            raise ValueError(
-                "PagingNode needs a thread: invoke the graph with config={'configurable': {'thread_id': '...'}}."
-            )
-        thread_id = check_thread_id(str(thread_id))
-        if STATE_KEY not in state and thread_id in self._threads_paged:
-            raise ValueError(SCHEMA_HELP)
-        value = state.get(STATE_KEY)
-        view, positions = prepare_view(messages, value, self.config.mode)
-        return messages, thread_id, value, view, positions
+        thread_id = thread_id_of(config=config or {})
+        value = paging_value(state, self.input_messages_key, paged_before=thread_id in self._threads_paged)
+        return self.paging.prepare(list(state[self.input_messages_key]), value, thread_id)
 
-    def _output(self, result, messages, value, thread_id, positions) -> dict[str, Any]:
-        update = state_update(result, messages, value, self.config.mode, positions)
+    def _output(self, result: PagingResult, call: GraphCall) -> dict[str, Any]:
+        update = call.update(result)
         if STATE_KEY in update:
-            self._threads_paged[thread_id] = None
-            self._threads_paged.move_to_end(thread_id)
+            self._threads_paged[call.thread_id] = None
+            self._threads_paged.move_to_end(call.thread_id)
             if len(self._threads_paged) > 10_000:
                 self._threads_paged.popitem(last=False)
         if self.config.mode == "view":
@@ -161,15 +144,9 @@ class PagingNode(Runnable[dict, dict]):
         return update
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
-        messages, thread_id, value, view, positions = self._prepare(input, config)
-        store = _graph_store()
-        self._graph_stores.add(store)
-        result = self.pager.step(view, value, thread_id, store=store)
-        return self._output(result, messages, value, thread_id, positions)
+        call = self._prepare(input, config)
+        return self._output(self.paging.step(call, store=_graph_store()), call)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
-        messages, thread_id, value, view, positions = self._prepare(input, config)
-        store = _graph_store()
-        self._graph_stores.add(store)
-        result = await self.pager.astep(view, value, thread_id, store=store)
-        return self._output(result, messages, value, thread_id, positions)
+        call = self._prepare(input, config)
+        return self._output(await self.paging.astep(call, store=_graph_store()), call)

@@ -191,7 +191,7 @@ class Pager:
         resident = resident_turns(context, counter) if query is not None and context else []
         return RecallRequest(page_ids, query, part, share, call_tokens, edits, resident, dict(served or {}))
 
-    def room_for(self, branch: PagingState | dict | None, share: int = 1, call_tokens: int = 0) -> int:
+    def room_for(self, branch: PagingState | dict[str, Any] | None, share: int = 1, call_tokens: int = 0) -> int:
         """Tokens a recall result may take on this branch (see `RecallService.room_for`)."""
         branch = branch if isinstance(branch, PagingState) else PagingState.from_value(branch)
         return self.recalls.room_for(branch, self.counter_for(state=branch), share=share, call_tokens=call_tokens)

@@ -95,7 +95,7 @@ class EvictionPolicy(PagingHooks, ABC):
         """The candidate to evict next (`candidates` is never empty)."""
         return min(candidates, key=lambda c: self.key(c, context))
 
-    def key(self, candidate: Candidate, context: PolicyContext) -> tuple:
+    def key(self, candidate: Candidate, context: PolicyContext) -> tuple[Any, ...]:
         """Sort key; ties must be broken deterministically (position last)."""
         raise TypeError(f"{type(self).__name__} must define `victim` or `key`.")
 
@@ -118,7 +118,7 @@ class FIFOPolicy(EvictionPolicy):
 
     name = "fifo"
 
-    def key(self, candidate, context):
+    def key(self, candidate: Candidate, context: PolicyContext) -> tuple[Any, ...]:
         return (candidate.position,)
 
 
@@ -127,7 +127,7 @@ class LRUPolicy(EvictionPolicy):
 
     name = "lru"
 
-    def key(self, candidate, context):
+    def key(self, candidate: Candidate, context: PolicyContext) -> tuple[Any, ...]:
         return (candidate.last_access, candidate.position)
 
 
@@ -136,7 +136,7 @@ class LFUPolicy(EvictionPolicy):
 
     name = "lfu"
 
-    def key(self, candidate, context):
+    def key(self, candidate: Candidate, context: PolicyContext) -> tuple[Any, ...]:
         return (candidate.access_count, candidate.last_access, candidate.position)
 
 
@@ -160,13 +160,13 @@ class SemanticPolicy(EvictionPolicy):
 
         self.vectors = PageVectors(embedder=embedder)
 
-    def features(self, pages):
+    def features(self, pages: Sequence[Sequence[BaseMessage]]) -> list[dict[str, Any]]:
         return self.vectors.features(pages)
 
-    async def afeatures(self, pages):
+    async def afeatures(self, pages: Sequence[Sequence[BaseMessage]]) -> list[dict[str, Any]]:
         return await self.vectors.afeatures(pages)
 
-    def victim(self, candidates, context):
+    def victim(self, candidates: Sequence[Candidate], context: PolicyContext) -> Candidate:
         matrix = self.vectors.matrix([c.messages for c in candidates], [c.features for c in candidates])
         similarity = matrix @ self.vectors.embed_text(context.recent_text)
         return min(zip(candidates, similarity.tolist(), strict=True), key=lambda cs: (round(cs[1], 9), cs[0].position))[0]

@@ -132,7 +132,7 @@ def nice_ceiling(value: float) -> float:
         if step * power >= value:
             nice = step * power
             return int(nice) if float(nice).is_integer() else nice
-    return 10 * power  # pragma: no cover - the loop ends at 10 * power >= value
+    return int(10 * power)  # pragma: no cover - the loop ends at 10 * power >= value
 
 
 def _bar_scale(scale: int) -> str:

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from langchain_core.messages import BaseMessage
 
 from langmem_paging.embeddings import Embedder
 from langmem_paging.kmeans import choose_k, kmeans, pairwise_sq_distances
@@ -162,7 +163,7 @@ class STAEPolicy(EvictionPolicy):
         self.inverted = inverted
         self.seed = seed
         self.vectors = PageVectors(embedder=embedder, unit=unit)
-        self._layouts: OrderedDict[tuple, _Layout] = OrderedDict()
+        self._layouts: OrderedDict[tuple[Any, ...], _Layout] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -182,11 +183,11 @@ class STAEPolicy(EvictionPolicy):
 
     # -- features: one vector per page, at formation -------------------------------------------
 
-    def features(self, pages):
+    def features(self, pages: Sequence[Sequence[BaseMessage]]) -> list[dict[str, Any]]:
         """Each new page's vector (see `PageVectors.features`), one batched embed call."""
         return self.vectors.features(pages)
 
-    async def afeatures(self, pages):
+    async def afeatures(self, pages: Sequence[Sequence[BaseMessage]]) -> list[dict[str, Any]]:
         """Async `features`, awaiting the embedder."""
         return await self.vectors.afeatures(pages)
 

@@ -329,7 +329,7 @@ class PageStore:
         return sorted(nodes, key=lambda n: cluster_number(n.id))
 
     # -- the union-find forest -----------------------------------------------------------
-    def find(self, thread_id: str, ident: str, *, state: PagingState | dict | None = None) -> str | None:
+    def find(self, thread_id: str, ident: str, *, state: PagingState | dict[str, Any] | None = None) -> str | None:
         """The cluster root holding a page (or cluster), or None if it is in no cluster.
 
         With `state` (a branch's paging state) the answer is exact for that branch: only
@@ -339,11 +339,11 @@ class PageStore:
         """
         return self._run(self._find(thread_id, ident, state))
 
-    async def afind(self, thread_id: str, ident: str, *, state: PagingState | dict | None = None) -> str | None:
+    async def afind(self, thread_id: str, ident: str, *, state: PagingState | dict[str, Any] | None = None) -> str | None:
         """Async `find`."""
         return await self._arun(self._find(thread_id, ident, state))
 
-    def _find(self, thread_id: str, ident: str, state: PagingState | dict | None) -> Batches[str | None]:
+    def _find(self, thread_id: str, ident: str, state: PagingState | dict[str, Any] | None) -> Batches[str | None]:
         branch = state if isinstance(state, PagingState) or state is None else PagingState.from_value(state)
         walk = walk_root(ident, owned=None if branch is None else (lambda c: branch.owns("c", cluster_number(c))),
                          roots=None if branch is None else branch.clusters)
@@ -359,7 +359,8 @@ class PageStore:
         existing = yield [GetOp(parents_ns, child) for child in shortcut]
         yield [self._put(thread_id, "parents", child, {"parents": [*_parents(item), found.root]})
                for child, item in zip(shortcut, existing, strict=True) if found.root not in _parents(item)]
-        return found.root
+        root: str | None = found.root
+        return root
 
     def members(self, thread_id: str, cluster_id: str, *, limit: int = 10_000) -> list[str]:
         """Page ids under a cluster node (expanding sub-clusters), oldest first, at most `limit`."""
@@ -377,7 +378,7 @@ class PageStore:
                 nodes = yield from self._get_clusters(thread_id, frontier)
                 frontier = walk.send(nodes)
         except StopIteration as stop:
-            return stop.value.pages
+            return list(stop.value.pages)
 
     # -- writes -------------------------------------------------------------------------
     def put(self, thread_id: str, page: Page) -> None:
@@ -456,7 +457,7 @@ class PageStore:
 
     # -- the page lifecycle: forgetting one message, deleting a thread -------------------
     def forget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None, graph: Any = None,
-               config: dict | None = None, checkpointer: Any = None) -> list[str]:
+               config: dict[str, Any] | None = None, checkpointer: Any = None) -> list[str]:
         """Remove one message's text from everywhere the thread keeps it, for privacy (a card number
         typed by mistake). One write path (`langmem_paging.lifecycle`), idempotent (run it again after
         a crash and it converges):
@@ -499,7 +500,7 @@ class PageStore:
         return [p.id for p in forgot.pages]
 
     async def aforget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None,
-                      graph: Any = None, config: dict | None = None, checkpointer: Any = None) -> list[str]:
+                      graph: Any = None, config: dict[str, Any] | None = None, checkpointer: Any = None) -> list[str]:
         """Async `forget`."""
         from langmem_paging.lifecycle_state import awrite_forgotten
 

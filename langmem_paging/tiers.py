@@ -139,7 +139,7 @@ class TierScoring(TierMode):
 
     name = "importance"
 
-    def scores(self, items, *, turn, recent_terms):
+    def scores(self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]) -> dict[str, float]:
         if not items:
             return {}
         vectors = {i.id: _unit_stems(i.terms) for i in items}
@@ -180,16 +180,16 @@ class UtilityScoring(TierMode):
 
     name = "utility"
 
-    def scores(self, items, *, turn, recent_terms):
+    def scores(self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]) -> dict[str, float]:
         return {i.id: (self.alpha * math.log(i.access_count + 1)
                        + self.beta * math.exp(-max(0, turn - i.last_access) / self.tau)) * i.weight
                 for i in items}
 
-    def rank_key(self, item, score):
+    def rank_key(self, item: TierItem, score: float) -> float:
         return score / max(1, item.tokens)
 
 
-TIER_MODES = {"importance": TierScoring, "utility": UtilityScoring}
+TIER_MODES: dict[str, type[TierMode]] = {"importance": TierScoring, "utility": UtilityScoring}
 
 
 def get_tiers(value: TierMode | str | None) -> TierMode | None:

@@ -59,9 +59,11 @@ def render_view(history: Sequence[BaseMessage], state: PagingState) -> tuple[lis
     return fast if fast is not None else _render_by_scan(history, state)
 
 
-def _render_by_position(history, state):
-    view, positions = [], {}
-    for entry in state.skeleton:
+def _render_by_position(history: Sequence[BaseMessage],
+                        state: PagingState) -> tuple[list[BaseMessage], dict[int, int]] | None:
+    view: list[BaseMessage] = []
+    positions: dict[int, int] = {}
+    for entry in state.skeleton or ():
         if isinstance(entry, dict):
             view.extend(load_messages([entry]))
             continue
@@ -79,18 +81,19 @@ def _render_by_position(history, state):
     return view, positions
 
 
-def _is_at(history, index: int, key: str) -> bool:
+def _is_at(history: Sequence[BaseMessage], index: int, key: str) -> bool:
     return key_at(history, index) == key or ("+" in key and _positional_key(history, index) == key)
 
 
-def _render_by_scan(history, state):
+def _render_by_scan(history: Sequence[BaseMessage], state: PagingState) -> tuple[list[BaseMessage], dict[int, int]]:
     if _rewritten(history, state):
         return list(history), {id(m): i for i, m in enumerate(history)}
     keys = message_keys(history)
     at = {_positional_key(history, i): i for i in range(len(history)) if history[i].id}
     at.update({k: i for i, k in enumerate(keys)})
-    view, positions = [], {}
-    for entry in state.skeleton:
+    view: list[BaseMessage] = []
+    positions: dict[int, int] = {}
+    for entry in state.skeleton or ():
         if isinstance(entry, dict):
             if _entry_id(entry) in at:
                 view.extend(load_messages([entry]))
@@ -107,7 +110,8 @@ def _render_by_scan(history, state):
 
 def _entry_id(entry: dict[str, Any]) -> str | None:
     """Id of a library message in the skeleton: the id of the history message it stands for."""
-    return entry.get("data", {}).get("id")
+    ident = entry.get("data", {}).get("id")
+    return ident if isinstance(ident, str) else None
 
 
 def _rewritten(history: Sequence[BaseMessage], state: PagingState) -> bool:

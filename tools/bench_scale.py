@@ -11,7 +11,7 @@ test: nothing here asserts a time; the targets are reported, never enforced.
 What it measures:
 
 1. Per model call, on one synthetic thread per configuration grown to 1k / 10k / 50k messages
-   of history: the middleware's work (``prepare_view`` -> ``Pager.step`` -> ``state_update``)
+   of history: the middleware's work (``GraphCall.prepare`` -> ``Pager.step`` -> ``GraphCall.update``)
    in replace and view mode on a SQLite *file* store, split into calls that page (a page formed,
    evicted or folded) and calls that do not; side by side, in the same loop on the same history,
    ``langchain_core.messages.trim_messages(strategy="last")`` at the same budget with the
@@ -70,7 +70,7 @@ from langgraph.store.sqlite import SqliteStore
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evals/ sits beside tools/ (not installed)
 from evals.policy_spec import paging_options, split_specs  # noqa: E402  (specs hold commas)
 from langmem_paging import InMemoryBM25Index, Page, PagingConfig, PagingState, TokenCounter
-from langmem_paging.graph_state import prepare_view, state_update
+from langmem_paging.graph_step import GraphCall
 from langmem_paging.library_messages import format_bookmark
 from langmem_paging.pager import Pager
 from langmem_paging.records import messages_digest
@@ -299,11 +299,11 @@ class Runner:
         """One model call's paging work; returns its timings (ms) and the `PagingResult`."""
         source = self.messages if self.mode == "replace" else self.history
         t0 = time.perf_counter()
-        view, positions = prepare_view(source, self.paging, self.mode)
+        call = GraphCall.prepare(source, self.paging, self.mode, self.thread_id)
         t1 = time.perf_counter()
-        result = self.pager.step(view, self.paging, self.thread_id, overhead=0)
+        result = self.pager.step(call.view, call.state, call.thread_id, overhead=0)
         t2 = time.perf_counter()
-        update = state_update(result, source, self.paging, self.mode, positions)
+        update = call.update(result)
         t3 = time.perf_counter()
         if "messages" in update:
             self.messages = add_messages(self.messages, update["messages"])
@@ -808,7 +808,7 @@ def render(report: dict[str, Any], policy: str) -> str:
                     f"{_ms(r['paging']['p50'])} | {_ms(r['paging']['p95'])} | {_ms(r['not_paging']['p50'])} | "
                     f"{_ms(r['not_paging']['p95'])} | {_ms(r['all']['p50'])} | {_ms(t['approximate']['p50'])} | "
                     f"{_ms(t['approximate']['p95'])} | {_ms(t['tiktoken']['p50'])} | {_ms(t['tiktoken']['p95'])} |")
-        lines += ["", "Where a call's time goes (p50 ms: prepare_view / Pager.step / state_update; then LangGraph's "
+        lines += ["", "Where a call's time goes (p50 ms: GraphCall.prepare / Pager.step / GraphCall.update; then LangGraph's "
                   "add_messages of the updates, not counted above), state size:", "",
                   "| history msgs | config | prepare | pager | update | add_messages | state msgs | paging state KB "
                   "| pages | clusters |",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from langgraph.store.base import BaseStore, GetOp, Item, PutOp, SearchOp
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchOp
 
 from langmem_paging.records import cluster_number, page_number
 from langmem_paging.search import SearchIndex
@@ -28,10 +28,10 @@ class _WithoutTTLRefresh(BaseStore):
     def _ops(ops: Iterable[Any]) -> list[Any]:
         return [op._replace(refresh_ttl=False) if isinstance(op, (GetOp, SearchOp)) else op for op in ops]
 
-    def batch(self, ops):
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
         return self.store.batch(self._ops(ops))
 
-    async def abatch(self, ops):
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await self.store.abatch(self._ops(ops))
 
 
@@ -56,7 +56,7 @@ def record_counts(store: BaseStore, thread_id: str) -> dict[str, int]:
     return {kind: len(list_items(store, thread_id, kind)) for kind in KINDS}
 
 
-def _key_order(key: str) -> tuple:
+def _key_order(key: str) -> tuple[Any, ...]:
     for parse in (page_number, cluster_number):
         try:
             return (0, parse(key), key)

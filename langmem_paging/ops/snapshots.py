@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from langmem_paging.state import STATE_KEY
 
@@ -32,7 +32,7 @@ class Snapshot:
     """The state's ``paging`` value (None before the first paging step)."""
 
 
-def _snapshot(tup) -> Snapshot:
+def _snapshot(tup: CheckpointTuple) -> Snapshot:
     values = tup.checkpoint.get("channel_values") or {}
     parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     messages = values.get("messages") or []
@@ -46,7 +46,7 @@ def _snapshot(tup) -> Snapshot:
     )
 
 
-def load_snapshots(saver: BaseCheckpointSaver, thread_id: str, *, lineage: bool = True) -> list[Snapshot]:
+def load_snapshots(saver: BaseCheckpointSaver[Any], thread_id: str, *, lineage: bool = True) -> list[Snapshot]:
     """The thread's checkpoints (root graph) on the branch of its latest one, oldest first.
 
     Args:

@@ -267,7 +267,7 @@ def render_recall_shown(
     if omitted:  # keep room for the notice, which may leave out more
         parts, shown, omitted = _fill(bodies, room - _notice_reserve(cap, counter), counter)
         used = sum(counter.count_text(p) + 1 for p in parts)
-        notice = _cap_notice(cap, omitted, room - used, counter)
+        notice = _cap_notice(cap, omitted, room - used, counter, spec.tool)
         parts += [notice] if notice else []
     return "\n".join([note, *parts] if note else parts), shown
 
@@ -305,17 +305,17 @@ def _item_body(
             pieces = page_parts(page, spec.part_tokens, counter, version)
             return item.page, pieces[min(item.part, len(pieces)) - 1]
         return item.page, render_page(page, version)
-    return _cluster_body(item, get_page, get_node, version)
+    return _cluster_body(item, get_page, get_node, version, spec.tool)
 
 
 def _cluster_body(item: ClusterItem, get_page: GetPage, get_node: GetNode | None,
-                  version: int) -> tuple[str, str] | None:
+                  version: int, tool: str = "recall") -> tuple[str, str] | None:
     node = get_node(item.cluster) if get_node else None
     if node is None:
         return None
     members = [p for p in (get_page(pid) for pid in item.members) if p is not None]
     inner = "\n".join(render_page(p, version) if item.text else member_line(p) for p in members)
-    tail = f"\n({item.more} more member pages not listed: recall them by id, or search)" if item.more else ""
+    tail = f"\n({item.more} more member pages not listed: {tool} them by id, or search)" if item.more else ""
     if version < 2:
         return item.cluster, f'<cluster id="{node.id}" pages="{node.size}">\n{inner}{tail}\n</cluster>'
     return item.cluster, _header(node.id, _plural(node.size, "page")) + f"\n{inner}{tail}"
@@ -341,12 +341,12 @@ def _fill(
     return parts, shown, omitted
 
 
-def _notice_text(cap: int, labels: str, *, short: bool) -> str:
+def _notice_text(cap: int, labels: str, *, short: bool, tool: str = "recall") -> str:
     if short:
         return f"[size cap reached; not shown: {labels}]"
     return (
         f"[recall size cap of {cap} tokens reached; not shown: {labels}. "
-        "Recall fewer at a time, or an oversized page by parts: recall(page_ids=[...], part=1).]"
+        f"Recall fewer at a time, or an oversized page by parts: {tool}(page_ids=[...], part=1).]"
     )
 
 
@@ -355,14 +355,14 @@ def _notice_reserve(cap: int, counter: TokenCounter) -> int:
     return counter.count_text(_notice_text(cap, "p99999 and 99999 more", short=True)) + 1
 
 
-def _cap_notice(cap: int, omitted: list[str], room: int, counter: TokenCounter) -> str:
+def _cap_notice(cap: int, omitted: list[str], room: int, counter: TokenCounter, tool: str = "recall") -> str:
     """The notice naming what did not fit, within `room` tokens: the long form if it fits, else the
     short one, naming fewer ids ("and N more") as needed; empty when not even that fits."""
     counts = sorted({len(omitted), *(n for n in (20, 10, 5, 3, 1) if n < len(omitted))}, reverse=True)
     for short in (False, True):
         for n in counts:
             labels = ", ".join(omitted[:n]) + (f" and {len(omitted) - n} more" if n < len(omitted) else "")
-            notice = _notice_text(cap, labels, short=short)
+            notice = _notice_text(cap, labels, short=short, tool=tool)
             if counter.count_text(notice) + 1 <= room:
                 return notice
     return ""

@@ -293,7 +293,7 @@ class _Composer:
             shown = [*self.branch.clusters, *self.branch.shown]
             notes.append(f"Bookmarks in your context: {', '.join(shown) or 'none yet (nothing paged out)'}.")
         spec = RecallSpec(items=items, max_tokens=self.cap, part_tokens=part_tokens, note=" ".join(notes),
-                          encoding=self.counter.encoding.name)
+                          encoding=self.counter.encoding.name, tool=self.config.tool_name)
         content, labels = render_recall_shown(spec, pages.get, self.read.nodes.get, self.counter)
         recalled = list(dict.fromkeys(label for label in labels if label.startswith("p")))
         return RecallAnswer(with_media(content, recalled, pages.get), recall_artifact(spec, recalled),
@@ -329,12 +329,12 @@ class _Composer:
             if crowded:
                 items.append(PageItem(page_id, 1))
                 notes.append(f"{page_id} does not fit the {cap} tokens this recall gets beside the others "
-                             "made with it: recall fewer pages at a time.")
+                             f"made with it: call {self.config.tool_name} with fewer pages at a time.")
                 continue
             n = len(page_parts(pages[page_id], part_tokens, counter))
             part = min(self.plan.part or 1, n)
             items.append(PageItem(page_id, part))
-            follow = f"; recall(page_ids=['{page_id}'], part={part + 1}) for more" if part < n else ""
+            follow = f"; {self.config.tool_name}(page_ids=['{page_id}'], part={part + 1}) for more" if part < n else ""
             notes.append(f"{page_id} is long: part {part} of {n}{follow}.")
         return items, part_tokens
 
@@ -380,7 +380,7 @@ class _Composer:
         if not out and hits and not self.kept:
             best = ", ".join(best_pages(hits, 3))
             notes.append(f"Matches in {best}, but no passage fits the {self.cap} tokens left for this result: "
-                         f"recall(page_ids=['{best_pages(hits, 1)[0]}'], part=1) reads the best page in parts.")
+                         f"{self.config.tool_name}(page_ids=['{best_pages(hits, 1)[0]}'], part=1) reads the best page in parts.")
         return list(out)
 
     def _visible_pages(self) -> dict[str, Page]:

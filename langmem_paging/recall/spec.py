@@ -91,11 +91,14 @@ class RecallSpec:
     """The tiktoken encoding the result was sized with (rebuilds use the same)."""
     version: int = SPEC_VERSION
     """The rendering it was shown in: 2 compact lines, 1 XML elements."""
+    tool: str = "recall"
+    """The recall tool's name (``tool_name``), which the result's notices tell the model to call."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, versioned."""
         return {"v": self.version, "items": [item.to_dict() for item in self.items], "max_tokens": self.max_tokens,
-                "part_tokens": self.part_tokens, "note": self.note, "encoding": self.encoding}
+                "part_tokens": self.part_tokens, "note": self.note, "encoding": self.encoding,
+                **({"tool": self.tool} if self.tool != "recall" else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RecallSpec:
@@ -110,7 +113,8 @@ class RecallSpec:
                              f"({SPEC_VERSION}); upgrade langmem-paging.")
         return cls(items=[_item(raw) for raw in data.get("items", [])], max_tokens=int(data["max_tokens"]),
                    part_tokens=int(data.get("part_tokens", data["max_tokens"])), note=data.get("note") or "",
-                   encoding=data.get("encoding"), version=max(1, int(version)))
+                   encoding=data.get("encoding"), version=max(1, int(version)),
+                   tool=str(data.get("tool") or "recall"))
 
 
 def _item(raw: dict[str, Any]) -> Item:

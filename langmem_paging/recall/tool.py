@@ -11,13 +11,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command
 
-from langmem_paging.graph_state import prepare_view
-from langmem_paging.messages import METADATA_KEY, is_bookmark
+from langmem_paging.graph_step import MISSING_STATE, GraphCall, find_thread_id, paging_value
+from langmem_paging.messages import METADATA_KEY
 from langmem_paging.pager import Pager
 from langmem_paging.recall.plan import plan_recall
 from langmem_paging.recall.service import RecallAnswer, Served
@@ -34,26 +34,18 @@ RECALL_DESCRIPTION = (
     "query='words' searches everything paged out: use it when no bookmark clearly fits."
 )
 
-SCHEMA_HELP = (
-    "The graph state has no `paging` key, so paging cannot keep its state in the checkpoint. "
-    "Use `langmem_paging.PagingMessagesState` as the state schema (or add "
-    "`paging: NotRequired[PagingChannel]` to yours); `create_agent` with `PagingMiddleware` does this "
-    "for you."
-)
+SCHEMA_HELP = MISSING_STATE
+"""The error for a graph state without the ``paging`` key (one text: `graph_step.MISSING_STATE`)."""
 
 _NO_THREAD = "recall is unavailable: this run has no thread_id, so there is no paged-out history."
 
 
 def _thread_id(runtime: ToolRuntime) -> str | None:
-    thread_id = ((runtime.config or {}).get("configurable") or {}).get("thread_id")
-    return str(thread_id) if thread_id not in (None, "") else None
+    return find_thread_id(runtime.config or {})
 
 
 def _paging_state(runtime: ToolRuntime) -> Any:
-    state = runtime.state if isinstance(runtime.state, dict) else {}
-    if STATE_KEY not in state and any(is_bookmark(m) for m in state.get("messages", []) or []):
-        raise ValueError(SCHEMA_HELP)
-    return state.get(STATE_KEY)
+    return paging_value(runtime.state if isinstance(runtime.state, dict) else {})
 
 
 def _call(runtime: ToolRuntime) -> Any:
@@ -115,11 +107,11 @@ def _share_of(mine: int, total: int) -> int:
     return -(-total // mine) if mine else total
 
 
-def _context(pager: Pager, history: list, state: Any) -> list:
+def _context(pager: Pager, history: list[BaseMessage], state: Any) -> list[BaseMessage]:
     """What the model sees (a search ranks its turns): the state's messages (replace mode) or the view
     rendered from them."""
     if pager.config.mode == "view":
-        return prepare_view(history, state, "view")[0]
+        return GraphCall.prepare(history, state, "view").view
     return history
 
 
@@ -128,7 +120,7 @@ def _served_ids(answer: RecallAnswer) -> list[str]:
     return list((answer.artifact.get(METADATA_KEY) or {}).get("recalled") or [])
 
 
-def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command:
+def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command[Any]:
     message_id = f"recall-{uuid.uuid4().hex}"
     message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id or "", name=name, id=message_id,
                           artifact=answer.artifact, status=answer.status)
@@ -151,7 +143,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         part: int | None = None,
         *,
         runtime: ToolRuntime,
-    ) -> Command | str:
+    ) -> Command[Any] | str:
         thread_id = _thread_id(runtime)
         if thread_id is None:
             return _NO_THREAD
@@ -167,7 +159,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         part: int | None = None,
         *,
         runtime: ToolRuntime,
-    ) -> Command | str:
+    ) -> Command[Any] | str:
         thread_id = _thread_id(runtime)
         if thread_id is None:
             return _NO_THREAD

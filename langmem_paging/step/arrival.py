@@ -60,7 +60,8 @@ def _page_on_arrival(ctx: StepContext, arrivals: list[Arrival]) -> Flow[None]:
     drafts = [Draft([Unit(i, (result,))], kind="tool_result") for i, result in arrivals]
     pages = yield from form_pages(ctx, drafts)
     for (i, result), page in zip(arrivals, pages, strict=True):
-        stub = tool_result_stub(page.id, result, ctx.calls.get(result.tool_call_id), page.token_count)
+        stub = tool_result_stub(page.id, result, ctx.calls.get(result.tool_call_id), page.token_count,
+                                tool=ctx.options.tool_name)
         ctx.replace[ctx.keys[i]] = stub
         ctx.state.pages.pop(page.id)
         ctx.total += ctx.options.count_message(stub) - ctx.counts[i]
@@ -68,7 +69,8 @@ def _page_on_arrival(ctx: StepContext, arrivals: list[Arrival]) -> Flow[None]:
 
 
 def _stub_saves(ctx: StepContext, i: int, result: ToolMessage) -> bool:
-    return stub_is_shorter(result, ctx.calls.get(result.tool_call_id), ctx.counts[i], ctx.options.count_message)
+    return stub_is_shorter(result, ctx.calls.get(result.tool_call_id), ctx.counts[i], ctx.options.count_message,
+                           tool=ctx.options.tool_name)
 
 
 def _pageable_results(ctx: StepContext) -> list[Arrival]:
@@ -102,7 +104,8 @@ def _over_the_groups_room(ctx: StepContext, results: list[Arrival]) -> list[Arri
     for i, result in sorted(results, key=lambda a: (-ctx.counts[a[0]], a[0])):
         if size <= room:
             break
-        stub = count(tool_result_stub("p999999", result, ctx.calls.get(result.tool_call_id), ctx.counts[i]))
+        stub = count(tool_result_stub("p999999", result, ctx.calls.get(result.tool_call_id), ctx.counts[i],
+                                      tool=ctx.options.tool_name))
         if stub < ctx.counts[i]:
             chosen.append((i, result))
             size += stub - ctx.counts[i]

@@ -79,6 +79,8 @@ class StepOptions:
     """Tokens the system prompt and tool schemas take (sent with every call; may exceed ``max_tokens``)."""
     max_tokens: int = 0
     """The whole budget: the messages' `budget` plus `overhead` (unless the overhead alone exceeds it)."""
+    tool_name: str = "recall"
+    """The name of paging's recall tool, which texts the model reads tell it to call."""
 
 
 def step_options(
@@ -117,4 +119,5 @@ def step_options(
         recent_messages=config.recent_messages,
         tiers=components.tiers,
         encoding=counter.encoding.name,
+        tool_name=config.tool_name,
     )

@@ -35,7 +35,8 @@ def present_warm(ctx: StepContext) -> Flow[None]:
             digest = texts.get(pid) or extractive_digest(sources[pid], shown[pid].terms, max_tokens=costs[pid],
                                                          count_text=ctx.options.count_text)
             if digest:
-                _show_warm(ctx, pid, shown[pid], digest_message(pid, digest, len(sources[pid]), shown[pid].anchor))
+                _show_warm(ctx, pid, shown[pid], digest_message(pid, digest, len(sources[pid]), shown[pid].anchor,
+                                                                 tool=ctx.options.tool_name))
     for pid in shown:
         if shown[pid].tier == "warm" and pid not in warm:
             _show(ctx, shown[pid], bookmark_message(pid, shown[pid].bookmark, shown[pid].anchor), "cold")

@@ -43,11 +43,9 @@ from typing_extensions import Unpack
 
 from langmem_paging.config import PagingConfig, PagingOptions
 from langmem_paging.engine import OnStoreError
-from langmem_paging.graph_state import prepare_view, state_update
+from langmem_paging.graph_step import GraphCall, GraphStep
 from langmem_paging.history import reconstruct_history
 from langmem_paging.messages import merge_messages
-from langmem_paging.pager import Pager
-from langmem_paging.recall.tool import make_recall_tool
 from langmem_paging.search import SearchIndex
 from langmem_paging.state import STATE_KEY, PagingState, paging_reducer
 from langmem_paging.step import PagingResult
@@ -83,15 +81,14 @@ class PagingThread:
         on_store_error: OnStoreError = "raise",
         **options: Unpack[PagingOptions],
     ) -> None:
-        if config is not None and options:
-            raise TypeError("Pass either `config=PagingConfig(...)` or paging options as keywords, not both.")
-        self.config = config if config is not None else PagingConfig(**options)
+        self._graph = GraphStep(config, index=index, on_store_error=on_store_error, options=options)
+        self.config = self._graph.config
         self.store = store if store is not None else InMemoryStore()
         self.thread_id = thread_id
         self.system = SystemMessage(system) if isinstance(system, str) else system
         self.model = chat_model
-        self.pager = Pager(self.config, index=index, on_store_error=on_store_error)
-        self.recall_tool = make_recall_tool(self.pager)
+        self.pager = self._graph.pager
+        self.recall_tool = self._graph.recall_tool
         self.tools: list[BaseTool] = [self.recall_tool, *tools]
         self.messages: list[BaseMessage] = []
         """The graph state's messages."""
@@ -139,20 +136,17 @@ class PagingThread:
     # -- model calls ---------------------------------------------------------------------------
     def step(self) -> PagingResult:
         """The paging of one model call: the thread pages, and `prompt` is what the model receives."""
-        view, positions = prepare_view(self.messages, self.paging, self.config.mode)
-        result = self.pager.step(view, self.paging, self.thread_id, store=self.store, overhead=self.overhead,
-                                 model=self.model)
-        return self._record(result, positions)
+        call = self._graph.prepare(self.messages, self.paging, self.thread_id)
+        return self._record(self._graph.step(call, store=self.store, overhead=self.overhead, model=self.model), call)
 
     async def astep(self) -> PagingResult:
         """Async `step`."""
-        view, positions = prepare_view(self.messages, self.paging, self.config.mode)
-        result = await self.pager.astep(view, self.paging, self.thread_id, store=self.store,
-                                        overhead=self.overhead, model=self.model)
-        return self._record(result, positions)
+        call = self._graph.prepare(self.messages, self.paging, self.thread_id)
+        result = await self._graph.astep(call, store=self.store, overhead=self.overhead, model=self.model)
+        return self._record(result, call)
 
-    def _record(self, result: PagingResult, positions: dict[int, int]) -> PagingResult:
-        self.apply(state_update(result, self.messages, self.paging, self.config.mode, positions))
+    def _record(self, result: PagingResult, call: GraphCall) -> PagingResult:
+        self.apply(call.update(result))
         self.prompt = [*([self.system] if self.system else []), *result.view]
         self.results.append(result)
         return result
@@ -179,7 +173,7 @@ class PagingThread:
         runtime, call = self._call(page_ids, query, part, call_id)
         return self._result(await self.recall_tool.ainvoke(call), runtime)
 
-    def _call(self, page_ids: Any, query: Any, part: Any, call_id: str | None) -> tuple[ToolRuntime, dict]:
+    def _call(self, page_ids: Any, query: Any, part: Any, call_id: str | None) -> tuple[ToolRuntime, dict[str, Any]]:
         args = {k: v for k, v in (("page_ids", page_ids), ("query", query), ("part", part)) if v is not None}
         call_id = call_id or f"call-{uuid.uuid4().hex[:12]}"
         self.add(AIMessage("", tool_calls=[{"name": self.recall_tool.name, "args": args, "id": call_id}]))

@@ -200,14 +200,14 @@ def test_view_mode_survives_a_message_without_an_id():
     history = _turns(8)
     history.insert(5, ToolMessage("Error: bad call", tool_call_id="zz"))  # no id, as create_agent may add
     history.insert(5, AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "zz"}], id="call"))
-    from langmem_paging.graph_state import prepare_view, state_update
+    from langmem_paging.graph_step import GraphCall
 
     state = None
     for point in range(4, len(history) + 1):
-        view, positions = prepare_view(history[:point], state, "view")
-        result = page_messages(view, max_tokens=40, state=state, boundary="fixed_2", token_counter=len,
+        call = GraphCall.prepare(history[:point], state, "view")
+        result = page_messages(call.view, max_tokens=40, state=state, boundary="fixed_2", token_counter=len,
                                text_counter=COUNTER)
-        state = state_update(result, history[:point], state, "view", positions).get("paging", state)
+        state = call.update(result).get("paging", state)
         assert_valid_chat(result.view)
 
 

@@ -33,13 +33,17 @@ def test_the_options_typed_dict_and_the_config_fields_name_the_same_options():
 
 def test_the_options_typed_dict_and_the_config_fields_give_each_option_the_same_type():
     """Every option has the TypedDict's type on the validated field too, except the objects pydantic
-    cannot validate (strategies, callables, hooks), which are `Any` (or a sequence of `Any`) there."""
+    cannot validate (strategies, callables, hooks, chat models, embedders, tier scorings), which are
+    `Any` (or a sequence of `Any`) there: their own validators check them."""
     from langmem_paging.config import _Options
+    from langmem_paging.embeddings import Embedder
+    from langmem_paging.tiers import TierMode
 
-    hints = typing.get_type_hints(PagingOptions)
+    hints = typing.get_type_hints(PagingOptions, localns={"Embedder": Embedder, "TierMode": TierMode})
     differ = {name: field.annotation for name, field in _Options.model_fields.items()
               if name in hints and hints[name] != field.annotation}
-    assert set(differ) == {"boundary", "policy", "token_counter", "bookmarker", "hooks"}, differ
+    assert set(differ) == {"boundary", "policy", "token_counter", "bookmarker", "hooks", "model",
+                            "search_embedder", "tiers"}, differ
     assert all(a is typing.Any or typing.get_args(a) == (typing.Any,) for a in differ.values()), differ
 
 

@@ -27,7 +27,7 @@ from langmem_paging import (
     reconstruct_history,
 )
 from langmem_paging.conformance import valid_chat as assert_valid_chat
-from langmem_paging.graph_state import prepare_view, state_update
+from langmem_paging.graph_step import GraphCall
 from langmem_paging.library_messages import tool_result_stub
 from langmem_paging.messages import METADATA_KEY, library_mark, tool_call_ids
 from langmem_paging.pager import Pager
@@ -650,7 +650,8 @@ class PureCase:
     def do_step(self) -> None:
         p = self.p
         self.report.steps["pure"] += 1
-        view, positions = prepare_view(self.msgs, self.value, p.mode)
+        call = GraphCall.prepare(self.msgs, self.value, p.mode, self.thread)
+        view = call.view
         view_copy, value_copy = copy.deepcopy(view), copy.deepcopy(self.value)
         resident_before = set(PagingState.from_value(self.value).pages)
         t0 = time.perf_counter()
@@ -698,7 +699,7 @@ class PureCase:
                 self.pages[page.id] = page
             for node in result.nodes:
                 self.nodes[node.id] = node
-        update = state_update(result, self.msgs, self.value, p.mode, positions)
+        update = call.update(result)
         if "paging" in update:
             self.value = paging_reducer(self.value, update["paging"])
         if "messages" in update:

@@ -86,7 +86,7 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         "    PagingConfig, PageStore, TokenCounter, page_messages, reconstruct_history,",
         ")",
         "from langmem_paging.pager import Pager",
-        "from langmem_paging.graph_state import prepare_view, state_update",
+        "from langmem_paging.graph_step import GraphCall",
         "from langmem_paging.state import paging_reducer, recall_delta",
         "from langmem_paging.view import render_view",
         "from langmem_paging import PagingState",
@@ -116,18 +116,18 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         "",
         "def step():",
         "    global msgs, value",
-        "    view, positions = prepare_view(msgs, value, MODE)",
+        "    call = GraphCall.prepare(msgs, value, MODE, 't')",
     ]
     if params.backend == "store":
-        lines.append("    result = pager.step(view, value, 't')")
+        lines.append("    result = pager.step(call.view, value, 't')")
     else:
         lines += [
-            "    result = page_messages(view, state=value, text_counter=COUNTER, **OPTIONS)",
+            "    result = page_messages(call.view, state=value, text_counter=COUNTER, **OPTIONS)",
             "    pages.update({p.id: p for p in result.pages})",
             "    nodes.update({n.id: n for n in result.nodes})",
         ]
     lines += [
-        "    update = state_update(result, msgs, value, MODE, positions)",
+        "    update = call.update(result)",
         "    value = paging_reducer(value, update['paging']) if 'paging' in update else value",
         "    msgs = add_messages(msgs, update.get('messages', []))",
         (

@@ -1,0 +1,132 @@
+"""One graph-facing step: the middleware and the node page alike through `GraphStep`, one error for a
+state without the ``paging`` key, one thread-id lookup."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from langchain.agents.middleware import ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.store.memory import InMemoryStore
+
+from langmem_paging import PagingConfig, PagingMiddleware, PagingNode
+from langmem_paging import config as config_module
+from langmem_paging.agents import AgentPagingOptions
+from langmem_paging.config import RECALL_BUDGET_SHARE, RECALL_MIN_TOKENS, PagingOptions
+from langmem_paging.graph_step import MISSING_STATE, NO_THREAD, GraphCall, find_thread_id, paging_value
+from langmem_paging.messages import is_bookmark
+from langmem_paging.options_table import options_markdown
+from langmem_paging.testing import ScriptedChatModel
+
+OPTIONS: dict[str, Any] = {"max_tokens": 12, "boundary": "fixed_2", "token_counter": len}
+
+
+def _turns(n: int) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for i in range(n):
+        out += [HumanMessage(f"I will fly to city {i} on Friday.", id=f"h{i}"), AIMessage("Noted.", id=f"a{i}")]
+    return out
+
+
+def _middleware_update(paging: PagingMiddleware, messages: list[BaseMessage], state: dict[str, Any],
+                       store: InMemoryStore) -> dict[str, Any]:
+    """One model call through the middleware's own hook, as create_agent makes it (no tools: the
+    node sees no tool schemas either)."""
+    request = ModelRequest(model=ScriptedChatModel(responses=["ok"]), messages=list(messages),  # type: ignore[arg-type]
+                           tools=[], state={"messages": messages, **state},  # type: ignore[typeddict-item]
+                           runtime=SimpleNamespace(execution_info=SimpleNamespace(thread_id="t"), store=store))  # type: ignore[arg-type]
+    out = paging.wrap_model_call(request, lambda r: ModelResponse(result=[AIMessage("ok")]))
+    return dict(out.command.update or {}) if isinstance(out, ExtendedModelResponse) else {}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("turns", [3, 6, 10])
+def test_middleware_and_node_give_the_same_update_for_the_same_state(turns: int) -> None:
+    messages = _turns(turns)
+    m_store, n_store = InMemoryStore(), InMemoryStore()
+    middleware, node = PagingMiddleware(store=m_store, **OPTIONS), PagingNode(store=n_store, **OPTIONS)
+    m_state: dict[str, Any] = {}
+    n_state: dict[str, Any] = {}
+    for point in range(2, len(messages) + 1, 2):  # a call per turn, each on the state the last one left
+        m_update = _middleware_update(middleware, messages[:point], m_state, m_store)
+        n_update = node.invoke({"messages": messages[:point], **n_state},
+                               {"configurable": {"thread_id": "t"}})
+        assert m_update == n_update
+        if "paging" in m_update:
+            m_state, n_state = {"paging": m_update["paging"]}, {"paging": n_update["paging"]}
+    assert "paging" in m_state, "the budget was meant to page"
+
+
+def test_graph_call_carries_what_the_update_needs() -> None:
+    history = _turns(6)
+    first = GraphCall.prepare(history, None, "view", "t")
+    assert first.view == history and first.thread_id == "t"
+
+
+def test_node_in_a_graph_without_the_paging_key_says_which_schema_to_use() -> None:
+    node = PagingNode(**OPTIONS)
+    graph = (StateGraph(MessagesState).add_node("paging", node)  # no `paging` channel: its update is dropped
+             .add_node("reply", lambda s: {"messages": [AIMessage("Noted.")]})
+             .add_edge(START, "paging").add_edge("paging", "reply")
+             .compile(checkpointer=InMemorySaver(), store=InMemoryStore()))
+    config: Any = {"configurable": {"thread_id": "t1"}}
+    with pytest.raises(ValueError, match="PagingMessagesState") as raised:
+        for i in range(8):
+            graph.invoke({"messages": [HumanMessage(f"I will fly to city {i} on Friday.")]}, config)
+    assert str(raised.value) == MISSING_STATE
+
+
+def test_middleware_refuses_a_state_without_the_paging_key_once_it_paged() -> None:
+    """The middleware had no check: a state schema without the key lost every paging update silently."""
+    paging = PagingMiddleware(**OPTIONS)
+    store = InMemoryStore()
+    update = _middleware_update(paging, _turns(8), {}, store)
+    paged = [m for m in update["messages"] if is_bookmark(m)]
+    assert paged
+    messages = [*paged, *_turns(8)[-2:]]
+    with pytest.raises(ValueError, match="PagingMessagesState"):
+        _middleware_update(paging, messages, {}, store)
+
+
+def test_one_thread_id_lookup_and_one_error() -> None:
+    assert find_thread_id({"configurable": {"thread_id": 7}}) == "7"
+    assert find_thread_id({}) is None
+    assert find_thread_id(None, SimpleNamespace(execution_info=SimpleNamespace(thread_id="r"))) == "r"
+    node = PagingNode(**OPTIONS)
+    with pytest.raises(ValueError) as raised:
+        node.invoke({"messages": _turns(1)}, {})
+    assert str(raised.value) == NO_THREAD
+    assert paging_value({"messages": _turns(2)}) is None
+
+
+def _typed_attributes(cls_name: str) -> set[str]:
+    """The attributes a class declares for mypy under ``if TYPE_CHECKING:`` (not visible at run time)."""
+    tree = ast.parse(Path(config_module.__file__).read_text())
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    block = next(n for n in cls.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    return {n.target.id for n in block.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+
+
+def test_every_place_the_options_are_listed_follows_the_one_list() -> None:
+    """docs/options.md is regenerated from the code; the TypedDicts and the typed attributes of
+    `PagingConfig` (what mypy checks) hold exactly the options `PagingConfig` validates."""
+    options = set(PagingConfig.fields())
+    docs = Path(__file__).parents[2] / "docs" / "options.md"
+    assert docs.read_text() == options_markdown(), (
+        "docs/options.md is stale: python -m langmem_paging.options_table > docs/options.md")
+    assert set(PagingOptions.__annotations__) == options - {"max_tokens"}
+    assert set(AgentPagingOptions.__annotations__) == (options - {"model"}) | {"ttl", "index", "on_store_error"}
+    assert _typed_attributes("PagingConfig") - {"_options", "model_fields_set"} == options
+    assert all(doc.strip() for doc in PagingConfig.fields().values())
+
+
+def test_recall_sizing_uses_the_named_constants() -> None:
+    config = PagingConfig(max_tokens=100)
+    assert config.recall_cap_for(100) == RECALL_MIN_TOKENS
+    assert config.recall_cap_for(1000) == int(1000 * RECALL_BUDGET_SHARE)
