@@ -122,6 +122,7 @@ def test_model_recalls_a_page_from_the_server_store(test_server):
     assert turn_text(0) in tool_messages[-1]["content"]
 
 
+@pytest.mark.slow
 def test_threads_do_not_share_pages(test_server):
     client = client_for(test_server)
     first, second = (client.threads.create()["thread_id"] for _ in range(2))
