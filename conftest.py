@@ -55,3 +55,13 @@ def pytest_runtest_makereport(item, call):
                 report.outcome = "skipped"
                 report.longrepr = (str(item.path), 0, f"Skipped: {reason}")
     return report
+
+
+# A doctest carries no decorator, so the few that dominate the suite's time are marked here.
+SLOW_DOCTESTS = {"evals.threads.threads_per_process"}  # starts worker processes
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if isinstance(item, DoctestItem) and item.name in SLOW_DOCTESTS:
+            item.add_marker(pytest.mark.slow)

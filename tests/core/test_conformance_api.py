@@ -10,6 +10,7 @@ from langmem_paging.conformance import validate_bookmarker, validate_policy, val
 from langmem_paging.policies import POLICIES, EvictionPolicy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_every_builtin_policy_conforms(name):
     validate_policy(POLICIES[name])

@@ -20,6 +20,7 @@ def _assert_lossless(run, history):
     assert rebuilt == history
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("boundary", BOUNDARIES)
 def test_replay_is_lossless_within_budget_and_valid(policy, boundary):
@@ -39,6 +40,7 @@ def test_replay_is_lossless_within_budget_and_valid(policy, boundary):
     assert isinstance(run.state[0], SystemMessage)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("boundary", BOUNDARIES)
 def test_paging_is_deterministic(policy, boundary):

@@ -387,6 +387,7 @@ VARIANTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", VARIANTS)
 @pytest.mark.parametrize("boundary", BOUNDARIES)
 def test_stae_variants_replay_losslessly_within_budget_and_deterministically(policy, boundary):

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_scale.py"
 
 
@@ -19,6 +21,7 @@ def load_bench():
     return module
 
 
+@pytest.mark.slow
 def test_bench_scale_quick_run_writes_every_section_and_stays_within_budget(tmp_path, capsys):
     bench = load_bench()
     out = tmp_path / "scale.json"

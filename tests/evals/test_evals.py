@@ -300,6 +300,7 @@ def test_semantic_reader_ranks_bookmarks_by_meaning():
     assert shared_ranker().rank("Which animal did they adopt?", marks)[0] == "p2"
 
 
+@pytest.mark.slow
 def test_units_in_processes_give_the_same_rows(tmp_path):
     base = ["synthetic", "--budgets", "600", "--synthetic-turns", "160", "--synthetic-facts", "4",
             "--synthetic-conversations", "2", "--no-progress", "--methods", "bm25_stem_nb1,truncation"]

@@ -18,6 +18,7 @@ def _digests() -> dict[str, str]:
             for p in sorted(DATA.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes_without_touching_the_committed_results(path, tmp_path, monkeypatch):
     monkeypatch.setenv("ABLATION_DIR", str(tmp_path / "ablation"))

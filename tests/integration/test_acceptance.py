@@ -217,6 +217,7 @@ def test_two_runs_at_once_on_one_thread_lose_no_page_and_reuse_no_id():
     assert COUNTER(state["messages"]) <= 500 or state["paging"]["warned"]
 
 
+@pytest.mark.slow
 def test_a_20000_message_replay_never_gives_the_model_more_than_max_tokens():
     store = InMemoryStore()
     paging = PagingMiddleware(max_tokens=2000, boundary="fixed_20", policy="lfu", store=store)

@@ -154,6 +154,7 @@ async def many_threads(store, saver, *, threads: int, base_turns: int, sync_pool
             "model calls": len(model.prompts)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite-async", "sqlite-sync-pool", "postgres-async"])
 async def test_fifty_threads_at_once_never_read_each_others_pages(backend, tmp_path, request):
     from contextlib import AsyncExitStack

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.postgres_server import fresh_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +46,11 @@ def _assert_survived(summary: dict) -> None:
     assert summary["max prompt tokens"] <= summary["budget"], summary
 
 
+@pytest.mark.slow
 def test_sigkill_at_store_calls_and_checkpoint_writes_loses_nothing_on_sqlite_files(tmp_path):
     _assert_survived(_campaign("sqlite", str(tmp_path), tmp_path))
 
 
+@pytest.mark.slow
 def test_sigkill_at_store_calls_and_checkpoint_writes_loses_nothing_on_postgres(postgres_uri, tmp_path):
     _assert_survived(_campaign("postgres", fresh_database(postgres_uri, "crash_campaign"), tmp_path))

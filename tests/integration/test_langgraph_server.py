@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.support.langgraph_server import REPO_ROOT, TEST_CONFIG, server_fixture
 
 demo_server = server_fixture(REPO_ROOT / "langgraph.json", name="demo_server")
@@ -93,6 +95,7 @@ def check_paged(client, server, thread_id: str, graph_id: str, *, enqueue: bool 
     return messages
 
 
+@pytest.mark.slow
 def test_demo_graph_from_root_config_pages_into_the_server_store(demo_server):
     client = client_for(demo_server)
     assert "paging_agent" in {a["graph_id"] for a in client.assistants.search(limit=100)}
@@ -100,6 +103,7 @@ def test_demo_graph_from_root_config_pages_into_the_server_store(demo_server):
     check_paged(client, demo_server, thread_id, "paging_agent")
 
 
+@pytest.mark.slow
 def test_model_recalls_a_page_from_the_server_store(test_server):
     client = client_for(test_server)
     thread_id = client.threads.create()["thread_id"]
@@ -118,6 +122,7 @@ def test_model_recalls_a_page_from_the_server_store(test_server):
     assert turn_text(0) in tool_messages[-1]["content"]
 
 
+@pytest.mark.slow
 def test_threads_do_not_share_pages(test_server):
     client = client_for(test_server)
     first, second = (client.threads.create()["thread_id"] for _ in range(2))

@@ -14,7 +14,6 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langmem_paging.testing import ScriptedChatModel
-from tests.support.postgres_server import postgres_uri_fixture  # noqa: F401  (registers the postgres_uri fixture)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 FACTS = [f"Note {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake Bled{i}." for i in range(12)]

