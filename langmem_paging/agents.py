@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from langchain.agents import create_agent
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
@@ -51,7 +52,7 @@ class AgentPagingOptions(TypedDict, total=False):
     cluster_threshold: float
     max_clusters: int | None
     hooks: Sequence[PagingHooks]
-    search_embedder: Embedder | str | None
+    search_embedder: Embedder | Embeddings | str | None
     tiers: TierMode | str | None
     tool_name: str
     calibrate: bool

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -75,7 +76,7 @@ class PagingOptions(TypedDict, total=False):
     cluster_threshold: float
     max_clusters: int | None
     hooks: Sequence[PagingHooks]
-    search_embedder: Embedder | str | None
+    search_embedder: Embedder | Embeddings | str | None
     tiers: TierMode | str | None
     tool_name: str
     calibrate: bool
@@ -123,7 +124,8 @@ class _Options(BaseModel):
     search_results: int = Field(default=8, ge=1)
     """Passages a `recall(query=...)` returns at most (each a matching message with its neighbours)."""
     passage_neighbours: int = Field(default=2, ge=0)
-    """Messages on each side of a matching message that a search passage includes."""
+    """Messages on each side of a matching message that a search passage includes, for the best 8
+    hits; the others get at most 1 (a hit comes alone when its window does not fit)."""
     bookmark_share: float = Field(default=0.2, gt=0, le=1)
     """Share of `max_tokens` page and cluster bookmarks may take before old ones fold into
     clusters."""
@@ -260,8 +262,6 @@ def check_embedder(value: Any) -> None:
     Raises:
         ValueError: For an unknown name, naming the known ones; for ``"minilm"`` without its extra.
     """
-    from langchain_core.embeddings import Embeddings
-
     from langmem_paging.embeddings import EMBEDDERS, Embedder
 
     if value is None or isinstance(value, (Embedder, Embeddings)):
@@ -346,7 +346,7 @@ class PagingConfig:
         cluster_threshold: float
         max_clusters: int | None
         hooks: tuple[PagingHooks, ...]
-        search_embedder: Embedder | str | None
+        search_embedder: Embedder | Embeddings | str | None
         tiers: TierMode | str | None
         tool_name: str
         calibrate: bool
