@@ -205,6 +205,14 @@ class CountCache:
         self._size = size
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def capacity(self) -> int:
+        """The most messages it keeps counts of."""
+        return self._size
+
     def get(self, message: BaseMessage, count: Callable[[BaseMessage], int]) -> int:
         """The count of `message`, from `count` when not known at this version."""
         if message.id is None:

@@ -595,7 +595,7 @@ def rss_worker(params: dict[str, Any]) -> dict[str, Any]:
         "idle_bytes_per_thread": (idle - base) / params["threads"],
         "searched_bytes_per_thread": (searched - idle) / params["threads"],
         "token_cache_entries": len(counter._cache),
-        "token_cache_cap": counter._cache_size,
+        "token_cache_cap": counter._cache.capacity,
         "index_threads": len(index._threads),
         "index_postings": sum(i.size for i in index._threads.values()),
         "index_max_postings": index.max_postings,

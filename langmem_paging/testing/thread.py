@@ -19,8 +19,11 @@ Example:
     === p2 · messages 1-2 of 2 ===
     user: I will fly to Kyoto on Friday.
     assistant: Noted.
-    === p1 · messages 2 of 2 ===
+    === p1 · messages 1-2 of 2 ===
+    user: I will fly to Lisbon on Friday.
     assistant: Noted.
+    === p3 · messages 1 of 2 ===
+    user: I will fly to Quito on Friday.
     >>> thread.step().over_budget, thread.tokens <= 480
     (False, True)
     >>> [m.content for m in thread.history()][:2]

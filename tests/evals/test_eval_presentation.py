@@ -93,6 +93,6 @@ def test_ablation_notebook_is_committed_with_its_outputs():
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(images) == 2  # the ablation heatmap and the needle plot, shown on a forge
+    assert len(images) == 3  # the boundary x policy heatmaps (synthetic, LoCoMo) and the needle plot, shown on a forge
     tables = ["".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {})]
     assert any("| budget | boundary | policy |" in t for t in tables)

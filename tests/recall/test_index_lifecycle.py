@@ -16,8 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langmem_paging import InMemoryBM25Index, Page
 from langmem_paging.lifecycle import forgotten
 from langmem_paging.records import messages_digest
-from langmem_paging.search_postgres import PostgresSearchIndex
-from langmem_paging.search_sqlite import SqliteSearchIndex
+from tests.support.indexes import INDEXES, make_index
 from tests.support.postgres_server import fresh_database
 
 
@@ -26,24 +25,10 @@ def lifecycle_database(postgres_uri):
     return fresh_database(postgres_uri, "langmem_index_lifecycle_tests")
 
 
-@pytest.fixture
-def pg_index(lifecycle_database):
-    index = PostgresSearchIndex(lifecycle_database)
-    index.drop("__setup__")  # creates the table on first use
-    with index._connection() as conn:
-        conn.execute(f"TRUNCATE {index.table}")
-    yield index
-    index.close()
-
-
-@pytest.fixture(params=["bm25", "sqlite", "postgres"])
+@pytest.fixture(params=INDEXES)
 def index(request, tmp_path):
     """Every SearchIndex implementation."""
-    if request.param == "bm25":
-        return InMemoryBM25Index()
-    if request.param == "sqlite":
-        return SqliteSearchIndex(str(tmp_path / "index.db"))
-    return request.getfixturevalue("pg_index")
+    return make_index(request, tmp_path, "lifecycle_database")
 
 
 def _page(n: int, *texts: str) -> Page:

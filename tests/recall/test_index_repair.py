@@ -26,12 +26,12 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import InMemoryBM25Index, Page, PageStore, PagingMiddleware, PagingState
 from langmem_paging.pager import default_index
-from langmem_paging.search_postgres import PostgresSearchIndex
 from langmem_paging.search_sqlite import COMMON_MIN, SqliteSearchIndex
 from langmem_paging.testing import ScriptedChatModel
 from langmem_paging.text import search_terms
 from langmem_paging.thread_io import IndexPages, Search, ThreadIO
 from tests.support.backends import sqlite_store
+from tests.support.indexes import INDEXES, make_index
 from tests.support.postgres_server import fresh_database
 
 FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}." for i in range(24)]
@@ -43,19 +43,10 @@ def repair_database(postgres_uri):
     return fresh_database(postgres_uri, "langmem_index_repair_tests")
 
 
-@pytest.fixture(params=["bm25", "sqlite", "postgres"])
+@pytest.fixture(params=INDEXES)
 def index(request, tmp_path):
     """Every SearchIndex implementation."""
-    if request.param == "bm25":
-        return InMemoryBM25Index()
-    if request.param == "sqlite":
-        return SqliteSearchIndex(str(tmp_path / "index.db"))
-    pg = PostgresSearchIndex(request.getfixturevalue("repair_database"))
-    pg.drop("__setup__")  # creates the table on first use
-    with pg._connection() as conn:
-        conn.execute(f"TRUNCATE {pg.table}")
-    request.addfinalizer(pg.close)
-    return pg
+    return make_index(request, tmp_path, "repair_database")
 
 
 def _page(n: int, *texts: str) -> Page:

@@ -23,8 +23,8 @@ from langmem_paging import (
     SearchIndex,
 )
 from langmem_paging.search_postgres import MAX_PASSAGE_CHARS, PostgresSearchIndex
-from langmem_paging.search_sqlite import SqliteSearchIndex
 from langmem_paging.testing import ScriptedChatModel
+from tests.support.indexes import INDEXES, empty_postgres_index, make_index
 from tests.support.postgres_server import fresh_database
 
 FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}." for i in range(24)]
@@ -37,22 +37,15 @@ def search_database(postgres_uri):
 
 @pytest.fixture
 def pg_index(search_database):
-    index = PostgresSearchIndex(search_database)
-    index.drop("__setup__")  # creates the table on first use
-    with index._connection() as conn:
-        conn.execute(f"TRUNCATE {index.table}")
+    index = empty_postgres_index(search_database)
     yield index
     index.close()
 
 
-@pytest.fixture(params=["bm25", "sqlite", "postgres"])
+@pytest.fixture(params=INDEXES)
 def index(request, tmp_path):
     """Every SearchIndex implementation."""
-    if request.param == "bm25":
-        return InMemoryBM25Index()
-    if request.param == "sqlite":
-        return SqliteSearchIndex(str(tmp_path / "index.db"))
-    return request.getfixturevalue("pg_index")
+    return make_index(request, tmp_path, "search_database")
 
 
 def _page(n: int, *texts: str) -> Page:

@@ -25,11 +25,11 @@ from langmem_paging import PagingMiddleware
 from langmem_paging.cli import main as cli
 from langmem_paging.errors import PageStoreError
 from langmem_paging.ops.where import where_text
-from langmem_paging.search_postgres import PostgresSearchIndex
 from langmem_paging.search_sqlite import SqliteSearchIndex
 from langmem_paging.store import PageStore
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.backends import DATABASE_OF
+from tests.support.indexes import empty_postgres_index
 
 SECRET = "Quixotrix"
 CARD = f"My card is 4929 1234 5678 9012, under the name {SECRET}. Keep it."
@@ -58,10 +58,7 @@ def backend(request, tmp_path):
         store.setup()
         return store, None
     store = request.getfixturevalue("postgres_store")
-    index = PostgresSearchIndex(DATABASE_OF[store])
-    index.drop("__setup__")
-    with index._connection() as conn:
-        conn.execute(f"TRUNCATE {index.table}")
+    index = empty_postgres_index(DATABASE_OF[store])
     request.addfinalizer(index.close)
     return store, index
 
@@ -238,10 +235,7 @@ def test_cli_delete_drops_the_fts_rows_so_a_reused_id_never_matches_the_deleted_
 
 def test_cli_forget_and_delete_reach_the_postgres_passages(postgres_store, capsys):
     uri = DATABASE_OF[postgres_store]
-    index = PostgresSearchIndex(uri)  # the default table, which the CLI finds in the store's database
-    index.drop("__setup__")
-    with index._connection() as conn:
-        conn.execute(f"TRUNCATE {index.table}")
+    index = empty_postgres_index(uri)  # the default table, which the CLI finds in the store's database
     try:
         agent, paging, _ = _agent(postgres_store, index, ["Noted."] * (1 + len(FACTS)))
         agent.invoke({"messages": [HumanMessage(CARD, id="card")]}, CONFIG)

@@ -1,0 +1,40 @@
+"""Every `SearchIndex` implementation for a test, and an empty Postgres index.
+
+The index conformance files (tests/recall/test_search_index.py, test_index_lifecycle.py,
+test_index_repair.py) parametrize over ``"bm25"``, ``"sqlite"`` and ``"postgres"`` with one rule:
+a Postgres index starts empty in every table it keeps (passages, per-thread frequencies, and how
+far it holds each thread), so no test sees another's threads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from langmem_paging.search import InMemoryBM25Index, SearchIndex
+from langmem_paging.search_postgres import PostgresSearchIndex
+from langmem_paging.search_sqlite import SqliteSearchIndex
+
+INDEXES = ["bm25", "sqlite", "postgres"]
+
+
+def empty_postgres_index(dsn: str) -> PostgresSearchIndex:
+    """A `PostgresSearchIndex` on `dsn` with its tables created and emptied."""
+    index = PostgresSearchIndex(dsn)
+    index.drop("__setup__")  # creates the tables on first use
+    with index._connection() as conn:
+        conn.execute(f"TRUNCATE {index.table}, {index.terms}, {index.threads}")
+    return index
+
+
+def make_index(request: pytest.FixtureRequest, tmp_path: Path, database_fixture: str) -> SearchIndex:
+    """The index `request.param` names (a Postgres one on the database fixture named, closed after
+    the test)."""
+    if request.param == "bm25":
+        return InMemoryBM25Index()
+    if request.param == "sqlite":
+        return SqliteSearchIndex(str(tmp_path / "index.db"))
+    index = empty_postgres_index(request.getfixturevalue(database_fixture))
+    request.addfinalizer(index.close)
+    return index
