@@ -6,7 +6,7 @@ request's)."""
 
 from __future__ import annotations
 
-import uuid
+import itertools
 
 import pytest
 from langchain.agents import create_agent
@@ -26,10 +26,13 @@ def lookup(city: str) -> str:
     return f"Report for {city}: " + "sunny and mild, light wind from the west. " * 8
 
 
+_CALL_IDS = itertools.count()  # deterministic ids: random hex ids count differently, and moved the trigger
+
+
 def _reply(messages):
     if isinstance(messages[-1], HumanMessage):
         return AIMessage("", tool_calls=[{"name": "lookup", "args": {"city": messages[-1].content},
-                                          "id": f"c-{uuid.uuid4().hex[:6]}"}])
+                                          "id": f"c-{next(_CALL_IDS):06d}"}])
     return AIMessage("Done.")
 
 
