@@ -35,7 +35,7 @@ as they are, so the escape costs nothing where nothing needs it."""
 
 def escape_text(text: str) -> str:
     r"""`text` with what databases refuse spelled out, reversibly: a backslash doubled, NUL as
-    ``\0``, a surrogate as ``\udXXX``. `unescape_text` gives back the exact original.
+    ``\0``, a lone surrogate as ``\u`` and its four hex digits (``\udc80``). `unescape_text` gives back the exact original.
 
     Example:
         >>> escape_text("a\x00b\\0")
