@@ -33,6 +33,8 @@ def shrink_malformed(ctx: StepContext) -> Flow[None]:
     largest first, each only if its stub is shorter, until the view fits."""
     chosen: list[tuple[int, AIMessage]] = []
     over = ctx.total - ctx.options.budget
+    if over <= 0:  # the usual, quiet call: no unit is looked at
+        return
     for i, message in sorted(_candidates(ctx), key=lambda c: (-ctx.counts[c[0]], c[0])):
         if over <= 0:
             break
