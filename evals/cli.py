@@ -79,14 +79,14 @@ def _embedder_methods(parser, args) -> list[str]:
     wanted = [m for m in methods if m in EMBEDDING_METHODS]
     for name in [spec] if spec else []:
         try:
-            from langmem_paging.embeddings import get_embedder
+            from langmem_paging.strategies.embeddings import get_embedder
 
             get_embedder(name)
         except (ImportError, ValueError) as error:
             parser.error(f"--search-embedder {name}: {error}")
     if wanted and not spec:
         try:
-            from langmem_paging.embeddings import get_embedder
+            from langmem_paging.strategies.embeddings import get_embedder
 
             get_embedder("default")
         except ImportError as error:

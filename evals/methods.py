@@ -16,13 +16,13 @@ from langchain_core.tools import StructuredTool
 from rank_bm25 import BM25Okapi
 
 from langmem_paging import TokenCounter
-from langmem_paging.background import stem
-from langmem_paging.messages import split_units
+from langmem_paging.core.background import stem
+from langmem_paging.core.messages import split_units
+from langmem_paging.core.text import content_terms
 from langmem_paging.recall.render import render_message
-from langmem_paging.text import content_terms
 
 if TYPE_CHECKING:
-    from langmem_paging.vectors import TextVectors
+    from langmem_paging.strategies.vectors import TextVectors
 
 COUNTER = TokenCounter()
 METHODS = ("full_context", "truncation", "bm25", "bm25_stem", "bm25_stem_nb1", "hybrid_nb1", "word_overlap",
@@ -200,7 +200,7 @@ def bm25_stem_nb1(history, question, budget) -> Context:
 def shared_vectors(embedder: str) -> TextVectors:
     """One embedder and its vectors per process and name: every question re-scores the same turns,
     and each turn is embedded once (as paging's index embeds each message once)."""
-    from langmem_paging.vectors import TextVectors
+    from langmem_paging.strategies.vectors import TextVectors
 
     return TextVectors(embedder, max_vectors=1 << 17)
 
@@ -212,8 +212,8 @@ def hybrid_nb1(history, question, budget, *, embedder: str = "default") -> Conte
     with the signal paging's hybrid search has; every turn like the question at all scores, so B fills."""
     import numpy as np
 
-    from langmem_paging.search import fuse_scores
-    from langmem_paging.tokens import message_text
+    from langmem_paging.core.tokens import message_text
+    from langmem_paging.index.base import fuse_scores
 
     vectors = shared_vectors(embedder)
     texts = [message_text(m) for m in history]

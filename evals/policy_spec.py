@@ -3,7 +3,7 @@
 A spec is ``NAME`` or ``NAME:key=value,key=value`` (options passed to the policy's class),
 optionally joined with ``+tiers:MODE`` (the `tiers` option of `PagingConfig`; ``tiers:MODE``
 alone is FIFO with tiers) and ``+bookmarks:NAME`` (the `bookmarker`: a name in
-`langmem_paging.bookmarks.BOOKMARKERS`, or ``frequent``, the ablation's heuristic without
+`langmem_paging.strategies.bookmarks.BOOKMARKERS`, or ``frequent``, the ablation's heuristic without
 specificity, `FrequentBookmarker`). Values read as booleans (``true``/``false``), ``none``, integers,
 floats, or else strings. Examples: ``lfu``, ``stae:beta=0.5,redundancy=knn,grouping=kmeans,
 inverted=false``, ``tiers:importance``, ``stae:beta=0.7+tiers:utility``.
@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from langmem_paging.bookmarks import BOOKMARKERS, BookmarkContext, KeywordBookmarker
-from langmem_paging.keywords import PageTerms, score_terms
+from langmem_paging.strategies.bookmarks import BOOKMARKERS, BookmarkContext, KeywordBookmarker
+from langmem_paging.strategies.keywords import PageTerms, score_terms
 
 __all__ = ["ABLATION_BOOKMARKERS", "FrequentBookmarker", "PolicySpec", "paging_options", "parse_spec",
            "split_specs"]
@@ -44,7 +44,7 @@ class PolicySpec:
     label: str
     """The spec as written: the policy's name in result rows."""
     name: str
-    """Policy name (`langmem_paging.policies.POLICIES`, or ``stae``)."""
+    """Policy name (`langmem_paging.strategies.policies.POLICIES`, or ``stae``)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for the policy's class."""
     tiers: str | None = None
@@ -139,15 +139,15 @@ def parse_spec(spec: str) -> PolicySpec:
 
 
 def _policy_class(name: str):
-    from langmem_paging.policies import POLICIES
+    from langmem_paging.strategies.policies import POLICIES
 
     if name in POLICIES:
         return POLICIES[name]
     if name == "stae":
         try:
-            from langmem_paging.stae import STAEPolicy
+            from langmem_paging.strategies.stae import STAEPolicy
         except ImportError:
-            raise ValueError("Policy 'stae' needs langmem_paging.stae.STAEPolicy, which this version of "
+            raise ValueError("Policy 'stae' needs langmem_paging.strategies.stae.STAEPolicy, which this version of "
                              "langmem_paging does not have yet.") from None
         return STAEPolicy
     available = ", ".join(repr(n) for n in [*POLICIES, *(["stae"] if "stae" not in POLICIES else [])])

@@ -82,7 +82,7 @@ def embedder_names(config: RunConfig, ablation: bool = False) -> dict[str, str |
         spec = unit.get("search_embedder")
         if spec and unit["method"] not in out:
             try:
-                from langmem_paging.embeddings import get_embedder
+                from langmem_paging.strategies.embeddings import get_embedder
 
                 out[unit["method"]] = get_embedder(spec).name
             except ImportError as error:  # the run fails on it later, with the same message

@@ -3,6 +3,6 @@
 `create_paging_agent` is `langmem_paging.create_paging_agent` (re-exported for older imports).
 """
 
-from langmem_paging.agents import create_paging_agent
+from langmem_paging.integrations.agents import create_paging_agent
 
 __all__ = ["create_paging_agent"]

@@ -1,5 +1,5 @@
 """The ready graphs' model choice; `create_paging_agent` itself lives in the package
-(`langmem_paging.agents`) and is re-exported here for older imports."""
+(`langmem_paging.integrations.agents`) and is re-exported here for older imports."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 from langchain_core.language_models import BaseChatModel
 
-from langmem_paging.agents import create_paging_agent
+from langmem_paging.integrations.agents import create_paging_agent
 
 __all__ = ["MODEL_ENV", "chat_model", "chat_model_from_env", "create_paging_agent"]
 

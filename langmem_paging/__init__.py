@@ -14,52 +14,58 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.4.0"
 
 _EXPORTS = {
-    "create_paging_agent": "agents",
-    "BOUNDARIES": "boundaries",
-    "BoundaryStrategy": "boundaries",
-    "get_boundary": "boundaries",
-    "Bookmark": "bookmarks",
-    "BookmarkContext": "bookmarks",
-    "Bookmarker": "bookmarks",
-    "KeywordBookmarker": "bookmarks",
-    "PageDraft": "bookmarks",
-    "format_bookmark": "library_messages",
-    "parse_bookmark": "library_messages",
+    "create_paging_agent": "integrations.agents",
+    "BOUNDARIES": "strategies.boundaries",
+    "BoundaryStrategy": "strategies.boundaries",
+    "get_boundary": "strategies.boundaries",
+    "Bookmark": "strategies.bookmarks",
+    "BookmarkContext": "strategies.bookmarks",
+    "Bookmarker": "strategies.bookmarks",
+    "KeywordBookmarker": "strategies.bookmarks",
+    "PageDraft": "strategies.bookmarks",
+    "format_bookmark": "core.library_messages",
+    "parse_bookmark": "core.library_messages",
     "PagingConfig": "config",
-    "PageEvent": "hooks",
-    "PagingHooks": "hooks",
-    "is_bookmark": "messages",
-    "PagingAgentState": "middleware",
-    "PagingMiddleware": "middleware",
-    "PagingMessagesState": "node",
-    "PagingNode": "node",
-    "Pager": "pager",
-    "PagingResult": "paging",
-    "apage_messages": "paging",
-    "page_messages": "paging",
-    "reconstruct_history": "history",
-    "POLICIES": "policies",
-    "Candidate": "policies",
-    "EvictionPolicy": "policies",
-    "PolicyContext": "policies",
-    "get_policy": "policies",
-    "SemanticPolicy": "policies",
-    "STAEPolicy": "stae",
-    "Embedder": "embeddings",
-    "HashingEmbedder": "embeddings",
-    "get_embedder": "embeddings",
-    "DiscriminativeBookmarker": "bookmarks",
-    "make_recall_tool": "recall",
-    "ClusterNode": "records",
-    "Page": "records",
-    "InMemoryBM25Index": "search",
-    "SearchIndex": "search",
-    "PagingChannel": "state",
-    "PagingState": "state",
-    "paging_reducer": "state",
-    "PageStore": "store",
-    "thread_namespace": "store",
-    "TokenCounter": "tokens",
+    "PageEvent": "core.hooks",
+    "PagingHooks": "core.hooks",
+    "is_bookmark": "core.messages",
+    "PagingAgentState": "integrations.middleware",
+    "PagingMiddleware": "integrations.middleware",
+    "PagingMessagesState": "integrations.node",
+    "PagingNode": "integrations.node",
+    "Pager": "integrations.pager",
+    "PagingResult": "step.result",
+    "apage_messages": "step.pure",
+    "page_messages": "step.pure",
+    "reconstruct_history": "recall.history",
+    "POLICIES": "strategies.policies",
+    "Candidate": "strategies.policies",
+    "EvictionPolicy": "strategies.policies",
+    "PolicyContext": "strategies.policies",
+    "get_policy": "strategies.policies",
+    "SemanticPolicy": "strategies.policies",
+    "STAEPolicy": "strategies.stae",
+    "Embedder": "strategies.embeddings",
+    "HashingEmbedder": "strategies.embeddings",
+    "get_embedder": "strategies.embeddings",
+    "DiscriminativeBookmarker": "strategies.bookmarks",
+    "make_recall_tool": "integrations.recall_tool",
+    "ClusterNode": "core.records",
+    "Page": "core.records",
+    "InMemoryBM25Index": "index.base",
+    "SearchIndex": "index.base",
+    "PagingChannel": "core.state",
+    "PagingState": "core.state",
+    "paging_reducer": "core.state",
+    "PageStore": "storage.page_store",
+    "thread_namespace": "storage.page_store",
+    "TokenCounter": "core.tokens",
+    "SqliteSearchIndex": "index.sqlite",
+    "PostgresSearchIndex": "index.postgres",
+    "TierScoring": "strategies.tiers",
+    "UtilityScoring": "strategies.tiers",
+    "LLMBookmarker": "strategies.llm",
+    "LLMDigester": "strategies.llm",
 }
 
 __all__ = [
@@ -76,6 +82,8 @@ __all__ = [
     "HashingEmbedder",
     "InMemoryBM25Index",
     "KeywordBookmarker",
+    "LLMBookmarker",
+    "LLMDigester",
     "POLICIES",
     "Page",
     "PageDraft",
@@ -92,10 +100,14 @@ __all__ = [
     "PagingResult",
     "PagingState",
     "PolicyContext",
+    "PostgresSearchIndex",
     "STAEPolicy",
     "SearchIndex",
     "SemanticPolicy",
+    "SqliteSearchIndex",
+    "TierScoring",
     "TokenCounter",
+    "UtilityScoring",
     "apage_messages",
     "create_paging_agent",
     "format_bookmark",
@@ -126,8 +138,26 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from langmem_paging.agents import create_paging_agent
-    from langmem_paging.bookmarks import (
+    from langmem_paging.config import PagingConfig
+    from langmem_paging.core.hooks import PageEvent, PagingHooks
+    from langmem_paging.core.library_messages import format_bookmark, parse_bookmark
+    from langmem_paging.core.messages import is_bookmark
+    from langmem_paging.core.records import ClusterNode, Page
+    from langmem_paging.core.state import PagingChannel, PagingState, paging_reducer
+    from langmem_paging.core.tokens import TokenCounter
+    from langmem_paging.index.base import InMemoryBM25Index, SearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
+    from langmem_paging.index.sqlite import SqliteSearchIndex
+    from langmem_paging.integrations.agents import create_paging_agent
+    from langmem_paging.integrations.middleware import PagingAgentState, PagingMiddleware
+    from langmem_paging.integrations.node import PagingMessagesState, PagingNode
+    from langmem_paging.integrations.pager import Pager
+    from langmem_paging.integrations.recall_tool import make_recall_tool
+    from langmem_paging.recall.history import reconstruct_history
+    from langmem_paging.step.pure import apage_messages, page_messages
+    from langmem_paging.step.result import PagingResult
+    from langmem_paging.storage.page_store import PageStore, thread_namespace
+    from langmem_paging.strategies.bookmarks import (
         Bookmark,
         BookmarkContext,
         Bookmarker,
@@ -135,18 +165,10 @@ if TYPE_CHECKING:
         KeywordBookmarker,
         PageDraft,
     )
-    from langmem_paging.boundaries import BOUNDARIES, BoundaryStrategy, get_boundary
-    from langmem_paging.config import PagingConfig
-    from langmem_paging.embeddings import Embedder, HashingEmbedder, get_embedder
-    from langmem_paging.history import reconstruct_history
-    from langmem_paging.hooks import PageEvent, PagingHooks
-    from langmem_paging.library_messages import format_bookmark, parse_bookmark
-    from langmem_paging.messages import is_bookmark
-    from langmem_paging.middleware import PagingAgentState, PagingMiddleware
-    from langmem_paging.node import PagingMessagesState, PagingNode
-    from langmem_paging.pager import Pager
-    from langmem_paging.paging import PagingResult, apage_messages, page_messages
-    from langmem_paging.policies import (
+    from langmem_paging.strategies.boundaries import BOUNDARIES, BoundaryStrategy, get_boundary
+    from langmem_paging.strategies.embeddings import Embedder, HashingEmbedder, get_embedder
+    from langmem_paging.strategies.llm import LLMBookmarker, LLMDigester
+    from langmem_paging.strategies.policies import (
         POLICIES,
         Candidate,
         EvictionPolicy,
@@ -154,10 +176,5 @@ if TYPE_CHECKING:
         SemanticPolicy,
         get_policy,
     )
-    from langmem_paging.recall import make_recall_tool
-    from langmem_paging.records import ClusterNode, Page
-    from langmem_paging.search import InMemoryBM25Index, SearchIndex
-    from langmem_paging.stae import STAEPolicy
-    from langmem_paging.state import PagingChannel, PagingState, paging_reducer
-    from langmem_paging.store import PageStore, thread_namespace
-    from langmem_paging.tokens import TokenCounter
+    from langmem_paging.strategies.stae import STAEPolicy
+    from langmem_paging.strategies.tiers import TierScoring, UtilityScoring

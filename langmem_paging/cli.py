@@ -18,7 +18,7 @@ Exit codes: 0 done, 1 not lossless / not found (a thread with no store records a
 is "no such thread"), 2 bad arguments or an unreachable store.
 
 This module only parses arguments and prints; what it shows comes from `langmem_paging.ops`
-and `langmem_paging.report`.
+and `langmem_paging.ops.report`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ from typing import Any, TextIO
 from langchain_core.messages import BaseMessage
 
 from langmem_paging import __version__
-from langmem_paging.backends import BackendError, open_checkpointer, open_store
-from langmem_paging.messages import dump_messages
+from langmem_paging.core.messages import dump_messages
+from langmem_paging.core.records import Page
+from langmem_paging.core.tokens import OFFLINE_ENCODINGS, TokenCounter
+from langmem_paging.integrations.pager import default_index
 from langmem_paging.ops import (
     Snapshot,
     export_records,
@@ -55,10 +57,8 @@ from langmem_paging.ops import (
     where_text,
     without_ttl_refresh,
 )
-from langmem_paging.pager import default_index
-from langmem_paging.records import Page
-from langmem_paging.store import PageStore
-from langmem_paging.tokens import OFFLINE_ENCODINGS, TokenCounter
+from langmem_paging.storage.backends import BackendError, open_checkpointer, open_store
+from langmem_paging.storage.page_store import PageStore
 
 __all__ = ["main"]
 
@@ -204,7 +204,7 @@ def _passages_index(args: argparse.Namespace) -> Iterator[Any]:
         return
     import psycopg
 
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
 
     with psycopg.connect(uri) as conn:
         exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (PASSAGES_TABLE,)).fetchone()
@@ -441,7 +441,7 @@ def _where(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _report(args: argparse.Namespace, out: TextIO) -> int:
-    from langmem_paging.report import check_report_path, render_report
+    from langmem_paging.ops.report import check_report_path, render_report
 
     try:
         check_report_path(args.out)

@@ -25,14 +25,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from langmem_paging.bookmarks import Bookmarker, as_bookmarker
-from langmem_paging.boundaries import BoundaryStrategy, get_boundary
-from langmem_paging.hooks import PagingHooks
-from langmem_paging.policies import EvictionPolicy, get_policy
+from langmem_paging.core.hooks import PagingHooks
+from langmem_paging.strategies.bookmarks import Bookmarker, as_bookmarker
+from langmem_paging.strategies.boundaries import BoundaryStrategy, get_boundary
+from langmem_paging.strategies.policies import EvictionPolicy, get_policy
 
 if TYPE_CHECKING:  # imported for typing only: embeddings and tiers import numpy
-    from langmem_paging.embeddings import Embedder
-    from langmem_paging.tiers import TierMode
+    from langmem_paging.strategies.embeddings import Embedder
+    from langmem_paging.strategies.tiers import TierMode
 
 __all__ = ["RECALL_BUDGET_SHARE", "RECALL_MIN_TOKENS", "Budget", "BookmarkFn", "MessageCounter", "PagingConfig",
            "PagingOptions", "check_call_options", "check_embedder", "check_thread_id", "resolve_max_tokens"]
@@ -194,7 +194,7 @@ class _Options(BaseModel):
     @field_validator("token_counter")
     @classmethod
     def _counter(cls, value: Any) -> Any:
-        from langmem_paging.tokens import resolve_token_counter
+        from langmem_paging.core.tokens import resolve_token_counter
 
         return resolve_token_counter(value)
 
@@ -215,7 +215,7 @@ class _Options(BaseModel):
     @classmethod
     def _encoding(cls, value: Any) -> Any:
         if value is not None:
-            from langmem_paging.tokens import get_encoding
+            from langmem_paging.core.tokens import get_encoding
 
             get_encoding(value)
         return value
@@ -223,7 +223,7 @@ class _Options(BaseModel):
     @field_validator("tiers")
     @classmethod
     def _tiers(cls, value: Any) -> Any:
-        from langmem_paging.tiers import get_tiers
+        from langmem_paging.strategies.tiers import get_tiers
 
         get_tiers(value)
         return value
@@ -262,7 +262,7 @@ def check_embedder(value: Any) -> None:
     Raises:
         ValueError: For an unknown name, naming the known ones; for ``"minilm"`` without its extra.
     """
-    from langmem_paging.embeddings import EMBEDDERS, Embedder
+    from langmem_paging.strategies.embeddings import EMBEDDERS, Embedder
 
     if value is None or isinstance(value, (Embedder, Embeddings)):
         return
@@ -285,7 +285,7 @@ def check_call_options(*, ttl: Any, index: Any) -> None:
     Raises:
         ValueError, TypeError: Naming the option.
     """
-    from langmem_paging.search import SearchIndex
+    from langmem_paging.index.base import SearchIndex
 
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
         raise ValueError(f"Invalid paging option `ttl`: must be a positive number of minutes, or None; got {ttl!r}.")

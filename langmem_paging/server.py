@@ -29,7 +29,7 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from langmem_paging.store import NAMESPACE_ROOT, thread_namespace
+from langmem_paging.storage.page_store import NAMESPACE_ROOT, thread_namespace
 
 __all__ = ["DeletePagesWithThreads", "adelete_thread_pages"]
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from evals.conversation import to_messages
 from evals.datasets.locomo import load_locomo
-from langmem_paging.embeddings import DefaultEmbedder, get_embedder
-from langmem_paging.tokens import message_text
+from langmem_paging.core.tokens import message_text
+from langmem_paging.strategies.embeddings import DefaultEmbedder, get_embedder
 
 
 def _turns(limit: int) -> list[str]:

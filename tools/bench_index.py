@@ -63,7 +63,7 @@ def _postgres_store(uri: str) -> Iterator[Any]:
 
 
 def _pages(n_pages: int, seed: int = 0) -> Iterator[list]:
-    from langmem_paging.records import Page
+    from langmem_paging.core.records import Page
 
     rng = random.Random(seed)
     for start in range(0, n_pages, BATCH):
@@ -83,7 +83,7 @@ def _write(store: Any, index: Any, n_pages: int) -> None:
     the index."""
     from langgraph.store.base import PutOp
 
-    from langmem_paging.store import thread_namespace
+    from langmem_paging.storage.page_store import thread_namespace
 
     for batch in _pages(n_pages):
         store.batch([PutOp(thread_namespace("t", "pages"), p.id, p.to_dict(), index=False) for p in batch])
@@ -91,13 +91,13 @@ def _write(store: Any, index: Any, n_pages: int) -> None:
 
 
 def write_sqlite(path: str, n_pages: int) -> None:
-    from langmem_paging.search_sqlite import SqliteSearchIndex
+    from langmem_paging.index.sqlite import SqliteSearchIndex
 
     _write(_sqlite_store(path), SqliteSearchIndex(path), n_pages)
 
 
 def write_postgres(uri: str, n_pages: int) -> None:
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
 
     index = PostgresSearchIndex(uri)
     try:
@@ -111,14 +111,14 @@ def measure(where: str, kind: str, n_pages: int, searches: int = 100) -> dict:
     """One fresh process's timings (run as a child process)."""
     with contextlib.ExitStack() as stack:
         if kind == "postgres":
-            from langmem_paging.search_postgres import PostgresSearchIndex
+            from langmem_paging.index.postgres import PostgresSearchIndex
 
             store = stack.enter_context(_postgres_store(where))
             index: Any = PostgresSearchIndex(where)
             stack.callback(index.close)
         else:
-            from langmem_paging.search import InMemoryBM25Index
-            from langmem_paging.search_sqlite import SqliteSearchIndex
+            from langmem_paging.index.base import InMemoryBM25Index
+            from langmem_paging.index.sqlite import SqliteSearchIndex
 
             store = _sqlite_store(where)
             index = SqliteSearchIndex(where) if kind == "sqlite" else InMemoryBM25Index()
@@ -126,7 +126,7 @@ def measure(where: str, kind: str, n_pages: int, searches: int = 100) -> dict:
 
 
 def _timings(store: Any, index: Any, kind: str, n_pages: int, searches: int) -> dict:
-    from langmem_paging.store import PageStore
+    from langmem_paging.storage.page_store import PageStore
 
     page_store = PageStore(store)
     rng = random.Random(1)

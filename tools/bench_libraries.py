@@ -75,7 +75,7 @@ def bench_retries(repeats: int) -> list[dict]:
     from langgraph.store.base import PutOp
     from langgraph.store.memory import InMemoryStore
 
-    from langmem_paging.store import PageStore
+    from langmem_paging.storage.page_store import PageStore
 
     try:
         import tenacity
@@ -114,7 +114,7 @@ def bench_retries(repeats: int) -> list[dict]:
     flaky_ours, flaky_lib = Flaky(), Flaky()
     mine = PageStore(store, retries=2)
     mine.store = type("FlakyStore", (type(store),), {"batch": lambda self, o: flaky_ours(o)})()  # type: ignore[misc]
-    import langmem_paging.store as store_module
+    import langmem_paging.storage.page_store as store_module
     sleep = store_module.time.sleep
     store_module.time.sleep = lambda s: None  # the backoff itself is the same sleep for both: leave it out
     try:
@@ -178,8 +178,8 @@ def bench_bootstrap(repeats: int) -> list[dict]:
 
 # -- 3. report chart -------------------------------------------------------------------------
 def bench_chart(repeats: int) -> list[dict]:
+    from langmem_paging.ops.report import tokens_chart
     from langmem_paging.ops.snapshots import PagingStep
-    from langmem_paging.report import tokens_chart
 
     try:
         import matplotlib
@@ -210,7 +210,7 @@ def bench_chart(repeats: int) -> list[dict]:
 
 # -- 4. k-means ------------------------------------------------------------------------------
 def bench_kmeans(repeats: int) -> list[dict]:
-    from langmem_paging.kmeans import choose_k, kmeans, pairwise_sq_distances
+    from langmem_paging.strategies.kmeans import choose_k, kmeans, pairwise_sq_distances
 
     try:
         from sklearn.cluster import KMeans
@@ -255,7 +255,7 @@ def bench_kmeans(repeats: int) -> list[dict]:
 
 # -- 5. CLI tables ---------------------------------------------------------------------------
 def bench_tables(repeats: int) -> list[dict]:
-    from langmem_paging.ops.text import format_table
+    from langmem_paging.ops.formatting import format_table
 
     try:
         from tabulate import tabulate

@@ -20,10 +20,10 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.store.sqlite import SqliteStore
 
-from langmem_paging.pager import default_index
-from langmem_paging.records import ClusterNode, Page, messages_digest
-from langmem_paging.state import PagingState
-from langmem_paging.store import PageStore
+from langmem_paging.core.records import ClusterNode, Page, messages_digest
+from langmem_paging.core.state import PagingState
+from langmem_paging.integrations.pager import default_index
+from langmem_paging.storage.page_store import PageStore
 
 
 def _thread(pages: PageStore, thread: str, n: int) -> None:

@@ -73,8 +73,8 @@ def measure(budget: int, conversation: Any, questions: int, embedder: str | None
 
     from evals.conversation import to_messages
     from evals.paging_method import THREAD, PagingSession
+    from langmem_paging.core.state import PagingState
     from langmem_paging.recall.service import resident_turns
-    from langmem_paging.state import PagingState
     from tools.fuzzing.vocabulary import COUNTER
 
     session = PagingSession(budget, "fixed_20", "lfu", reader="search", search_embedder=embedder)

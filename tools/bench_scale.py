@@ -70,11 +70,11 @@ from langgraph.store.sqlite import SqliteStore
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evals/ sits beside tools/ (not installed)
 from evals.policy_spec import paging_options, split_specs  # noqa: E402  (specs hold commas)
 from langmem_paging import InMemoryBM25Index, Page, PagingConfig, PagingState, TokenCounter
-from langmem_paging.graph_step import GraphCall
-from langmem_paging.library_messages import format_bookmark
-from langmem_paging.pager import Pager
-from langmem_paging.records import messages_digest
-from langmem_paging.store import PageStore
+from langmem_paging.core.library_messages import format_bookmark
+from langmem_paging.core.records import messages_digest
+from langmem_paging.integrations.graph_step import GraphCall
+from langmem_paging.integrations.pager import Pager
+from langmem_paging.storage.page_store import PageStore
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_TOKENS = 2000
@@ -619,7 +619,7 @@ def bench_weight(args, workdir: Path) -> list[dict[str, Any]]:
     """Bytes the checkpoint holds per channel at each history length (the state is written at every
     step): the `paging` channel against the `messages` channel it manages, JSON as LangGraph's
     serializer writes them, replace mode, at each budget."""
-    from langmem_paging.messages import dump_messages
+    from langmem_paging.core.messages import dump_messages
 
     rows = []
     for budget in args.weight_budgets:
@@ -656,8 +656,8 @@ def bench_quiet(args, workdir: Path) -> dict[str, Any]:
     from langchain.agents.middleware import ModelRequest, ModelResponse
 
     from langmem_paging import PagingMiddleware, page_messages
+    from langmem_paging.core.tokens import get_encoding, wire_text
     from langmem_paging.testing import ScriptedChatModel
-    from langmem_paging.tokens import get_encoding, wire_text
 
     options = {"boundary": BOUNDARY, **paging_options(args.policy)}
     store = InMemoryStore()

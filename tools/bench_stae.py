@@ -17,8 +17,8 @@ import time
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langmem_paging.policies import Candidate, PolicyContext
-from langmem_paging.stae import STAEPolicy
+from langmem_paging.strategies.policies import Candidate, PolicyContext
+from langmem_paging.strategies.stae import STAEPolicy
 
 TOPICS = [
     "bees hive honey swarm queen pollen beekeeper Bled lake",

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run by path: 
 from evals.conversation import to_messages  # noqa: E402
 from evals.datasets.locomo import load_locomo  # noqa: E402
 from evals.paging_method import PagingSession  # noqa: E402
-from langmem_paging.tokens import TokenCounter  # noqa: E402
+from langmem_paging.core.tokens import TokenCounter  # noqa: E402
 
 ENGLISH_STOPWORDS = set(re.findall(r"\S+", """
 a about above after again against all am an and any are as at be because been before being below between both

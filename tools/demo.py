@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run by path: eva
 from evals.datasets.synthetic import generate  # noqa: E402
 from graphs.agent import chat_model  # noqa: E402
 from langmem_paging import TokenCounter, create_paging_agent, is_bookmark, reconstruct_history  # noqa: E402
+from langmem_paging.core.text import search_terms  # noqa: E402
 from langmem_paging.testing import ScriptedChatModel  # noqa: E402
-from langmem_paging.text import search_terms  # noqa: E402
 
 _MARK = re.compile(r"\[([pc]\d+):([^\]|]*)")
 _USER_LINE = re.compile(r"^user(?: \[[^\]\n]*\])?: (.*(?:\n  .*)*)", re.MULTILINE)  # a user's message, recalled

@@ -6,7 +6,7 @@ What it does, exactly (change it only in a commit of its own, and report the cha
    view over the budget, the harness first cuts it from the front to fit (as a hard
    context limit would); the reader sees what is left.
 2. Each bookmark ``[pN:kw1,kw2,...]`` is a document of its keywords, lower-cased and
-   split into content words (`langmem_paging.text.content_terms`).
+   split into content words (`langmem_paging.core.text.content_terms`).
    A cluster bookmark ``[cN:kw,...|p1-p9]`` is a document of its keywords too; when it
    ranks, its member pages take its place, ranked by their own bookmarks (what a model
    gets by recalling the cluster id). (lexical-2; lexical-1 had no clusters to read.)
@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage
 from rank_bm25 import BM25Okapi
 
-from langmem_paging.background import BACKGROUND
-from langmem_paging.library_messages import parse_bookmark
-from langmem_paging.messages import is_bookmark, library_mark
-from langmem_paging.text import content_terms
+from langmem_paging.core.background import BACKGROUND
+from langmem_paging.core.library_messages import parse_bookmark
+from langmem_paging.core.messages import is_bookmark, library_mark
+from langmem_paging.core.text import content_terms
 
 _CLUSTER = re.compile(r"\[(c\d+):([^\[\]|\n]*)\|[^\[\]\n]*\]")
 

@@ -42,7 +42,7 @@ class SemanticRanker:
     """
 
     def __init__(self, embedder=None) -> None:
-        from langmem_paging.embeddings import get_embedder
+        from langmem_paging.strategies.embeddings import get_embedder
 
         self.embedder = embedder if embedder is not None else get_embedder("minilm")
         self._cache: dict[str, np.ndarray] = {}

@@ -15,6 +15,7 @@ are tested without the command line (`langmem_paging.cli` only parses arguments 
 - `format_table`, `format_inspection`, `format_verification` (`text`): plain-text renderings.
 """
 
+from langmem_paging.ops.formatting import format_inspection, format_table, format_verification
 from langmem_paging.ops.inspection import (
     ClusterRow,
     Inspection,
@@ -24,7 +25,7 @@ from langmem_paging.ops.inspection import (
     cluster_roots,
     inspect_thread,
 )
-from langmem_paging.ops.records import (
+from langmem_paging.ops.portable import (
     export_records,
     import_records,
     list_items,
@@ -32,7 +33,6 @@ from langmem_paging.ops.records import (
     without_ttl_refresh,
 )
 from langmem_paging.ops.snapshots import PagingStep, Snapshot, load_snapshots, paging_steps
-from langmem_paging.ops.text import format_inspection, format_table, format_verification
 from langmem_paging.ops.threads import ThreadRow, list_threads, thread_label, thread_of_label
 from langmem_paging.ops.verification import Issue, Verification, verify_thread
 from langmem_paging.ops.where import Place, where_text

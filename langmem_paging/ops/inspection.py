@@ -9,15 +9,15 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langmem_paging.effects import drive
-from langmem_paging.forest import members_of, parent_index, walk_root
-from langmem_paging.messages import METADATA_KEY, library_mark, recall_copy_pages
-from langmem_paging.ops.records import record_counts
+from langmem_paging.core.effects import drive
+from langmem_paging.core.forest import members_of, parent_index, walk_root
+from langmem_paging.core.messages import METADATA_KEY, library_mark, recall_copy_pages
+from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
+from langmem_paging.core.state import PagingState
+from langmem_paging.core.tokens import message_text
+from langmem_paging.ops.portable import record_counts
 from langmem_paging.ops.snapshots import Snapshot
-from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
-from langmem_paging.state import PagingState
-from langmem_paging.store import PageStore
-from langmem_paging.tokens import message_text
+from langmem_paging.storage.page_store import PageStore
 
 __all__ = ["ClusterRow", "Inspection", "PageRow", "RecallRow", "SnapshotInfo", "cluster_roots", "inspect_thread"]
 

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from langmem_paging.state import STATE_KEY
+from langmem_paging.core.state import STATE_KEY
 
 __all__ = ["PagingStep", "Snapshot", "load_snapshots", "paging_steps"]
 

@@ -1,11 +1,11 @@
 """What `threads` lists: the threads a store holds paging records for, with their record counts.
 
 A thread's records live under ``("langmem_paging", <label>, kind)``, where the label is the thread
-id escaped by `langmem_paging.store.thread_namespace` (LangGraph labels may not hold dots).
+id escaped by `langmem_paging.storage.page_store.thread_namespace` (LangGraph labels may not hold dots).
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
-    >>> from langmem_paging.store import thread_namespace
+    >>> from langmem_paging.storage.page_store import thread_namespace
     >>> store = InMemoryStore()
     >>> store.put(thread_namespace("user.42%", "pages"), "p1", {"messages": []})
     >>> [(row.thread_id, row.pages, row.records) for row in list_threads(store)]
@@ -19,8 +19,8 @@ from typing import Any, cast
 
 from langgraph.store.base import BaseStore, ListNamespacesOp, MatchCondition
 
-from langmem_paging.ops.records import record_counts
-from langmem_paging.store import NAMESPACE_ROOT, thread_namespace
+from langmem_paging.ops.portable import record_counts
+from langmem_paging.storage.page_store import NAMESPACE_ROOT, thread_namespace
 
 __all__ = ["ThreadRow", "list_threads", "thread_label", "thread_of_label"]
 

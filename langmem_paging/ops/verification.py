@@ -10,14 +10,14 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.forest import members_of
-from langmem_paging.history import reconstruct_history
-from langmem_paging.messages import is_user_turn, library_mark, recall_copy_pages
+from langmem_paging.core.forest import members_of
+from langmem_paging.core.messages import is_user_turn, library_mark, recall_copy_pages
+from langmem_paging.core.records import ClusterNode, Page
+from langmem_paging.core.state import PagingState
+from langmem_paging.core.tokens import TokenCounter, message_text
 from langmem_paging.ops.snapshots import Snapshot
-from langmem_paging.records import ClusterNode, Page
-from langmem_paging.state import PagingState
-from langmem_paging.store import PageStore
-from langmem_paging.tokens import TokenCounter, message_text
+from langmem_paging.recall.history import reconstruct_history
+from langmem_paging.storage.page_store import PageStore
 
 __all__ = ["CannotVerify", "Issue", "Verification", "verify_thread"]
 

@@ -12,9 +12,9 @@ passage holds every word of the text (searched word by word through the `SearchI
 Example:
     >>> from langgraph.store.memory import InMemoryStore
     >>> from langchain_core.messages import HumanMessage
-    >>> from langmem_paging.records import Page
-    >>> from langmem_paging.search import InMemoryBM25Index
-    >>> from langmem_paging.store import PageStore
+    >>> from langmem_paging.core.records import Page
+    >>> from langmem_paging.index.base import InMemoryBM25Index
+    >>> from langmem_paging.storage.page_store import PageStore
     >>> pages = PageStore(InMemoryStore())
     >>> pages.put("t", Page(id="p1", messages=[HumanMessage("card 4111 1111", id="m1")], bookmark="[p1:card,4111]",
     ...                     keywords=["card", "4111"], token_count=5, boundary="fixed_2", created_turn=1))
@@ -33,13 +33,13 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.lifecycle import term_keys, vocabulary
-from langmem_paging.messages import load_messages
-from langmem_paging.search import SearchIndex
-from langmem_paging.state import PagingState, ResidentPage, ShownPage
-from langmem_paging.store import PageStore
-from langmem_paging.text import search_terms
-from langmem_paging.tokens import message_text
+from langmem_paging.core.messages import load_messages
+from langmem_paging.core.state import PagingState, ResidentPage, ShownPage
+from langmem_paging.core.text import search_terms
+from langmem_paging.core.tokens import message_text
+from langmem_paging.index.base import SearchIndex
+from langmem_paging.storage.lifecycle import term_keys, vocabulary
+from langmem_paging.storage.page_store import PageStore
 
 __all__ = ["Place", "where_text"]
 

@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from langmem_paging.text import content_terms
+from langmem_paging.core.text import content_terms
 
 __all__ = ["FEEDBACK_HITS", "FEEDBACK_TERMS", "follow_up_query"]
 

@@ -18,7 +18,7 @@ each page's messages as runs in order.
 
 Example:
     >>> from langchain_core.messages import HumanMessage
-    >>> from langmem_paging.records import Page
+    >>> from langmem_paging.core.records import Page
     >>> def page(pid, order, n):
     ...     return Page(id=pid, messages=[HumanMessage(f"{pid} m{i}", id=f"{pid}-{i}") for i in range(n)],
     ...                 bookmark="", keywords=[], token_count=n, boundary="fixed_4", created_turn=1, order=order)
@@ -40,8 +40,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from langmem_paging.records import Page, page_number
-from langmem_paging.search import Hit
+from langmem_paging.core.records import Page, page_number
+from langmem_paging.index.base import Hit
 
 __all__ = ["Packed", "adjacent_pages", "neighbours_for_rank", "pack_hits"]
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from langmem_paging.library_messages import BOOKMARK_PATTERN
+from langmem_paging.core.library_messages import BOOKMARK_PATTERN
 
 __all__ = ["RecallPlan", "plan_recall"]
 

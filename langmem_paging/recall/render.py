@@ -10,7 +10,7 @@ could pass for a tag escaped) still render as they were.
 
 A `recall` ToolMessage carries the text of pages that live in the store. When it ages out
 of the context it is not stored again: its content shrinks to a reference
-(`langmem_paging.library_messages.shrink_recall_copy`), and because rendering is
+(`langmem_paging.core.library_messages.shrink_recall_copy`), and because rendering is
 deterministic (`render_recall` from the `RecallSpec` kept in the artifact) the original
 content is rebuilt exactly from the store (`expand_recall_copy`).
 """
@@ -23,11 +23,11 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from langmem_paging.blocks import blocks_in, media_blocks
-from langmem_paging.messages import METADATA_KEY, speaker
+from langmem_paging.core.blocks import blocks_in, media_blocks
+from langmem_paging.core.messages import METADATA_KEY, speaker
+from langmem_paging.core.records import ClusterNode, Page
+from langmem_paging.core.tokens import TokenCounter, message_text, shared_counter
 from langmem_paging.recall.spec import SPEC_VERSION, ClusterItem, Item, PageItem, PassageItem, RecallSpec
-from langmem_paging.records import ClusterNode, Page
-from langmem_paging.tokens import TokenCounter, message_text, shared_counter
 
 __all__ = [
     "clip_note",
@@ -370,7 +370,7 @@ def _cap_notice(cap: int, omitted: list[str], room: int, counter: TokenCounter, 
 
 def with_media(content: str, page_ids: Sequence[str], get_page: GetPage) -> str | list[str | dict]:
     """The recalled text, followed by the original image and file blocks of the messages it shows
-    (by their placeholders in it, `langmem_paging.blocks`): the model sees the image again, not a
+    (by their placeholders in it, `langmem_paging.core.blocks`): the model sees the image again, not a
     description of it. Text alone when none shows."""
     candidates = (b for pid in page_ids if (page := get_page(pid)) is not None
                   for m in page.messages for b in media_blocks(m.content))

@@ -3,7 +3,7 @@
 A recall reads only what the running branch may see (its paging state decides), sizes its
 result to the room the budget leaves beside what nothing may evict (the next step makes that
 room), and renders pages, parts of long pages, search passages and cluster listings within it.
-It is a generator of requests (`langmem_paging.thread_io`), so sync and async differ only in
+It is a generator of requests (`langmem_paging.storage.thread_io`), so sync and async differ only in
 the driver. A store or index failure comes back as an error result asking the model to try
 again; nothing the model sends makes it raise.
 """
@@ -17,12 +17,15 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langmem_paging.bookmarks import Bookmarker
 from langmem_paging.config import PagingConfig
-from langmem_paging.effects import LoadPages, ask
-from langmem_paging.errors import StorageError
-from langmem_paging.hooks import PageEvent, PagingHooks
-from langmem_paging.messages import library_mark, split_units
+from langmem_paging.core.effects import LoadPages, ask
+from langmem_paging.core.errors import StorageError
+from langmem_paging.core.hooks import PageEvent, PagingHooks
+from langmem_paging.core.messages import library_mark, split_units
+from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
+from langmem_paging.core.state import PagingState
+from langmem_paging.core.tokens import TokenCounter, message_text
+from langmem_paging.index.base import Hit, best_pages
 from langmem_paging.recall.feedback import FEEDBACK_HITS, follow_up_query
 from langmem_paging.recall.passages import Packed, adjacent_pages, pack_hits
 from langmem_paging.recall.plan import RecallPlan, plan_recall
@@ -40,11 +43,8 @@ from langmem_paging.recall.render import (
     with_media,
 )
 from langmem_paging.recall.spec import ClusterItem, Item, PageItem, PassageItem, RecallSpec
-from langmem_paging.records import ClusterNode, Page, cluster_number, page_number
-from langmem_paging.search import Hit, best_pages
-from langmem_paging.state import PagingState
-from langmem_paging.thread_io import ListMembers, LoadClusters, Notify, ScoreTexts, Search, ThreadFlow
-from langmem_paging.tokens import TokenCounter, message_text
+from langmem_paging.storage.thread_io import ListMembers, LoadClusters, Notify, ScoreTexts, Search, ThreadFlow
+from langmem_paging.strategies.bookmarks import Bookmarker
 
 __all__ = ["RECALL_UNAVAILABLE", "RecallAnswer", "RecallRequest", "RecallService", "Served", "holds_text",
            "resident_turns"]

@@ -14,13 +14,13 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langmem_paging.messages import Unit, library_mark, message_keys
-from langmem_paging.policies import PolicyContext
-from langmem_paging.state import PagingState
+from langmem_paging.core.messages import Unit, library_mark, message_keys
+from langmem_paging.core.state import PagingState
+from langmem_paging.core.tokens import message_text
 from langmem_paging.step.options import StepOptions
 from langmem_paging.step.repair import repair_unanswered
 from langmem_paging.step.result import PagingResult
-from langmem_paging.tokens import message_text
+from langmem_paging.strategies.policies import PolicyContext
 
 __all__ = ["StepContext", "start"]
 

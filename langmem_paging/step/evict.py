@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from langmem_paging.clusters import merge_terms
-from langmem_paging.effects import Flow, Reserve, ask
-from langmem_paging.library_messages import (
+from langmem_paging.core.effects import Flow, Reserve, ask
+from langmem_paging.core.library_messages import (
     bookmark_message,
     cluster_bookmark_tokens,
     is_result_stub,
@@ -24,13 +23,14 @@ from langmem_paging.library_messages import (
     shrink_recall_copy,
     stored_form,
 )
-from langmem_paging.messages import library_mark, recall_copy_pages
-from langmem_paging.policies import Candidate, PolicyContext
-from langmem_paging.records import Page, messages_digest, page_number
-from langmem_paging.state import ResidentPage, ShownPage
+from langmem_paging.core.messages import library_mark, recall_copy_pages
+from langmem_paging.core.records import Page, messages_digest, page_number
+from langmem_paging.core.state import ResidentPage, ShownPage
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.form import Draft, cut_pages, form_pages, free_runs
-from langmem_paging.tiers import importance
+from langmem_paging.strategies.clusters import merge_terms
+from langmem_paging.strategies.policies import Candidate, PolicyContext
+from langmem_paging.strategies.tiers import importance
 
 __all__ = ["evict", "evict_resident", "unbookmarked"]
 

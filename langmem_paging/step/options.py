@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.bookmarks import Bookmarker, as_bookmarker
-from langmem_paging.boundaries import BoundaryStrategy, get_boundary
-from langmem_paging.clusters import ClusterOptions
-from langmem_paging.policies import EvictionPolicy, get_policy
-from langmem_paging.tiers import TierMode, TierPolicy, get_tiers
-from langmem_paging.tokens import TokenCounter, cached_message_counter
+from langmem_paging.core.tokens import TokenCounter, cached_message_counter
+from langmem_paging.strategies.bookmarks import Bookmarker, as_bookmarker
+from langmem_paging.strategies.boundaries import BoundaryStrategy, get_boundary
+from langmem_paging.strategies.clusters import ClusterOptions
+from langmem_paging.strategies.policies import EvictionPolicy, get_policy
+from langmem_paging.strategies.tiers import TierMode, TierPolicy, get_tiers
 
 if TYPE_CHECKING:
     from langmem_paging.config import PagingConfig

@@ -6,7 +6,7 @@ each phase a function over one `StepContext`. The step works on the *view*: the 
 model would receive (in replace mode the state's messages; in view mode the history as the last
 step left it shown). Its work is proportional to the view, which the budget bounds, never to the
 history. It is a generator of requests (numbers, bookmarks, features, stored pages:
-`langmem_paging.effects`), driven with no store by `page_messages` and with one by the engine.
+`langmem_paging.core.effects`), driven with no store by `page_messages` and with one by the engine.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.effects import Flow
+from langmem_paging.core.effects import Flow
 from langmem_paging.step.arrival import page_large_results, trim_latest_group
 from langmem_paging.step.context import StepContext, start
 from langmem_paging.step.evict import evict, evict_resident, unbookmarked
@@ -33,7 +33,7 @@ __all__ = ["paging_step"]
 
 
 def paging_step(view: Sequence[BaseMessage], state_value: Any, options: StepOptions) -> Flow[PagingResult]:
-    """Page `view` under `options.budget`; yields requests (see `langmem_paging.effects`).
+    """Page `view` under `options.budget`; yields requests (see `langmem_paging.core.effects`).
 
     Neither `view` nor `state_value` is mutated.
     """

@@ -10,7 +10,7 @@ like any other unit (while that result has no id yet, `step.malformed` shrinks t
 
 from __future__ import annotations
 
-from langmem_paging.messages import Unit, is_pinned, split_units
+from langmem_paging.core.messages import Unit, is_pinned, split_units
 from langmem_paging.step.context import StepContext
 
 __all__ = ["protect", "protected_tokens", "unremovable"]

@@ -4,7 +4,7 @@ seen for the first time their history ordinals."""
 
 from __future__ import annotations
 
-from langmem_paging.messages import library_mark
+from langmem_paging.core.messages import library_mark
 from langmem_paging.step.context import StepContext
 
 __all__ = ["number_new_messages", "reconcile"]

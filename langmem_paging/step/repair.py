@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langmem_paging.messages import METADATA_KEY, tool_call_ids
+from langmem_paging.core.messages import METADATA_KEY, tool_call_ids
 
 __all__ = ["repair_unanswered"]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.messages import merge_messages
-from langmem_paging.records import ClusterNode, Page
-from langmem_paging.state import PagingState
+from langmem_paging.core.messages import merge_messages
+from langmem_paging.core.records import ClusterNode, Page
+from langmem_paging.core.state import PagingState
 
 __all__ = ["PagingResult"]
 

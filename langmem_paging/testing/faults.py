@@ -11,7 +11,7 @@ the process there), and records page and cluster records written again with othe
 Example:
     >>> from langgraph.store.memory import InMemoryStore
     >>> from langmem_paging import PageStore
-    >>> from langmem_paging.errors import PageStoreError
+    >>> from langmem_paging.core.errors import PageStoreError
     >>> store = FaultInjectingStore(InMemoryStore(), fail_at=[1])
     >>> pages = PageStore(store, retries=0)
     >>> try:
@@ -34,7 +34,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, Op, PutOp, Result
 
-from langmem_paging.store import NAMESPACE_ROOT, abatch_any
+from langmem_paging.storage.page_store import NAMESPACE_ROOT, abatch_any
 
 __all__ = ["FaultInjectingStore", "StoreFault", "kill_at", "wrap_checkpointer_puts"]
 

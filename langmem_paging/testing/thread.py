@@ -45,14 +45,14 @@ from langgraph.types import Command
 from typing_extensions import Unpack
 
 from langmem_paging.config import PagingConfig, PagingOptions
-from langmem_paging.engine import OnStoreError
-from langmem_paging.graph_step import GraphCall, GraphStep
-from langmem_paging.history import reconstruct_history
-from langmem_paging.messages import merge_messages
-from langmem_paging.search import SearchIndex
-from langmem_paging.state import STATE_KEY, PagingState, paging_reducer
+from langmem_paging.core.messages import merge_messages
+from langmem_paging.core.state import STATE_KEY, PagingState, paging_reducer
+from langmem_paging.index.base import SearchIndex
+from langmem_paging.integrations.engine import OnStoreError
+from langmem_paging.integrations.graph_step import GraphCall, GraphStep
+from langmem_paging.recall.history import reconstruct_history
 from langmem_paging.step import PagingResult
-from langmem_paging.store import PageStore
+from langmem_paging.storage.page_store import PageStore
 
 __all__ = ["PagingThread"]
 

@@ -1,4 +1,4 @@
-"""Background word frequencies and the stemmer (langmem_paging.background)."""
+"""Background word frequencies and the stemmer (langmem_paging.core.background)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from importlib import resources
 
 import pytest
 
-from langmem_paging.background import BACKGROUND, BackgroundFrequencies, stem
+from langmem_paging.core.background import BACKGROUND, BackgroundFrequencies, stem
 
 COMMON = ["the", "said", "really", "interesting", "tell", "else", "thing"]
 DISTINCTIVE = ["greyhound", "pottery", "Farid", "marathon", "adoption", "kickboxing"]
@@ -119,7 +119,7 @@ def test_stemming_is_thread_safe():
 
 _PROBE = """
 import json, sys
-import langmem_paging.background as bg
+import langmem_paging.core.background as bg
 before = {"loaded": bg.BACKGROUND.loaded, "stemmer_imported": "snowballstemmer" in sys.modules}
 words = ["the", "greyhound", "farid", "go-to", "must've", "favorite"]
 values = [[bg.BACKGROUND.zipf(w), bg.BACKGROUND.rarity(w), bg.stem(w)] for w in words]

@@ -7,10 +7,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langmem_paging import page_messages, paging_reducer
-from langmem_paging.messages import METADATA_KEY
-from langmem_paging.policies import Candidate, PolicyContext, get_policy
-from langmem_paging.state import recall_delta
-from langmem_paging.tiers import TierScoring, UtilityScoring
+from langmem_paging.core.messages import METADATA_KEY
+from langmem_paging.core.state import recall_delta
+from langmem_paging.strategies.policies import Candidate, PolicyContext, get_policy
+from langmem_paging.strategies.tiers import TierScoring, UtilityScoring
 from tests.support.harness import COUNTER, replay
 
 
@@ -179,7 +179,7 @@ def test_importance_and_utility_choose_different_warm_pages():
 
 def test_utility_prunes_by_utility_per_token():
     mode = UtilityScoring(alpha=0.6, beta=0.4, tau=10)
-    from langmem_paging.tiers import TierItem
+    from langmem_paging.strategies.tiers import TierItem
 
     cheap = TierItem("p1", tokens=10, created_turn=1, last_access=5, access_count=1)
     dear = TierItem("p2", tokens=400, created_turn=1, last_access=5, access_count=1)

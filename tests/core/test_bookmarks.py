@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_paging import KeywordBookmarker, PageDraft, TokenCounter, page_messages, parse_bookmark
-from langmem_paging.bookmarks import BookmarkContext
+from langmem_paging.strategies.bookmarks import BookmarkContext
 from tests.support.conversations import conversation
 
 COUNTER = TokenCounter()

@@ -13,8 +13,8 @@ from langmem_paging import (
     page_messages,
     parse_bookmark,
 )
-from langmem_paging.bookmarks import BookmarkContext
-from langmem_paging.keywords import is_date
+from langmem_paging.strategies.bookmarks import BookmarkContext
+from langmem_paging.strategies.keywords import is_date
 
 COUNTER = TokenCounter()
 

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langmem_paging import PagingMiddleware, TokenCounter
-from langmem_paging import tokens as tokens_module
+from langmem_paging.core import tokens as tokens_module
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_custom_token_counter_is_used_for_the_budget():
 
 
 def test_text_count_cache_is_bounded_and_a_forgotten_text_is_counted_again(monkeypatch):
-    from langmem_paging import tokens
+    from langmem_paging.core import tokens
 
     monkeypatch.setattr(tokens, "MAX_CACHED_TEXTS", 4)
     counter = tokens.TokenCounter()
@@ -116,7 +116,7 @@ def test_text_count_cache_is_bounded_and_a_forgotten_text_is_counted_again(monke
 
 
 def test_stem_cache_is_bounded_and_a_forgotten_stem_is_recomputed(monkeypatch):
-    from langmem_paging import background
+    from langmem_paging.core import background
 
     monkeypatch.setattr(background, "MAX_STEMS", 8)
     background.stem.cache_clear()
@@ -135,8 +135,8 @@ def test_doc_freq_sketch_replaces_the_first_weakest_term_as_a_scan_would():
     """`count_terms` (space-saving) keeps exactly what a scan for the weakest term per new term keeps."""
     import random
 
-    from langmem_paging import state as state_module
-    from langmem_paging.state import PagingState
+    from langmem_paging.core import state as state_module
+    from langmem_paging.core.state import PagingState
 
     def by_scan(table: dict, terms: list[str]) -> None:
         for term in terms:
@@ -163,7 +163,7 @@ def test_doc_freq_sketch_replaces_the_first_weakest_term_as_a_scan_would():
 def test_cluster_node_to_dict_is_asdict_and_a_copy():
     from dataclasses import asdict, fields
 
-    from langmem_paging.records import ClusterNode
+    from langmem_paging.core.records import ClusterNode
 
     node = ClusterNode(id="c3", children=["p1", "c2"], size=3, first_page=1, last_page=4, bookmark="[c3:a,b]",
                        keywords=["a", "b"], terms={"a": 0.5, "b": 0.25}, digest="x")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from langmem_paging.bookmarks import BOOKMARKERS, Bookmark, Bookmarker
-from langmem_paging.conformance import validate_bookmarker, validate_policy, validate_store
-from langmem_paging.policies import POLICIES, EvictionPolicy
+from langmem_paging.strategies.bookmarks import BOOKMARKERS, Bookmark, Bookmarker
+from langmem_paging.strategies.policies import POLICIES, EvictionPolicy
+from langmem_paging.testing.conformance import validate_bookmarker, validate_policy, validate_store
 
 
 @pytest.mark.slow

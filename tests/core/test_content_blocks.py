@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PageStore, PagingMiddleware, reconstruct_history
-from langmem_paging.blocks import (
+from langmem_paging.core.blocks import (
     FILE_TOKENS,
     block_text,
     image_size,
@@ -25,9 +25,9 @@ from langmem_paging.blocks import (
     openai_image_tokens,
     text_only,
 )
-from langmem_paging.messages import is_bookmark
+from langmem_paging.core.messages import is_bookmark
+from langmem_paging.core.tokens import TokenCounter, message_text
 from langmem_paging.testing import ScriptedChatModel
-from langmem_paging.tokens import TokenCounter, message_text
 
 PIL = pytest.importorskip("PIL.Image", reason="Pillow makes the test images")
 

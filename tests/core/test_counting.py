@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai.chat_models.base import _convert_message_to_dict
 
 from langmem_paging import TokenCounter, page_messages
-from langmem_paging.library_messages import tool_result_stub
-from langmem_paging.tokens import message_text
+from langmem_paging.core.library_messages import tool_result_stub
+from langmem_paging.core.tokens import message_text
 
 COUNTER = TokenCounter()
 HEBREW = "שלום עולם"

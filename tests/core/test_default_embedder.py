@@ -18,8 +18,14 @@ from evals import methods as method_lib
 from evals.conversation import to_messages
 from evals.datasets.synthetic import generate
 from langmem_paging import PagingMiddleware
-from langmem_paging.embeddings import DefaultEmbedder, Embedder, HashingEmbedder, _checked_model, get_embedder
-from langmem_paging.search import InMemoryBM25Index
+from langmem_paging.index.base import InMemoryBM25Index
+from langmem_paging.strategies.embeddings import (
+    DefaultEmbedder,
+    Embedder,
+    HashingEmbedder,
+    _checked_model,
+    get_embedder,
+)
 from langmem_paging.testing import ScriptedChatModel
 
 EMBEDDINGS_EXTRA = 'needs the embeddings extra: pip install "langmem-paging[embeddings]"'
@@ -161,7 +167,7 @@ def test_a_langchain_embeddings_is_accepted_and_embeds_each_text_once():
 def test_the_index_embeds_a_resident_turn_once_however_often_it_is_ranked():
     embedder = CountingEmbedder()
     index = InMemoryBM25Index(embedder=embedder)
-    from langmem_paging.records import Page
+    from langmem_paging.core.records import Page
 
     page = Page(id="p1", messages=[HumanMessage(FACTS[0], id="a"), HumanMessage(FACTS[1], id="b")],
                 bookmark="[p1:x]", keywords=[], token_count=9, boundary="fixed_2", created_turn=1)

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from langmem_paging.embeddings import (
+from langmem_paging.core.text import content_terms
+from langmem_paging.strategies.embeddings import (
     EMBEDDERS,
     DefaultEmbedder,
     Embedder,
@@ -28,7 +29,6 @@ from langmem_paging.embeddings import (
     SentenceTransformerEmbedder,
     get_embedder,
 )
-from langmem_paging.text import content_terms
 from tests.support.openai_embeddings_stub import OpenAIEmbeddingsStub
 
 REPO = Path(__file__).resolve().parents[2]
@@ -209,7 +209,7 @@ def test_hashing_stopwords_only_embed_to_zero():
 def test_hashing_vectors_are_identical_across_processes():
     texts = ["Caroline went to the LGBTQ support group", "Émile visited Tromsø"]
     code = (
-        "import sys; from langmem_paging.embeddings import HashingEmbedder; "
+        "import sys; from langmem_paging.strategies.embeddings import HashingEmbedder; "
         f"sys.stdout.write(HashingEmbedder(dim=64, seed=3).embed({texts!r}).tobytes().hex())"
     )
     outputs = {
@@ -409,7 +409,7 @@ def test_a_missing_extra_names_the_extra_to_install(factory, module, extra, monk
 
 def test_importing_the_module_imports_no_heavy_dependency():
     code = (
-        "import sys, langmem_paging.embeddings; "
+        "import sys, langmem_paging.strategies.embeddings; "
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'tokenizers') "
         "if m in sys.modules))"
     )
@@ -459,8 +459,8 @@ def test_get_embedder_refuses_other_types():
 def test_wordpiece_cuts_texts_like_the_minilm_tokenizer():
     """`DefaultEmbedder`'s pure-Python word pieces are the ones MiniLM's own tokenizer gives."""
     tokenizers = pytest.importorskip("tokenizers", reason=MINILM_EXTRA)
-    from langmem_paging.embeddings import _minilm_vocab
-    from langmem_paging.wordpiece import WordPiece
+    from langmem_paging.strategies.embeddings import _minilm_vocab
+    from langmem_paging.strategies.wordpiece import WordPiece
 
     vocab = _minilm_vocab()
     reference = tokenizers.BertWordPieceTokenizer(vocab, lowercase=True)

@@ -11,8 +11,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingMiddleware, page_messages
-from langmem_paging.graph_state import state_update
-from langmem_paging.state import PagingState
+from langmem_paging.core.state import PagingState
+from langmem_paging.integrations.graph_state import state_update
 from langmem_paging.testing import ScriptedChatModel
 
 

@@ -32,9 +32,9 @@ from langmem_paging import (
     page_messages,
     reconstruct_history,
 )
-from langmem_paging.messages import METADATA_KEY
-from langmem_paging.pager import Pager
-from langmem_paging.store import PageStore
+from langmem_paging.core.messages import METADATA_KEY
+from langmem_paging.integrations.pager import Pager
+from langmem_paging.storage.page_store import PageStore
 from tests.support.scenario_helpers import FACTS, page_at_user_turns, pure_thread, step_exchanges
 from tools.fuzzing.oracles import same_messages
 from tools.fuzzing.vocabulary import COUNTER, VOCAB

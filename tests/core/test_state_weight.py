@@ -9,8 +9,8 @@ import json
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_paging import page_messages
-from langmem_paging.messages import dump_messages, merge_messages
-from langmem_paging.state import TERMS_STORED, PagingState
+from langmem_paging.core.messages import dump_messages, merge_messages
+from langmem_paging.core.state import TERMS_STORED, PagingState
 
 
 def _thread(turns: int, max_tokens: int):

@@ -13,14 +13,15 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import effects, thread_io
-from langmem_paging.effects import Request, StepIO, arun, ask, run
-from langmem_paging.errors import SearchIndexError
-from langmem_paging.records import Page
-from langmem_paging.search import Hit, InMemoryBM25Index
-from langmem_paging.state import PagingState
-from langmem_paging.store import PageStore
-from langmem_paging.thread_io import PagingIO, Search, ThreadFlow, ThreadIO
+from langmem_paging.core import effects
+from langmem_paging.core.effects import Request, StepIO, arun, ask, run
+from langmem_paging.core.errors import SearchIndexError
+from langmem_paging.core.records import Page
+from langmem_paging.core.state import PagingState
+from langmem_paging.index.base import Hit, InMemoryBM25Index
+from langmem_paging.storage import thread_io
+from langmem_paging.storage.page_store import PageStore
+from langmem_paging.storage.thread_io import PagingIO, Search, ThreadFlow, ThreadIO
 
 HANDLERS: dict[type[Request[Any, Any]], str] = {
     effects.Reserve: "reserve",
@@ -181,7 +182,7 @@ def test_claims_on_postgres_read_and_write_the_same_on_both_sides(postgres_uri, 
     from langgraph.store.postgres import PostgresStore
     from langgraph.store.postgres.aio import AsyncPostgresStore
 
-    from langmem_paging.claims import TABLE, claims_for
+    from langmem_paging.storage.claims import TABLE, claims_for
     from tests.support.postgres_server import fresh_database
 
     uri = fresh_database(postgres_uri, f"langmem_claims_{mode}")

@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage
 from evals.policy_spec import FrequentBookmarker, paging_options, parse_spec
 from evals.report import _verdict, study_findings
 from langmem_paging import KeywordBookmarker, PageDraft, TokenCounter
-from langmem_paging.bookmarks import BookmarkContext, DiscriminativeBookmarker
+from langmem_paging.strategies.bookmarks import BookmarkContext, DiscriminativeBookmarker
 
 
 def test_a_spec_names_its_bookmark_strategy():

@@ -11,7 +11,7 @@ from evals.cli import main as evals_main
 from evals.paging_method import PagingSession
 from evals.policy_spec import paging_options, parse_spec, split_specs
 from langmem_paging import PagingConfig
-from langmem_paging.policies import LFUPolicy
+from langmem_paging.strategies.policies import LFUPolicy
 
 
 def test_split_keeps_options_with_their_policy():
@@ -46,15 +46,15 @@ def test_stae_spec_builds_the_class_with_its_options(monkeypatch):
         def __init__(self, **kwargs):
             built.update(kwargs)
 
-    monkeypatch.setitem(sys.modules, "langmem_paging.stae", types.SimpleNamespace(STAEPolicy=FakeSTAE))
+    monkeypatch.setitem(sys.modules, "langmem_paging.strategies.stae", types.SimpleNamespace(STAEPolicy=FakeSTAE))
     options = paging_options("stae:beta=0.5,redundancy=knn,grouping=kmeans,inverted=false")
     assert isinstance(options["policy"], FakeSTAE)
     assert built == {"beta": 0.5, "redundancy": "knn", "grouping": "kmeans", "inverted": False}
 
 
 def test_stae_spec_fails_clearly_without_the_class(monkeypatch):
-    monkeypatch.setitem(sys.modules, "langmem_paging.stae", None)  # import fails
-    from langmem_paging import policies
+    monkeypatch.setitem(sys.modules, "langmem_paging.strategies.stae", None)  # import fails
+    from langmem_paging.strategies import policies
 
     monkeypatch.setattr(policies, "POLICIES", {k: v for k, v in policies.POLICIES.items() if k != "stae"})
     with pytest.raises(ValueError, match="STAEPolicy"):

@@ -320,7 +320,7 @@ def test_the_lexical_reader_sees_warm_pages_through_their_digests():
     from langchain_core.messages import HumanMessage
 
     from evals.readers.lexical import visible_bookmarks
-    from langmem_paging.library_messages import digest_message
+    from langmem_paging.core.library_messages import digest_message
 
     digest = digest_message("p4", "user: Zarko keeps beehives near Lake Bled.", 6, "d4")
     bookmark = HumanMessage("[p2:Farid,greyhound]", id="b2", additional_kwargs={"langmem_paging": {"bookmark": "p2"}})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evals.metrics import bootstrap_means, mean_interval, paired_bootstrap
-from langmem_paging.kmeans import choose_k, kmeans
+from langmem_paging.strategies.kmeans import choose_k, kmeans
 
 stats = pytest.importorskip("scipy.stats", reason="scipy is in the `test` extra")
 

@@ -13,7 +13,7 @@ import random
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from langmem_paging.messages import METADATA_KEY
+from langmem_paging.core.messages import METADATA_KEY
 from tools import fuzzing
 from tools.fuzzing.oracles import generous_protected
 from tools.fuzzing.vocabulary import COUNTER

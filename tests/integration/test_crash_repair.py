@@ -17,8 +17,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingMiddleware
-from langmem_paging.conformance import valid_chat
 from langmem_paging.testing import ScriptedChatModel
+from langmem_paging.testing.conformance import valid_chat
 
 
 @tool

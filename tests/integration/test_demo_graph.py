@@ -6,7 +6,7 @@ from __future__ import annotations
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging.messages import is_bookmark
+from langmem_paging.core.messages import is_bookmark
 
 
 def test_demo_graph_bookmarks_carry_no_hint_text(monkeypatch):

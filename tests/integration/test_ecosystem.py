@@ -36,8 +36,8 @@ def test_the_options_typed_dict_and_the_config_fields_give_each_option_the_same_
     cannot validate (strategies, callables, hooks, chat models, embedders, tier scorings), which are
     `Any` (or a sequence of `Any`) there: their own validators check them."""
     from langmem_paging.config import _Options
-    from langmem_paging.embeddings import Embedder
-    from langmem_paging.tiers import TierMode
+    from langmem_paging.strategies.embeddings import Embedder
+    from langmem_paging.strategies.tiers import TierMode
 
     hints = typing.get_type_hints(PagingOptions, localns={"Embedder": Embedder, "TierMode": TierMode})
     differ = {name: field.annotation for name, field in _Options.model_fields.items()

@@ -21,10 +21,10 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingMiddleware, PagingNode, reconstruct_history
 from langmem_paging.cli import main
-from langmem_paging.search_sqlite import SqliteSearchIndex
-from langmem_paging.store import PageStore
+from langmem_paging.core.tokens import shared_counter
+from langmem_paging.index.sqlite import SqliteSearchIndex
+from langmem_paging.storage.page_store import PageStore
 from langmem_paging.testing import ScriptedChatModel
-from langmem_paging.tokens import shared_counter
 
 FACTS = [f"Note {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake Bled{i} and sells the honey on "
          f"Saturdays at the market in Radovljica, stall number {40 + i}." for i in range(16)]

@@ -22,7 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PageStore
-from langmem_paging.errors import PageStoreError
+from langmem_paging.core.errors import PageStoreError
 from langmem_paging.testing import FaultInjectingStore, StoreFault
 from tests.support.scenario import (
     MAX_TOKENS,

@@ -20,7 +20,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from langmem_paging import PageStore, PagingMiddleware, reconstruct_history
 from langmem_paging.cli import main as cli
-from langmem_paging.store import FORGOTTEN
+from langmem_paging.storage.page_store import FORGOTTEN
 from langmem_paging.testing import ScriptedChatModel
 
 CARD = "4111 1111 1111 1111"

@@ -21,7 +21,7 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import (
     PagingState,
 )
-from langmem_paging.messages import library_mark
+from langmem_paging.core.messages import library_mark
 from langmem_paging.testing import FaultInjectingStore
 from tests.support.scenario_helpers import (
     FACTS,

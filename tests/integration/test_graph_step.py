@@ -18,11 +18,17 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingMiddleware, PagingNode
 from langmem_paging import config as config_module
-from langmem_paging.agents import AgentPagingOptions
 from langmem_paging.config import RECALL_BUDGET_SHARE, RECALL_MIN_TOKENS, PagingOptions
-from langmem_paging.graph_step import MISSING_STATE, NO_THREAD, GraphCall, find_thread_id, paging_value
-from langmem_paging.messages import is_bookmark
-from langmem_paging.options_table import options_markdown
+from langmem_paging.core.messages import is_bookmark
+from langmem_paging.integrations.agents import AgentPagingOptions
+from langmem_paging.integrations.graph_step import (
+    MISSING_STATE,
+    NO_THREAD,
+    GraphCall,
+    find_thread_id,
+    paging_value,
+)
+from langmem_paging.ops.options_table import options_markdown
 from langmem_paging.testing import ScriptedChatModel
 
 OPTIONS: dict[str, Any] = {"max_tokens": 12, "boundary": "fixed_2", "token_counter": len}
@@ -119,7 +125,7 @@ def test_every_place_the_options_are_listed_follows_the_one_list() -> None:
     options = set(PagingConfig.fields())
     docs = Path(__file__).parents[2] / "docs" / "options.md"
     assert docs.read_text() == options_markdown(), (
-        "docs/options.md is stale: python -m langmem_paging.options_table > docs/options.md")
+        "docs/options.md is stale: python -m langmem_paging.ops.options_table > docs/options.md")
     assert set(PagingOptions.__annotations__) == options - {"max_tokens"}
     assert set(AgentPagingOptions.__annotations__) == (options - {"model"}) | {"ttl", "index", "on_store_error"}
     assert _typed_attributes("PagingConfig") - {"_options", "model_fields_set"} == options

@@ -19,8 +19,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import InMemoryBM25Index, PageStore, PagingMiddleware, TokenCounter
-from langmem_paging.policies import FIFOPolicy
-from langmem_paging.search import SearchIndex
+from langmem_paging.index.base import SearchIndex
+from langmem_paging.strategies.policies import FIFOPolicy
 from langmem_paging.testing import ScriptedChatModel
 
 CONFIG = {"configurable": {"thread_id": "t"}}

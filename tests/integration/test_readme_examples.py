@@ -39,7 +39,7 @@ OFFLINE = "No key at hand?"
 STATE_GRAPH = "**A hand-built `StateGraph`**"
 PURE = "**The pure function**"
 LEGACY = "**Legacy: `create_react_agent`'s `pre_model_hook`**"
-IMPORTS = "Where the classes live:"
+IMPORTS = "Every public class imports from the top level:"
 RUN_BY = {"## Quickstart": "test_quickstart.py", "**On PostgreSQL**": "postgres", OFFLINE: "offline",
           STATE_GRAPH: "state_graph", PURE: "pure", LEGACY: "legacy", IMPORTS: "imports"}
 

@@ -16,7 +16,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PageStore, PagingMiddleware, page_messages, reconstruct_history
-from langmem_paging.messages import is_bookmark, library_mark, merge_messages
+from langmem_paging.core.messages import is_bookmark, library_mark, merge_messages
 from langmem_paging.testing import ScriptedChatModel
 
 
@@ -95,7 +95,7 @@ def test_view_mode_with_tiers_keeps_a_valid_prompt_when_a_summary_keeps_a_turn_w
     provider). A page whose anchor holds a real message again is never written over."""
     from langchain_core.tools import tool
 
-    from langmem_paging.conformance import valid_chat
+    from langmem_paging.testing.conformance import valid_chat
 
     @tool
     def lookup(q: str) -> str:

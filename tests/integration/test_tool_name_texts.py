@@ -13,7 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingMiddleware
-from langmem_paging.library_messages import shrink_recall_copy
+from langmem_paging.core.library_messages import shrink_recall_copy
 from langmem_paging.recall.spec import RecallSpec
 from langmem_paging.testing import ScriptedChatModel
 

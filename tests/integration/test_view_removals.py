@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PageStore, PagingMiddleware
-from langmem_paging.tokens import TokenCounter
+from langmem_paging.core.tokens import TokenCounter
 
 
 @pytest.mark.parametrize("removed", [1, 2, 5])

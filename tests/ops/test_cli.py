@@ -14,10 +14,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.sqlite import SqliteStore
 
 from langmem_paging.cli import main
-from langmem_paging.messages import dump_messages
+from langmem_paging.core.messages import dump_messages
+from langmem_paging.core.state import PagingState
 from langmem_paging.ops import export_records, load_snapshots, record_counts
-from langmem_paging.state import PagingState
-from langmem_paging.store import KINDS, PageStore, thread_namespace
+from langmem_paging.storage.page_store import KINDS, PageStore, thread_namespace
 from tests.support.ops_thread import INJECTED, TURNS, build_thread, build_tool_thread, run_thread
 
 

@@ -19,10 +19,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.sqlite import SqliteStore
 
 from langmem_paging.cli import main
+from langmem_paging.core.state import PagingState
 from langmem_paging.ops import load_snapshots
-from langmem_paging.report import BAR_PX, nice_ceiling
-from langmem_paging.state import PagingState
-from langmem_paging.store import PageStore
+from langmem_paging.ops.report import BAR_PX, nice_ceiling
+from langmem_paging.storage.page_store import PageStore
 from tests.support.ops_thread import INJECTED, TURNS, build_thread
 
 CHROMIUM_FLAGS = [

@@ -13,8 +13,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingState
-from langmem_paging.pager import Pager
-from langmem_paging.store import PageStore
+from langmem_paging.integrations.pager import Pager
+from langmem_paging.storage.page_store import PageStore
 from tests.support.scenario_helpers import FACTS, fact_exchanges, step_exchanges
 from tools.fuzzing.oracles import recall_structure_problems
 from tools.fuzzing.vocabulary import COUNTER

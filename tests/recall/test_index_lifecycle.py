@@ -14,8 +14,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_paging import InMemoryBM25Index, Page
-from langmem_paging.lifecycle import forgotten
-from langmem_paging.records import messages_digest
+from langmem_paging.core.records import messages_digest
+from langmem_paging.storage.lifecycle import forgotten
 from tests.support.indexes import INDEXES, make_index
 from tests.support.postgres_server import fresh_database
 

@@ -10,9 +10,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langmem_paging import PageStore, PagingMiddleware
-from langmem_paging.records import Page
-from langmem_paging.search import InMemoryBM25Index
-from langmem_paging.search_sqlite import SqliteSearchIndex
+from langmem_paging.core.records import Page
+from langmem_paging.index.base import InMemoryBM25Index
+from langmem_paging.index.sqlite import SqliteSearchIndex
 from langmem_paging.testing import ScriptedChatModel
 
 ODD = "bin\x00ary \x00\x00 zebra\\0 back\\slash \ud800 lone \udfff tail \ue000 private \x01\x1f ctl é 🦓"
@@ -30,7 +30,7 @@ def _page(n: int, text: str, mid: str | None = None) -> Page:
 
 @pytest.fixture
 def postgres_index(postgres_uri):
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
     from tests.support.postgres_server import fresh_database
 
     index = PostgresSearchIndex(fresh_database(postgres_uri, "index_v4"))
@@ -81,7 +81,7 @@ def test_the_same_page_added_twice_is_indexed_once_on_every_index(any_index):
 
 
 def test_two_connections_adding_the_same_pages_at_once_neither_fails(postgres_uri):
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
     from tests.support.postgres_server import fresh_database
 
     uri = fresh_database(postgres_uri, "index_v4_concurrent")
@@ -115,7 +115,7 @@ def test_two_connections_adding_the_same_pages_at_once_neither_fails(postgres_ur
 
 def test_a_threads_common_words_do_not_depend_on_another_thread(postgres_index):
     """A word too common in another tenant's thread (above `COMMON_MIN` passages) still matches here."""
-    from langmem_paging.search_postgres import COMMON_MIN
+    from langmem_paging.index.postgres import COMMON_MIN
 
     noisy = [Page(id=f"p{n}", messages=[HumanMessage(f"ferret {n}", id=f"h{n}"), AIMessage(f"ferret {n}", id=f"a{n}")],
                   bookmark="[x]", keywords=[], token_count=4, boundary="fixed_2", created_turn=n)
@@ -132,7 +132,7 @@ def test_a_threads_common_words_do_not_depend_on_another_thread(postgres_index):
 
 
 def test_common_words_of_the_thread_itself_are_left_out_while_rarer_ones_remain(postgres_index):
-    from langmem_paging.search_postgres import COMMON_MIN
+    from langmem_paging.index.postgres import COMMON_MIN
 
     pages = [_page(n, f"ferret {n}") for n in range(1, COMMON_MIN + 101)]
     pages.append(_page(len(pages) + 1, "ferret and zebra"))
@@ -179,7 +179,7 @@ def test_a_message_holding_nul_pages_out_later_turns_succeed_and_recall_is_exact
 def test_a_table_an_older_version_made_gets_its_frequencies_and_its_search(postgres_uri):
     import psycopg
 
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
     from tests.support.postgres_server import fresh_database
 
     uri = fresh_database(postgres_uri, "index_v4_upgrade")
@@ -214,7 +214,7 @@ def _recall_search(query: str) -> AIMessage:
 
 @pytest.fixture
 def repair_index(postgres_uri):
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
     from tests.support.postgres_server import fresh_database
 
     index = PostgresSearchIndex(fresh_database(postgres_uri, "index_v4_repair"))
@@ -254,7 +254,7 @@ def test_a_failed_postgres_index_write_is_repaired_and_found_by_a_fresh_process(
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
 
     calls = {"n": 0}
     real_add = PostgresSearchIndex.add
@@ -291,7 +291,7 @@ def test_a_failed_postgres_index_write_is_repaired_and_found_by_a_fresh_process(
 def test_indexed_through_of_another_process_write_is_seen_by_the_next_search(repair_index):
     """The search path reads `through` in the same round trip as the passages; what it caches is
     never staler than the last search (another worker deleting the thread, loading it again)."""
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
 
     repair_index.load("t", [_page(n, f"walrus {n}") for n in range(1, 6)])
     other = PostgresSearchIndex(repair_index._uri)
@@ -337,7 +337,7 @@ def test_async_connection_answers_indexed_through_natively(postgres_uri):
 
     import psycopg
 
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
     from tests.support.postgres_server import fresh_database
 
     uri = fresh_database(postgres_uri, "index_v4_repair_async")
@@ -358,7 +358,7 @@ def test_async_connection_answers_indexed_through_natively(postgres_uri):
 def test_a_table_an_older_version_made_gets_what_it_holds_per_thread(postgres_uri):
     import psycopg
 
-    from langmem_paging.search_postgres import PostgresSearchIndex
+    from langmem_paging.index.postgres import PostgresSearchIndex
     from tests.support.postgres_server import fresh_database
 
     uri = fresh_database(postgres_uri, "index_v4_upgrade_threads")

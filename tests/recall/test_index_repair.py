@@ -25,11 +25,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import InMemoryBM25Index, Page, PageStore, PagingMiddleware, PagingState
-from langmem_paging.pager import default_index
-from langmem_paging.search_sqlite import COMMON_MIN, SqliteSearchIndex
+from langmem_paging.core.text import search_terms
+from langmem_paging.index.sqlite import COMMON_MIN, SqliteSearchIndex
+from langmem_paging.integrations.pager import default_index
+from langmem_paging.storage.thread_io import IndexPages, Search, ThreadIO
 from langmem_paging.testing import ScriptedChatModel
-from langmem_paging.text import search_terms
-from langmem_paging.thread_io import IndexPages, Search, ThreadIO
 from tests.support.backends import sqlite_store
 from tests.support.indexes import INDEXES, make_index
 from tests.support.postgres_server import fresh_database
@@ -206,7 +206,7 @@ READER = """
 import json, sqlite3, sys
 from langgraph.store.sqlite import SqliteStore
 from langmem_paging import PagingConfig, PageStore
-from langmem_paging.pager import Pager
+from langmem_paging.integrations.pager import Pager
 store = SqliteStore(sqlite3.connect(sys.argv[1], check_same_thread=False, isolation_level=None))
 pager = Pager(PagingConfig(max_tokens=3000, boundary="fixed_2"), PageStore(store))
 state = json.loads(open(sys.argv[2]).read())

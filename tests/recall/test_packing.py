@@ -9,13 +9,13 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingState
-from langmem_paging.messages import METADATA_KEY
-from langmem_paging.pager import Pager
+from langmem_paging.core.messages import METADATA_KEY
+from langmem_paging.integrations.pager import Pager
+from langmem_paging.integrations.recall_tool import _shares
 from langmem_paging.recall.render import expand_recall_copy
 from langmem_paging.recall.service import Served
 from langmem_paging.recall.spec import RecallSpec
-from langmem_paging.recall.tool import _shares
-from langmem_paging.store import PageStore
+from langmem_paging.storage.page_store import PageStore
 from tests.support.scenario_helpers import step_exchanges
 from tools.fuzzing.oracles import recall_structure_problems
 from tools.fuzzing.vocabulary import COUNTER
@@ -128,7 +128,7 @@ def test_a_search_keeps_a_matching_turn_still_in_the_context_instead_of_paging_i
     that rank stay."""
     from langgraph.graph.message import add_messages
 
-    from langmem_paging.state import paging_reducer, recall_delta
+    from langmem_paging.core.state import paging_reducer, recall_delta
 
     pager = Pager(PagingConfig(max_tokens=1500, boundary="fixed_4", policy="fifo"), PageStore(InMemoryStore()))
     value, messages = step_exchanges(pager, _diary(40))

@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingState
-from langmem_paging.pager import Pager
+from langmem_paging.core.records import Page
+from langmem_paging.index.base import Hit
+from langmem_paging.integrations.pager import Pager
 from langmem_paging.recall.passages import WIDE_HITS, pack_hits
-from langmem_paging.records import Page
-from langmem_paging.search import Hit
-from langmem_paging.store import PageStore
+from langmem_paging.storage.page_store import PageStore
 from tests.support.scenario_helpers import step_exchanges
 from tools.fuzzing.oracles import recall_structure_problems
 from tools.fuzzing.vocabulary import COUNTER
@@ -119,8 +119,8 @@ def test_bookmarks_yield_to_a_search_result_and_the_context_uses_its_budget():
     bookmarks as far as the result needs), so the result is larger and the context fills B."""
     from langgraph.graph.message import add_messages
 
-    from langmem_paging.messages import is_bookmark
-    from langmem_paging.state import paging_reducer, recall_delta
+    from langmem_paging.core.messages import is_bookmark
+    from langmem_paging.core.state import paging_reducer, recall_delta
 
     budget = 3000
     pager = Pager(PagingConfig(max_tokens=budget, boundary="fixed_4", policy="fifo"), PageStore(InMemoryStore()))

@@ -76,7 +76,7 @@ def test_a_page_no_result_can_hold_gets_no_pointer_and_no_access():
 
 @pytest.mark.parametrize("ids", [ASKED])
 def test_the_room_is_shared_among_distinct_pages_not_calls(ids):
-    from langmem_paging.recall.tool import _shares
+    from langmem_paging.integrations.recall_tool import _shares
 
     message = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": [p]}, "id": f"c{k + 1}"}
                                         for k, p in enumerate(ids)])

@@ -13,8 +13,8 @@ import textwrap
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import InMemoryBM25Index
-from langmem_paging.pager import default_index
-from langmem_paging.search_sqlite import SqliteSearchIndex, sqlite_file_of
+from langmem_paging.index.sqlite import SqliteSearchIndex, sqlite_file_of
+from langmem_paging.integrations.pager import default_index
 from tests.support.backends import sqlite_store
 
 WRITER = """
@@ -22,7 +22,7 @@ import sqlite3, sys
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.store.sqlite import SqliteStore
 from langmem_paging import PagingConfig, PageStore
-from langmem_paging.pager import Pager
+from langmem_paging.integrations.pager import Pager
 store = SqliteStore(sqlite3.connect(sys.argv[1], check_same_thread=False, isolation_level=None))
 store.setup()
 pager = Pager(PagingConfig(max_tokens=300, boundary="fixed_2"), PageStore(store))
@@ -38,8 +38,8 @@ READER = """
 import json, sqlite3, sys
 from langgraph.store.sqlite import SqliteStore
 from langmem_paging import PagingConfig, PageStore
-from langmem_paging.pager import Pager
-from langmem_paging.search_sqlite import SqliteSearchIndex
+from langmem_paging.integrations.pager import Pager
+from langmem_paging.index.sqlite import SqliteSearchIndex
 
 def no_rebuild(*args, **kwargs):
     raise AssertionError("the index was rebuilt: pages were tokenized again")
@@ -79,7 +79,7 @@ def test_two_processes_writing_one_file_index_each_page_once(tmp_path):
     index_a, index_b = SqliteSearchIndex(str(tmp_path / "i.db")), SqliteSearchIndex(str(tmp_path / "i.db"))
     from langchain_core.messages import HumanMessage
 
-    from langmem_paging.records import Page
+    from langmem_paging.core.records import Page
 
     page = Page(id="p1", messages=[HumanMessage("We adopted a greyhound.", id="a")], bookmark="[p1:x]",
                 keywords=[], token_count=5, boundary="fixed_2", created_turn=1)
@@ -97,7 +97,7 @@ def test_a_file_indexed_by_an_older_version_gains_per_thread_frequencies_and_its
 
     from langchain_core.messages import HumanMessage
 
-    from langmem_paging.records import Page
+    from langmem_paging.core.records import Page
 
     def page(n: int, text: str) -> Page:
         return Page(id=f"p{n}", messages=[HumanMessage(text, id=f"m{n}")], bookmark=f"[p{n}:x]", keywords=[],

@@ -22,7 +22,7 @@ from langmem_paging import (
     PagingMiddleware,
     SearchIndex,
 )
-from langmem_paging.search_postgres import MAX_PASSAGE_CHARS, PostgresSearchIndex
+from langmem_paging.index.postgres import MAX_PASSAGE_CHARS, PostgresSearchIndex
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.indexes import INDEXES, empty_postgres_index, make_index
 from tests.support.postgres_server import fresh_database

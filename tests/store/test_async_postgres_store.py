@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langmem_paging import Page, PageStore
-from langmem_paging.errors import PageStoreError
+from langmem_paging.core.errors import PageStoreError
 
 
 def _page(n: int) -> Page:
@@ -66,7 +66,7 @@ async def test_async_reads_by_primary_key_answer_as_the_store_does(apostgres_sto
     `AsyncPostgresStore.abatch` gives; writes and a store with TTLs are left to the store's own batch."""
     from langgraph.store.base import GetOp, PutOp
 
-    from langmem_paging.store_postgres import abatch_reads
+    from langmem_paging.storage.postgres_reads import abatch_reads
 
     store = apostgres_store_here
     await store.abatch([PutOp(("langmem_paging", "t1", "pages"), "p1", {"a": "x\\0"}),

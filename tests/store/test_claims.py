@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging.claims import InProcessClaims, SqliteClaims, claims_for
+from langmem_paging.storage.claims import InProcessClaims, SqliteClaims, claims_for
 from tests.support.backends import sqlite_store
 from tests.support.postgres_server import fresh_database
 

@@ -23,10 +23,10 @@ from langgraph.store.sqlite import SqliteStore
 
 from langmem_paging import PagingMiddleware
 from langmem_paging.cli import main as cli
-from langmem_paging.errors import PageStoreError
+from langmem_paging.core.errors import PageStoreError
+from langmem_paging.index.sqlite import SqliteSearchIndex
 from langmem_paging.ops.where import where_text
-from langmem_paging.search_sqlite import SqliteSearchIndex
-from langmem_paging.store import PageStore
+from langmem_paging.storage.page_store import PageStore
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.backends import DATABASE_OF
 from tests.support.indexes import empty_postgres_index
@@ -158,7 +158,7 @@ def test_delete_then_reuse_of_the_thread_id_is_searchable_and_never_matches_the_
 
 
 def test_async_delete_wraps_a_claims_failure_as_delete_does(monkeypatch):
-    from langmem_paging import store as store_module
+    from langmem_paging.storage import page_store as store_module
 
     class Broken:
         def drop(self, thread_id):

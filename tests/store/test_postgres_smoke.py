@@ -140,7 +140,7 @@ def test_reads_by_primary_key_answer_as_the_store_does(db_uri):
     a store with TTLs (reads refresh them) is left to its own batch."""
     from langgraph.store.base import GetOp, PutOp
 
-    from langmem_paging.store_postgres import batch_reads
+    from langmem_paging.storage.postgres_reads import batch_reads
 
     with PostgresStore.from_conn_string(db_uri) as store:
         store.setup()

@@ -9,8 +9,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from langmem_paging import ClusterNode, Page, PageStore, PagingState, thread_namespace
-from langmem_paging.records import messages_digest
-from langmem_paging.state import ClusterEntry
+from langmem_paging.core.records import messages_digest
+from langmem_paging.core.state import ClusterEntry
 from tests.support.backends import store_rows
 from tests.support.conversations import conversation
 
@@ -144,8 +144,8 @@ def test_namespace_is_built_in_one_place_and_needs_a_thread():
 
 
 async def test_forget_leaves_a_tombstone_in_every_page_holding_the_message_and_nothing_else(base_store, io):
-    from langmem_paging.search import InMemoryBM25Index
-    from langmem_paging.store import FORGOTTEN
+    from langmem_paging.index.base import InMemoryBM25Index
+    from langmem_paging.storage.page_store import FORGOTTEN
 
     store = PageStore(base_store)
     history = conversation(6, seed=3)

@@ -85,7 +85,7 @@ def truncate_store_tables(uri: str) -> None:
 
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("TRUNCATE store")
-        # the page-number claims live beside the store (langmem_paging.claims): a wiped store starts
+        # the page-number claims live beside the store (langmem_paging.storage.claims): a wiped store starts
         # with none, as delete_thread leaves a thread
         if conn.execute("SELECT to_regclass('langmem_paging_claims') IS NOT NULL").fetchone()[0]:
             conn.execute("TRUNCATE langmem_paging_claims")

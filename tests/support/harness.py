@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph.message import add_messages
 
 from langmem_paging import TokenCounter, page_messages
-from langmem_paging.conformance import model_call_points, valid_chat
+from langmem_paging.testing.conformance import model_call_points, valid_chat
 
 COUNTER = TokenCounter()
 

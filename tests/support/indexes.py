@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from langmem_paging.search import InMemoryBM25Index, SearchIndex
-from langmem_paging.search_postgres import PostgresSearchIndex
-from langmem_paging.search_sqlite import SqliteSearchIndex
+from langmem_paging.index.base import InMemoryBM25Index, SearchIndex
+from langmem_paging.index.postgres import PostgresSearchIndex
+from langmem_paging.index.sqlite import SqliteSearchIndex
 
 INDEXES = ["bm25", "sqlite", "postgres"]
 

@@ -17,7 +17,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langmem_paging import InMemoryBM25Index, PageStore, PagingMiddleware, PagingState, reconstruct_history
-from langmem_paging.records import page_number
+from langmem_paging.core.records import page_number
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.harness import COUNTER, assert_valid_chat
 

@@ -27,7 +27,7 @@ every model call:
   full history in order (pure mode: an unpaged reference kept with `add_messages`; graph
   mode: the history only grows by what the run added, removals aside, and every
   checkpoint ever made rebuilds to the same history forever);
-- every prompt is a valid chat (`langmem_paging.conformance.valid_chat`);
+- every prompt is a valid chat (`langmem_paging.testing.conformance.valid_chat`);
 - every prompt is within budget (messages, plus tool schemas and system prompt for the
   middleware) unless `over_budget` is reported and what nothing may evict explains it;
 - the newest user message is always shown; a large tool result is paged on arrival

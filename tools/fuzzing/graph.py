@@ -26,9 +26,9 @@ from langmem_paging import (
     TokenCounter,
     reconstruct_history,
 )
-from langmem_paging.messages import METADATA_KEY, is_pinned, is_user_turn, library_mark, tool_call_ids
-from langmem_paging.records import page_number
-from langmem_paging.store import PageStore
+from langmem_paging.core.messages import METADATA_KEY, is_pinned, is_user_turn, library_mark, tool_call_ids
+from langmem_paging.core.records import page_number
+from langmem_paging.storage.page_store import PageStore
 from langmem_paging.testing import FaultInjectingStore
 
 from .oracles import (

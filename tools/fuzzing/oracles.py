@@ -15,8 +15,8 @@ from langchain_core.messages import (
 from langmem_paging import (
     PagingState,
 )
-from langmem_paging.library_messages import bookmark_message
-from langmem_paging.messages import is_pinned, is_user_turn, library_mark, tool_call_ids
+from langmem_paging.core.library_messages import bookmark_message
+from langmem_paging.core.messages import is_pinned, is_user_turn, library_mark, tool_call_ids
 
 # -- checks ------------------------------------------------------------------------------------
 

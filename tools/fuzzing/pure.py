@@ -26,16 +26,16 @@ from langmem_paging import (
     page_messages,
     reconstruct_history,
 )
-from langmem_paging.conformance import valid_chat as assert_valid_chat
-from langmem_paging.graph_step import GraphCall
-from langmem_paging.library_messages import tool_result_stub
-from langmem_paging.messages import METADATA_KEY, library_mark, tool_call_ids
-from langmem_paging.pager import Pager
-from langmem_paging.records import page_number
-from langmem_paging.state import paging_reducer, recall_delta
+from langmem_paging.core.library_messages import tool_result_stub
+from langmem_paging.core.messages import METADATA_KEY, library_mark, tool_call_ids
+from langmem_paging.core.records import page_number
+from langmem_paging.core.state import paging_reducer, recall_delta
+from langmem_paging.integrations.graph_step import GraphCall
+from langmem_paging.integrations.pager import Pager
 from langmem_paging.step.repair import repair_unanswered
-from langmem_paging.store import PageStore
+from langmem_paging.storage.page_store import PageStore
 from langmem_paging.testing import FaultInjectingStore
+from langmem_paging.testing.conformance import valid_chat as assert_valid_chat
 
 from .oracles import (
     chat_problems,

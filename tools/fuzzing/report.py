@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langmem_paging.errors import StorageError
+from langmem_paging.core.errors import StorageError
 
 
 class InjectedStoreError(RuntimeError):

@@ -13,7 +13,7 @@ from langchain_core.messages import (
 from langmem_paging import (
     TokenCounter,
 )
-from langmem_paging.messages import METADATA_KEY
+from langmem_paging.core.messages import METADATA_KEY
 
 COUNTER = TokenCounter()
 

@@ -1,0 +1,151 @@
+"""View mode: the state keeps the whole history; the paged view is kept as a skeleton.
+
+The skeleton (in the paging state) lists the view the last step produced: ids of
+history messages it showed, and whole messages for what the library put there
+(bookmarks, cluster bookmarks, shrunk recall results, paged tool results). Messages
+the history gained since (after the newest one the step saw) are appended; a message
+edited in the history shows its new version. Everything else in the history was
+paged out. A library message shows only while the history holds its id (the message it
+stands for). When the history was rewritten (``REMOVE_ALL_MESSAGES``: a first message the
+last step never saw), the view is the new history itself, and the next step pages it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from langmem_paging.core.messages import dump_messages, library_mark, load_messages, message_keys
+from langmem_paging.core.state import PagingState
+
+__all__ = ["FRONT", "key_at", "render_view", "skeleton_of"]
+
+FRONT = 15
+"""How many messages after the first the state remembers: removing up to this many from the front
+of the history (LangGraph's "delete old messages") is told apart from a rewrite. Removing more at
+once, up to a message the last step had paged out, is taken for a rewrite: the new history is paged
+as it comes."""
+
+
+def key_at(history: Sequence[BaseMessage], index: int) -> str:
+    """`message_keys(history)[index]`, walking back only over messages without an id."""
+    message = history[index]
+    if message.id:
+        return message.id
+    return _positional_key(history, index)
+
+
+def _positional_key(history: Sequence[BaseMessage], index: int) -> str:
+    """The key of ``history[index]`` had it no id: the nearest earlier id and the distance to it.
+    A message a step saw without an id (the error result `create_agent` adds for a malformed
+    call) gets its id only when the graph merges it into the state."""
+    run = 1
+    for i in range(index - 1, -1, -1):
+        if history[i].id:
+            return f"{history[i].id}+{run}"
+        run += 1
+    return f"^+{run}"
+
+
+def render_view(history: Sequence[BaseMessage], state: PagingState) -> tuple[list[BaseMessage], dict[int, int]]:
+    """The view the model saw last, brought up to date with `history`, and where each of its
+    history messages is (object id -> index). Skeleton entries carry the index they had: the
+    work is proportional to the view unless the history was rewritten (then one scan)."""
+    if state.skeleton is None:
+        return list(history), {id(m): i for i, m in enumerate(history)}
+    fast = _render_by_position(history, state)
+    return fast if fast is not None else _render_by_scan(history, state)
+
+
+def _render_by_position(history: Sequence[BaseMessage],
+                        state: PagingState) -> tuple[list[BaseMessage], dict[int, int]] | None:
+    view: list[BaseMessage] = []
+    positions: dict[int, int] = {}
+    for entry in state.skeleton or ():
+        if isinstance(entry, dict):
+            view.extend(load_messages([entry]))
+            continue
+        key, index = entry
+        if index >= len(history) or not _is_at(history, index, key):
+            return None
+        view.append(history[index])
+        positions[id(history[index])] = index
+    seen = state.seen_index
+    if state.seen is not None and (seen >= len(history) or not _is_at(history, seen, state.seen)):
+        return None
+    for index in range((seen + 1) if state.seen is not None else 0, len(history)):
+        view.append(history[index])
+        positions[id(history[index])] = index
+    return view, positions
+
+
+def _is_at(history: Sequence[BaseMessage], index: int, key: str) -> bool:
+    return key_at(history, index) == key or ("+" in key and _positional_key(history, index) == key)
+
+
+def _render_by_scan(history: Sequence[BaseMessage], state: PagingState) -> tuple[list[BaseMessage], dict[int, int]]:
+    if _rewritten(history, state):
+        return list(history), {id(m): i for i, m in enumerate(history)}
+    keys = message_keys(history)
+    at = {_positional_key(history, i): i for i in range(len(history)) if history[i].id}
+    at.update({k: i for i, k in enumerate(keys)})
+    view: list[BaseMessage] = []
+    positions: dict[int, int] = {}
+    for entry in state.skeleton or ():
+        if isinstance(entry, dict):
+            if _entry_id(entry) in at:
+                view.extend(load_messages([entry]))
+        elif entry[0] in at:
+            index = at[entry[0]]
+            view.append(history[index])
+            positions[id(history[index])] = index
+    cut = _last_seen(at, state)
+    for index in range(cut + 1, len(history)):
+        view.append(history[index])
+        positions[id(history[index])] = index
+    return view, positions
+
+
+def _entry_id(entry: dict[str, Any]) -> str | None:
+    """Id of a library message in the skeleton: the id of the history message it stands for."""
+    ident = entry.get("data", {}).get("id")
+    return ident if isinstance(ident, str) else None
+
+
+def _rewritten(history: Sequence[BaseMessage], state: PagingState) -> bool:
+    """True when the history starts with a message the last step neither started with nor showed:
+    it was replaced (``REMOVE_ALL_MESSAGES``, say by a summary), not edited or trimmed (a first
+    message among the ones that followed the head was there before: messages were removed)."""
+    if not history or state.head is None:
+        return False
+    first = key_at(history, 0)
+    if first == state.head or first in state.front:
+        return False
+    known = {_entry_id(e) if isinstance(e, dict) else e[0] for e in state.skeleton or []}
+    return first not in known
+
+
+def _last_seen(at: dict[str, int], state: PagingState) -> int:
+    """Index of the newest history message the last step saw (-1: none of it is left)."""
+    wanted = [state.seen] if state.seen else []
+    wanted += [e[0] for e in reversed(state.skeleton or []) if not isinstance(e, dict)]
+    for target in wanted:
+        if target in at:
+            return at[target]
+    return -1
+
+
+def skeleton_of(view: Sequence[BaseMessage], history: Sequence[BaseMessage],
+                positions: dict[int, int]) -> list[Any]:
+    """The skeleton of a view: ``[key, index]`` for history messages (the view holds the
+    history's own message objects, found in `positions`), whole dicts for the library's own."""
+    out: list[Any] = []
+    for message in view:
+        index = positions.get(id(message))
+        if index is not None and not library_mark(message):
+            out.append([key_at(history, index), index])
+        else:
+            out.append(dump_messages([message])[0])
+    return out

@@ -1,0 +1,225 @@
+"""The step engine: a paging step with its I/O, for the middleware, the node and the test driver.
+
+A step is two flows: under the thread's lock, the pure step (`langmem_paging.step`) and the
+commit of what it made (reserve -> decide -> commit, so two runs at once on a thread never take
+the same number); then, outside the lock, indexing the new pages, warnings, tracing and hooks.
+`step` and `astep` differ only in the lock and the driver. Only failures of the page store and
+the index fall under `on_store_error`; anything else propagates with its own type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage
+
+from langmem_paging.config import PagingConfig
+from langmem_paging.core.effects import arun, ask, run
+from langmem_paging.core.errors import SearchIndexError, StorageError
+from langmem_paging.core.hooks import PageEvent, PagingHooks
+from langmem_paging.core.state import PagingState
+from langmem_paging.core.tokens import encoding_for_model, warm_up
+from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
+from langmem_paging.storage.thread_io import Commit, HookName, IndexPages, Notify, ThreadFlow, ThreadIO, Trace
+
+__all__ = ["OnStoreError", "StepEngine"]
+
+logger = logging.getLogger("langmem_paging")
+
+OnStoreError = Literal["raise", "continue"]
+
+
+class _Locks:
+    """One lock per thread id, sync and async, forgotten when unused."""
+
+    def __init__(self) -> None:
+        self._sync: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        self._async: weakref.WeakValueDictionary[tuple[str, int], asyncio.Lock] = weakref.WeakValueDictionary()
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def hold(self, thread_id: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._sync.get(thread_id)
+            if lock is None:
+                lock = self._sync[thread_id] = threading.Lock()
+        with lock:
+            yield
+
+    @asynccontextmanager
+    async def ahold(self, thread_id: str) -> AsyncIterator[None]:
+        key = (thread_id, id(asyncio.get_running_loop()))
+        with self._guard:
+            lock = self._async.get(key)
+            if lock is None:
+                lock = self._async[key] = asyncio.Lock()
+        async with lock:
+            yield
+
+
+class StepEngine:
+    """Runs paging steps for one configuration.
+
+    Args:
+        config: The paging options.
+        on_store_error: ``"raise"`` (the turn fails; the next turn recovers, nothing lost) or
+            ``"continue"`` (the turn goes on unpaged, with a warning).
+    """
+
+    def __init__(self, config: PagingConfig, *, on_store_error: OnStoreError = "raise") -> None:
+        if on_store_error not in ("raise", "continue"):
+            raise ValueError("`on_store_error` must be 'raise' or 'continue'.")
+        self.config = config
+        self.on_store_error = on_store_error
+        self.components = Components.resolve(config)
+        digester = getattr(self.components.tiers, "digester", None)
+        self.hooks: list[PagingHooks] = [self.components.policy, *config.hooks,
+                                         *([digester] if isinstance(digester, PagingHooks) else [])]
+        self._locks = _Locks()
+        warm_up(config.encoding or encoding_for_model(config.model))
+        self._page_sizes: list[int] = []
+        self._warned_page_size = False
+
+    def step(self, view: Sequence[BaseMessage], state: Any, io: ThreadIO, options: StepOptions) -> PagingResult:
+        """Page `view` on `state`'s branch; new records are stored before the result returns."""
+        try:
+            with self._locks.hold(io.thread_id):
+                result = run(self._decide_and_commit(view, state, options), io)
+            run(self._after(io.thread_id, result, options), io)
+        except StorageError as error:
+            return self._unpaged(error, view, state)
+        return result
+
+    async def astep(self, view: Sequence[BaseMessage], state: Any, io: ThreadIO,
+                    options: StepOptions) -> PagingResult:
+        """Async `step`."""
+        try:
+            async with self._locks.ahold(io.thread_id):
+                result = await arun(self._decide_and_commit(view, state, options), io)
+            await arun(self._after(io.thread_id, result, options), io)
+        except StorageError as error:
+            return self._unpaged(error, view, state)
+        return result
+
+    # -- the flows -----------------------------------------------------------------------
+    @staticmethod
+    def _decide_and_commit(view: Sequence[BaseMessage], state: Any, options: StepOptions) -> ThreadFlow[PagingResult]:
+        result = yield from paging_step(view, state, options)
+        touched, result.state.touched = result.state.touched, []
+        yield from ask(Commit(result.pages, result.nodes, result.state, touched))
+        return result
+
+    def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> ThreadFlow[None]:
+        if result.pages:
+            try:
+                yield from ask(IndexPages(result.pages))
+            except SearchIndexError as error:
+                self._index_failed(error, thread_id)
+            self._watch_page_sizes(result)
+        self._report(thread_id, result, options)
+        if result.changed or result.over_budget:  # a quiet call has nothing to report: no callback set-up
+            yield from ask(Trace(_trace_data(thread_id, result)))
+        events = _events(thread_id, result)
+        if events:
+            yield from ask(Notify(self.hooks, events))
+
+    # -- failures and warnings ---------------------------------------------------------------
+    def _unpaged(self, error: StorageError, view: Sequence[BaseMessage], state: Any) -> PagingResult:
+        if self.on_store_error == "raise":
+            raise error
+        warn(f"langmem-paging: {error}; this turn is not paged. Nothing was lost; the next turn pages again.")
+        return PagingResult(view=list(view), state=PagingState.from_value(state))
+
+    def _index_failed(self, error: SearchIndexError, thread_id: str) -> None:
+        """The index failing is a store failure, except that with ``"continue"`` the turn keeps its
+        paged result: the pages are stored already, and the next step or search of the thread finds the gap
+        (`SearchIndex.indexed_through`) and indexes them."""
+        if self.on_store_error == "raise":
+            raise error
+        warn(f"langmem-paging: {error}; the new pages of thread {thread_id!r} are stored but not searchable "
+             "until the next step or search of the thread indexes them.")
+
+    def _report(self, thread_id: str, result: PagingResult, options: StepOptions) -> None:
+        if result.changed:
+            logger.info(
+                "thread %s: %d -> %d tokens (budget %d); formed %s, evicted %s, folded %s",
+                thread_id, result.tokens_before, result.tokens, result.state.budget,
+                result.formed or "-", result.evicted or "-", result.folded or "-",
+            )
+        if result.first_over_budget:
+            overhead = options.overhead
+            beside = (f"max_tokens={options.max_tokens} minus {overhead} for the system prompt and tool "
+                      "schemas, " if overhead else "")
+            warn(
+                f"langmem-paging: thread {thread_id!r} needs {result.tokens} tokens for its messages but their "
+                f"budget is {options.budget} ({beside}sent with every call): what nothing may evict (pinned "
+                f"messages, the newest user message, the latest tool group, bookmarks) takes "
+                f"{result.protected_tokens}. Raise `max_tokens`, shorten the protected messages"
+                + (", trim the tools or the system prompt" if overhead > options.budget else "")
+                + ", or lower `bookmark_share`."
+            )
+
+    def _watch_page_sizes(self, result: PagingResult) -> None:
+        """Warn once when pages are usually larger than what one recall returns."""
+        self._page_sizes = [*self._page_sizes, *(p.token_count for p in result.pages if p.kind == "page")][-50:]
+        if self._warned_page_size or len(self._page_sizes) < 3 or "boundary" not in self.config.model_fields_set:
+            return  # (the default boundary is for budgets of a few thousand tokens: no warning for it)
+        cap = self.config.recall_cap_for(result.state.budget)
+        median = sorted(self._page_sizes)[len(self._page_sizes) // 2]
+        if median > cap:
+            self._warned_page_size = True
+            warn(
+                f"langmem-paging: pages ({self.components.boundary.name}) are usually larger than one recall "
+                f"returns (median {median} tokens, recall cap {cap}): a recalled page comes back in parts. Use "
+                "smaller pages (e.g. fixed_10 or tokens_N) or raise `recall_max_tokens`."
+            )
+
+
+_LIBRARY_PARTS = ("/langgraph/", "/langchain_core/", "/langchain/", "/langsmith/", "/pydantic/", "/asyncio/",
+                  "/concurrent/", "/threading.py", "/contextlib.py", "/runpy.py")
+"""Frames `warn` looks past: the graph machinery between the user's call and the library."""
+
+
+def warn(message: str) -> None:
+    """One `RuntimeWarning` (no log line beside it), attributed to the first frame outside this
+    library, LangChain, LangGraph, LangSmith and asyncio: the user's code that ran the graph (the
+    line Python's warning filters and "once" registry key on)."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 2  # stacklevel 2: warn's caller
+    while frame is not None and _is_library(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, RuntimeWarning, stacklevel=level if frame is not None else 2)
+
+
+def _is_library(filename: str) -> bool:
+    return filename.startswith((_PACKAGE, "<frozen")) or any(part in filename for part in _LIBRARY_PARTS)
+
+
+_PACKAGE = str(Path(__file__).parents[1])  # the langmem_paging package
+
+
+def _trace_data(thread_id: str, result: PagingResult) -> dict[str, Any]:
+    return {"thread_id": thread_id, "tokens_before": result.tokens_before, "tokens": result.tokens,
+            "budget": result.state.budget, "formed": result.formed, "evicted": result.evicted,
+            "folded": result.folded, "over_budget": result.over_budget}
+
+
+def _events(thread_id: str, result: PagingResult) -> list[tuple[HookName, PageEvent]]:
+    turn = result.state.turn
+    events: list[tuple[HookName, PageEvent]] = []
+    if result.formed:
+        formed = [p for p in result.pages if p.id in result.formed]
+        events.append(("formed", PageEvent(thread_id, list(result.formed), turn, formed)))
+    if result.evicted:
+        events.append(("evicted", PageEvent(thread_id, list(result.evicted), turn)))
+    return events

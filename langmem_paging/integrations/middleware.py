@@ -1,0 +1,332 @@
+"""`PagingMiddleware` for `langchain.agents.create_agent`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from types import FrameType
+from typing import Annotated, Any, NotRequired, Unpack, cast
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.runnables.config import var_child_runnable_config
+from langchain_core.tools import BaseTool
+from langgraph.store.base import BaseStore
+from langgraph.types import Command
+
+from langmem_paging.config import Budget, PagingConfig, PagingOptions
+from langmem_paging.core.blocks import for_model
+from langmem_paging.core.messages import recall_copy_pages
+from langmem_paging.core.state import paging_reducer
+from langmem_paging.core.tokens import TokenCounter, foreign_model_warning
+from langmem_paging.index.base import SearchIndex
+from langmem_paging.integrations.calibration import (
+    CALIBRATION_KEY,
+    SHRINK,
+    Calibration,
+    is_context_overflow,
+    provider_input_tokens,
+)
+from langmem_paging.integrations.engine import OnStoreError, warn
+from langmem_paging.integrations.graph_state import prepare_view, state_update
+from langmem_paging.integrations.graph_step import GraphCall, GraphStep, paging_value, thread_id_of
+from langmem_paging.step import PagingResult
+from langmem_paging.storage.page_store import PageStore
+
+__all__ = ["PagingAgentState", "PagingMiddleware", "prepare_view", "state_update", "thread_id_of"]
+
+
+class PagingAgentState(AgentState):
+    """`create_agent`'s state plus the paging state (added by the middleware itself)."""
+
+    paging: NotRequired[Annotated[dict[str, Any], paging_reducer]]
+    paging_calibration: NotRequired[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What one model call pages: read from the request, never kept on the middleware."""
+
+    graph: GraphCall
+    """What the step reads from the graph state (the view, the branch's paging value, the thread)."""
+    overhead: int
+    """Tokens of the system prompt and tool schemas."""
+    store: BaseStore | None
+    """The graph's store."""
+    calibration: Calibration
+    """The thread's corrections to the budget."""
+    max_tokens: int
+    """This call's budget (the configured one, corrected by `calibration`)."""
+    configured: int
+    """`max_tokens` as configured (resolved for this call's model)."""
+
+    def shrunk(self) -> _Call:
+        """The call again after the provider refused its prompt as too long: 80% of the budget."""
+        return replace(self, calibration=self.calibration.shrunk(), max_tokens=max(1, int(self.max_tokens * SHRINK)))
+
+
+class PagingMiddleware(AgentMiddleware):
+    """Cooperative memory paging for `create_agent`: bookmarks in place, `recall` to bring pages back.
+
+    Before each model call, when what the model would receive (system prompt, tool schemas,
+    messages) exceeds `max_tokens`, old messages are cut into pages, the policy evicts pages
+    into the page store, and each evicted page is replaced at its place by a bookmark
+    ``[pN:kw1,kw2,...]``; old bookmarks fold into cluster bookmarks. The middleware registers
+    a `recall` tool (named by ``tool_name``) and keeps its state in the graph (the ``paging``
+    key), so forks and time travel just work.
+
+    When the provider still refuses a prompt as too long (LangChain's `ContextOverflowError`,
+    OpenAI's ``context_length_exceeded``, Anthropic's "prompt is too long"), the call is paged to
+    80% of its budget and retried once; the thread keeps the smaller budget (a second refusal is
+    raised as the provider's error).
+
+    Args:
+        config: A `PagingConfig`; or pass its options as keywords (``max_tokens=...``).
+        store: Where pages go; default the graph's store of each call (``create_agent(store=...)``),
+            so one middleware serves any number of agents, each with its own store.
+        ttl: Minutes after which the store may expire a thread's pages (stores with TTL support).
+        index: Passage search for ``recall(query=...)`` (default: FTS5 in a SqliteStore's file, else
+            in-process BM25).
+        on_store_error: ``"raise"`` (default: the turn fails, the next one recovers) or
+            ``"continue"`` (the turn goes on unpaged, with a warning).
+        **options: `PagingConfig` options: `max_tokens` (required), `boundary`, `policy`, `mode`,
+            `tool_name`, `token_counter`, `calibrate`, ...
+
+    Raises:
+        ValueError, TypeError: For a bad option, naming it; when the agent is built with a tool of
+            paging's tool name (rename paging's with ``tool_name=``).
+        ValueError: At a call, when the run has no thread id, or when the graph's state lost the
+            ``paging`` key after paging (a state schema without it): the error names the schema to use.
+
+    Example:
+        >>> from langchain.agents import create_agent
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from langmem_paging.testing import ScriptedChatModel
+        >>> store = InMemoryStore()
+        >>> paging = PagingMiddleware(max_tokens=300, boundary="fixed_2", store=store)
+        >>> model = ScriptedChatModel(responses=["Noted."] * 8)
+        >>> agent = create_agent(model, middleware=[paging], checkpointer=InMemorySaver(), store=store)
+        >>> config = {"configurable": {"thread_id": "t1"}}
+        >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
+        ...     state = agent.invoke({"messages": [f"I will fly to {city} on Friday."]}, config)
+        >>> [m.content for m in state["messages"]]  # 300 tokens: the recall tool's schema takes 240
+        ['[p1:Lisbon,fly,Friday,Noted]', '[p2:Kyoto,fly,Friday,Noted]', '[p3:Quito,fly,Friday,Noted]', 'I will fly to Oslo on Friday.', 'Noted.']
+        >>> [m.content for m in paging.page_store.get("t1", "p1").messages]
+        ['I will fly to Lisbon on Friday.', 'Noted.']
+    """
+
+    state_schema = PagingAgentState
+
+    def __init__(
+        self,
+        config: PagingConfig | None = None,
+        *,
+        max_tokens: Budget | None = None,
+        store: BaseStore | None = None,
+        ttl: float | None = None,
+        index: SearchIndex | None = None,
+        on_store_error: OnStoreError = "raise",
+        **options: Unpack[PagingOptions],
+    ) -> None:
+        super().__init__()
+        self.paging = GraphStep(config, max_tokens=max_tokens, store=store, ttl=ttl, index=index,
+                                on_store_error=on_store_error, options=options)
+        self.config = self.paging.config
+        self.pager = self.paging.pager
+        self.recall_tool = self.paging.recall_tool
+
+    @property
+    def tools(self) -> list[BaseTool]:  # type: ignore[override]
+        """Paging's recall tool. `create_agent` reads this while it builds the agent: a tool of the
+        agent's own with the same name would silently replace it, so that is refused here."""
+        refuse_tool_clash(self.recall_tool, _tools_of_agent_being_built())
+        return [self.recall_tool]
+
+    @property
+    def page_store(self) -> PageStore:
+        """The page store given as ``store=``; without one, the store of the graph the middleware
+        pages in (an error before its first call, or when it served graphs with different stores:
+        then read pages with ``PageStore(graph_store)``)."""
+        return self.paging.page_store("PagingMiddleware")
+
+    def _prepare(self, request: ModelRequest, counter: TokenCounter) -> _Call:
+        refuse_tool_clash(self.recall_tool, request.tools or [])
+        store = _store_of(request)
+        if self.config.token_counter is None and self.config.encoding is None:
+            message = foreign_model_warning(self.config.model or request.model, counter.encoding.name)
+            if message:
+                warn(message)
+        custom = self.config.token_counter
+        system = request.system_message
+        overhead = 0 if system is None else (counter.count_message(system) if custom is None else custom([system]))
+        overhead += counter.count_tools(request.tools or [])
+        state = request.state if isinstance(request.state, dict) else {}
+        calibration = Calibration.from_value(state.get(CALIBRATION_KEY))
+        graph = self.paging.prepare(request.messages, paging_value(state), thread_id_of(request.runtime))
+        configured = self.pager.max_tokens_for(request.model)
+        return _Call(graph, overhead, store, calibration, calibration.budget(configured), configured)
+
+    def _respond(self, request: ModelRequest, response: ModelResponse, result: PagingResult,
+                 call: _Call) -> ModelResponse | ExtendedModelResponse:
+        update = call.graph.update(result)
+        calibration = call.calibration
+        provider = provider_input_tokens(response.result[-1]) if self.config.calibrate and response.result else None
+        if provider is not None:
+            calibration = calibration.observed(estimate=result.tokens + call.overhead, provider=provider)
+        if calibration != Calibration.from_value(
+                request.state.get(CALIBRATION_KEY) if isinstance(request.state, dict) else None):
+            update[CALIBRATION_KEY] = calibration.to_value()
+        if not update:
+            return response
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse | ExtendedModelResponse:
+        call = self._prepare(request, self.pager.counter_for(request.model))
+        result = self.paging.step(call.graph, store=call.store, overhead=call.overhead, model=request.model,
+                                  max_tokens=call.max_tokens)
+        try:
+            with traced(result, call):
+                response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
+        except Exception as error:
+            if not is_context_overflow(error):
+                raise
+            call = call.shrunk()  # once: a second refusal is the provider's error, raised as is
+            result = self.paging.step(call.graph, store=call.store, overhead=call.overhead, model=request.model,
+                                      max_tokens=call.max_tokens)
+            with traced(result, call, retried=True):
+                response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
+        return self._respond(request, response, result, call)
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse | ExtendedModelResponse:
+        call = self._prepare(request, await self.pager.acounter_for(request.model))
+        result = await self.paging.astep(call.graph, store=call.store, overhead=call.overhead,
+                                         model=request.model, max_tokens=call.max_tokens)
+        try:
+            with traced(result, call):
+                response = await handler(request.override(messages=_as_any_messages(result.view, request.model)))
+        except Exception as error:
+            if not is_context_overflow(error):
+                raise
+            call = call.shrunk()
+            result = await self.paging.astep(call.graph, store=call.store, overhead=call.overhead,
+                                             model=request.model, max_tokens=call.max_tokens)
+            with traced(result, call, retried=True):
+                response = await handler(request.override(messages=_as_any_messages(result.view, request.model)))
+        return self._respond(request, response, result, call)
+
+
+def refuse_tool_clash(paging_tool: BaseTool, tools: Sequence[Any]) -> None:
+    """Refuse an agent tool named like paging's recall tool: LangChain keeps one tool per name, so
+    one of the two would silently never be called.
+
+    Raises:
+        ValueError: Naming both tools and the option that renames paging's.
+    """
+    for tool in tools:
+        name = tool.get("name") if isinstance(tool, dict) else getattr(tool, "name", None)
+        if name is None and callable(tool):
+            name = getattr(tool, "__name__", None)
+        if name == paging_tool.name and tool is not paging_tool:
+            raise ValueError(
+                f"Two tools are named {name!r}: the agent's tool {_describe(tool)} and PagingMiddleware's recall "
+                "tool; LangChain keeps one per name, so the other would never be called. Rename paging's with "
+                "PagingMiddleware(tool_name='memory_recall', ...), or rename yours."
+            )
+
+
+def _describe(tool: Any) -> str:
+    """Where a tool comes from: the function behind it, else its class."""
+    if isinstance(tool, dict):
+        return "a provider tool"
+    func = getattr(tool, "func", None) or getattr(tool, "coroutine", None) or tool
+    name = getattr(func, "__qualname__", None) or type(tool).__qualname__
+    return f"{getattr(func, '__module__', None) or type(tool).__module__}.{name}"
+
+
+def _tools_of_agent_being_built() -> Sequence[Any]:
+    """The ``tools=`` of the `create_agent` call reading `PagingMiddleware.tools`, if that is who reads.
+
+    create_agent offers middleware no hook at build time, and it puts middleware tools before the
+    agent's in a dict keyed by name (the agent's own silently win). Its ``tools`` argument is on the
+    caller's frame: reading it lets the clash fail where the agent is built, not at its first call
+    (`_prepare` checks again there, for agents built another way)."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(4):  # create_agent -> (its comprehension, 3.11) -> getattr -> this property
+        if frame is None:
+            return ()
+        if frame.f_code is _CREATE_AGENT_CODE:
+            tools = frame.f_locals.get("tools")
+            middleware = frame.f_locals.get("middleware")
+            found = list(tools) if isinstance(tools, (list, tuple)) else []
+            for other in middleware if isinstance(middleware, (list, tuple)) else ():
+                # another PagingMiddleware's tools property would read this one's: take its tool directly
+                found += [other.recall_tool] if isinstance(other, PagingMiddleware) else getattr(other, "tools", [])
+            return found
+        frame = frame.f_back
+    return ()
+
+
+def _create_agent_code() -> Any:
+    import inspect
+
+    from langchain.agents import factory
+
+    return getattr(inspect.unwrap(factory.create_agent), "__code__", None)
+
+
+_CREATE_AGENT_CODE = _create_agent_code()
+
+
+def run_metadata(result: PagingResult, call: _Call, *, retried: bool = False) -> dict[str, Any]:
+    """What paging did on a model call, as run metadata (flat keys: LangSmith filters on them).
+    Tokens count messages; the system prompt and tool schemas (`paging_overhead`) come on top.
+    `paging_max_tokens` is this call's budget (the configured one corrected by calibration and
+    context-length errors: `paging_calibration`, `paging_budget_scale`)."""
+    return {
+        "paging_tokens_before": result.tokens_before, "paging_tokens": result.tokens,
+        "paging_max_tokens": call.max_tokens, "paging_overhead": call.overhead,
+        "paging_message_budget": result.state.budget, "paging_protected_tokens": result.protected_tokens,
+        "paging_formed": len(result.formed), "paging_evicted": len(result.evicted),
+        "paging_folded": len(result.folded), "paging_over_budget": result.over_budget,
+        "paging_recall_results": sum(1 for m in result.view if recall_copy_pages(m)),
+        "paging_calibration": call.calibration.ratio, "paging_budget_scale": call.calibration.scale,
+        "paging_overflow_retry": retried,
+    }
+
+
+@contextmanager
+def traced(result: PagingResult, call: _Call, *, retried: bool = False) -> Iterator[None]:
+    """Run the model call under a config carrying `run_metadata` and the ``langmem-paging`` tag:
+    the model's run (what LangSmith and any LangChain tracer record) shows what paging did."""
+    config = var_child_runnable_config.get() or {}
+    tags = ["langmem-paging", *(["paging:evicted"] if result.evicted else []),
+            *(["paging:over-budget"] if result.over_budget else []),
+            *(["paging:overflow-retry"] if retried else [])]
+    token = var_child_runnable_config.set({
+        **config,
+        "metadata": {**(config.get("metadata") or {}), **run_metadata(result, call, retried=retried)},
+        "tags": [*(config.get("tags") or []), *tags],
+    })
+    try:
+        yield
+    finally:
+        var_child_runnable_config.reset(token)
+
+
+def _as_any_messages(view: list[BaseMessage], model: Any) -> list[AnyMessage]:
+    """The view as the request's message type (every message the step makes is a concrete one), with
+    placeholders for the images and files the model's profile says it cannot read."""
+    return cast(list[AnyMessage], for_model(view, model))
+
+
+def _store_of(request: ModelRequest) -> BaseStore | None:
+    """The store of the graph running this call."""
+    return getattr(request.runtime, "store", None)

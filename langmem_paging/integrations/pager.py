@@ -1,0 +1,244 @@
+"""Pager: paging steps and recalls for one configuration, with the resources of each call.
+
+What the middleware, the node and the recall tool hold. It keeps the configuration and the
+strategy objects (policy, bookmarker, hooks: they keep their own bookkeeping), and nothing a
+call brings: the store comes with each call (the graph's store, unless one was given), the
+encoding from the model of each call (and, for a recall, from the branch's state), and the
+search index is found for that store. One pager serves any number of graphs and stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.store.base import BaseStore
+
+from langmem_paging.config import PagingConfig, resolve_max_tokens
+from langmem_paging.core.effects import arun, run
+from langmem_paging.core.state import PagingState
+from langmem_paging.core.tokens import TokenCounter, encoding_for_model, loaded_counter, shared_counter
+from langmem_paging.index.base import InMemoryBM25Index, SearchIndex
+from langmem_paging.index.sqlite import SqliteSearchIndex
+from langmem_paging.integrations.engine import OnStoreError, StepEngine
+from langmem_paging.recall.plan import RecallPlan, plan_recall
+from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, Served, resident_turns
+from langmem_paging.step import PagingResult, StepOptions, step_options
+from langmem_paging.storage.page_store import PageStore
+from langmem_paging.storage.thread_io import ThreadIO
+
+__all__ = ["Pager", "RecallAnswer", "RecallPlan", "default_index", "plan_recall", "store_indexes"]
+
+
+class Pager:
+    """Runs paging steps and recalls for one configuration.
+
+    Args:
+        config: The paging options.
+        page_store: The page store to use whatever store a call brings (None: the graph's store of
+            each call).
+        index: Passage search (None: the default index of each call's store, `default_index`).
+        on_store_error: ``"raise"`` (the turn fails; the next turn recovers, nothing lost) or
+            ``"continue"`` (the turn goes on unpaged, with a warning).
+        ttl: Minutes after which the store may expire records (for stores that come with calls).
+        retries: Store call retries (for stores that come with calls).
+    """
+
+    def __init__(
+        self,
+        config: PagingConfig,
+        page_store: PageStore | None = None,
+        *,
+        index: SearchIndex | None = None,
+        on_store_error: OnStoreError = "raise",
+        ttl: float | None = None,
+        retries: int = 2,
+    ) -> None:
+        self.config = config
+        self.engine = StepEngine(config, on_store_error=on_store_error)
+        self.recalls = RecallService(config, bookmarker=self.engine.components.bookmarker, hooks=self.engine.hooks)
+        self.page_store = page_store
+        self.index = index
+        self.ttl, self.retries = ttl, retries
+        self._fallback: PageStore | None = None
+        self._fallback_lock = threading.Lock()
+
+    # -- the resources of a call ----------------------------------------------------------
+    def page_store_for(self, store: BaseStore | None) -> PageStore:
+        """The page store of a call: the one given to the pager, else over the call's store, else an
+        in-memory one of this pager's own (with a warning: pages are lost with the process)."""
+        if self.page_store is not None:
+            return self.page_store
+        if store is not None:
+            return PageStore(store, ttl=self.ttl, retries=self.retries)
+        with self._fallback_lock:
+            if self._fallback is None:
+                from langgraph.store.memory import InMemoryStore
+
+                warnings.warn(
+                    "langmem-paging: no store given to the middleware or the graph; evicted pages live only in "
+                    "this process's memory and are lost when it exits. Pass store=SqliteStore(...) (or any "
+                    "LangGraph store) to keep them.",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+                self._fallback = PageStore(InMemoryStore(), retries=self.retries)
+        return self._fallback
+
+    def has_fallback_store(self) -> bool:
+        """Whether a call without any store made this pager's in-memory page store."""
+        return self._fallback is not None
+
+    def index_for(self, page_store: PageStore) -> SearchIndex:
+        """The search index of a call: the one given to the pager, else the store's default."""
+        return self.index if self.index is not None else default_index(page_store.store, self.config.search_embedder)
+
+    def encoding_for(self, model: Any = None, state: Any = None) -> str:
+        """The tiktoken encoding of a call: `encoding`, else `model` from the config, else the model
+        called, else the one the branch's last step used (a recall is not told the model)."""
+        if self.config.encoding:
+            return self.config.encoding
+        chosen = self.config.model or model
+        if chosen is None and state is not None:
+            recorded = PagingState.from_value(state).encoding
+            if recorded:
+                return recorded
+        return encoding_for_model(chosen)
+
+    def counter_for(self, model: Any = None, state: Any = None) -> TokenCounter:
+        """The tokenizer of a call (see `encoding_for`)."""
+        return shared_counter(self.encoding_for(model, state))
+
+    async def acounter_for(self, model: Any = None, state: Any = None) -> TokenCounter:
+        """`counter_for`, loading an encoding not loaded yet in a worker thread (loading reads files)."""
+        name = self.encoding_for(model, state)
+        loaded = loaded_counter(name)
+        return loaded if loaded is not None else await asyncio.to_thread(shared_counter, name)
+
+    def max_tokens_for(self, model: Any = None) -> int:
+        """`max_tokens` as an int (a fraction of the model's window is resolved here)."""
+        return resolve_max_tokens(self.config.max_tokens, self.config.model if model is None else model)
+
+    def options(self, *, max_tokens: int, overhead: int, counter: TokenCounter) -> StepOptions:
+        """The step's options for a budget of `max_tokens` of which `overhead` is taken."""
+        return step_options(self.config, self.engine.components, max_tokens=max_tokens, overhead=overhead,
+                            counter=counter)
+
+    def _io(self, thread_id: str, store: BaseStore | None) -> ThreadIO:
+        page_store = self.page_store_for(store)
+        return ThreadIO(page_store, self.index_for(page_store), thread_id)
+
+    # -- paging -------------------------------------------------------------------------------
+    def step(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *, store: BaseStore | None = None,
+             overhead: int = 0, model: Any = None, max_tokens: int | None = None) -> PagingResult:
+        """Page `view` on `state`'s branch; new records are stored before the result returns.
+        `max_tokens`: this call's budget, when the caller corrected the configured one."""
+        counter = self.counter_for(model)
+        options = self.options(max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead,
+                               counter=counter)
+        result = self.engine.step(view, state, self._io(thread_id, store), options)
+        _forget_evicted(counter, result)
+        return result
+
+    async def astep(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *,
+                    store: BaseStore | None = None, overhead: int = 0, model: Any = None,
+                    max_tokens: int | None = None) -> PagingResult:
+        """Async `step`."""
+        counter = await self.acounter_for(model)
+        options = self.options(max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead,
+                               counter=counter)
+        result = await self.engine.astep(view, state, self._io(thread_id, store), options)
+        _forget_evicted(counter, result)
+        return result
+
+    # -- recall -----------------------------------------------------------------------------
+    def recall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
+               query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
+               history: Sequence[BaseMessage] = (), served: Mapping[str, Served] | None = None,
+               context: Sequence[BaseMessage] = ()) -> RecallAnswer:
+        """Text of the asked pages, clusters and search passages visible on `state`'s branch.
+
+        `share`: how many tool calls the model made at once (each gets that share of the room);
+        `call_tokens`: tokens of the message that made the call (the next step protects it);
+        `history`: the state's messages (view mode: a paged message edited since is recalled as edited);
+        `served`: ids another recall call of the same message serves, with its room (served once);
+        `context`: the messages the model sees (a search ranks its turns beside the paged ones and
+        keeps those that rank: `RecallAnswer.kept`)."""
+        counter = self.counter_for(state=state)
+        request = self._request(page_ids, query, part, share, call_tokens, history, served, context, counter)
+        flow = self.recalls.flow(thread_id, state, request, counter)
+        return run(flow, self._io(thread_id, store))
+
+    async def arecall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
+                      query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
+                      history: Sequence[BaseMessage] = (), served: Mapping[str, Served] | None = None,
+                      context: Sequence[BaseMessage] = ()) -> RecallAnswer:
+        """Async `recall`."""
+        counter = await self.acounter_for(state=state)
+        request = self._request(page_ids, query, part, share, call_tokens, history, served, context, counter)
+        flow = self.recalls.flow(thread_id, state, request, counter)
+        return await arun(flow, self._io(thread_id, store))
+
+    def _request(self, page_ids: Any, query: Any, part: Any, share: int, call_tokens: int,
+                 history: Sequence[BaseMessage], served: Mapping[str, Served] | None,
+                 context: Sequence[BaseMessage], counter: TokenCounter) -> RecallRequest:
+        edits = {m.id: m for m in history if m.id} if self.config.mode == "view" else {}
+        resident = resident_turns(context, counter) if query is not None and context else []
+        return RecallRequest(page_ids, query, part, share, call_tokens, edits, resident, dict(served or {}))
+
+    def room_for(self, branch: PagingState | dict[str, Any] | None, share: int = 1, call_tokens: int = 0) -> int:
+        """Tokens a recall result may take on this branch (see `RecallService.room_for`)."""
+        branch = branch if isinstance(branch, PagingState) else PagingState.from_value(branch)
+        return self.recalls.room_for(branch, self.counter_for(state=branch), share=share, call_tokens=call_tokens)
+
+
+def _forget_evicted(counter: TokenCounter, result: PagingResult) -> None:
+    """Keep token counts of what is resident only: a bookmark took the first message's id."""
+    counter.forget(k for ids in result.evicted_ids.values() for k in ids[1:])
+
+
+_DEFAULT_INDEXES: weakref.WeakKeyDictionary[BaseStore, dict[Any, SearchIndex]] = weakref.WeakKeyDictionary()
+_DEFAULT_INDEXES_LOCK = threading.Lock()
+
+
+def default_index(store: BaseStore, embedder: Any = None) -> SearchIndex:
+    """The process's search index for a store (one per store and embedder): for a file-backed
+    SQLite store, an FTS5 index in the store's own file (`SqliteSearchIndex`: nothing to rebuild
+    after a restart); else an in-process BM25 index, rebuilt from the store on a process's first
+    search of a thread; hybrid (in-process) when an embedder is configured. Keyed by the store, so
+    pagers over different stores never share one (the same thread id in two stores is two threads).
+    A store that wraps another (``__wrapped__``, as the command line's TTL-preserving view does) gets
+    the index of the store it wraps: the same rows the agent writes."""
+    while isinstance(getattr(store, "__wrapped__", None), BaseStore):
+        store = store.__wrapped__  # type: ignore[attr-defined]
+    key = embedder if isinstance(embedder, str) or embedder is None else id(embedder)
+    with _DEFAULT_INDEXES_LOCK:
+        per_store = _DEFAULT_INDEXES.setdefault(store, {})
+        index = per_store.get(key)
+        if index is None:
+            index = per_store[key] = _new_index(store, embedder)
+    return index
+
+
+def store_indexes(store: BaseStore) -> list[SearchIndex]:
+    """Every index this process made for `store` (one per embedder; at least the default one): where
+    a forgotten or deleted thread's rows must leave."""
+    default = default_index(store)
+    while isinstance(getattr(store, "__wrapped__", None), BaseStore):
+        store = store.__wrapped__  # type: ignore[attr-defined]
+    with _DEFAULT_INDEXES_LOCK:
+        others = [i for i in _DEFAULT_INDEXES.get(store, {}).values() if i is not default]
+    return [default, *others]
+
+
+def _new_index(store: BaseStore, embedder: Any) -> SearchIndex:
+    if embedder is None:
+        return SqliteSearchIndex.for_store(store) or InMemoryBM25Index()
+    from langmem_paging.strategies.embeddings import get_embedder
+
+    return InMemoryBM25Index(embedder=get_embedder(embedder))

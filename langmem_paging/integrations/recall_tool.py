@@ -1,0 +1,173 @@
+"""The `recall` tool the model calls to bring evicted pages back.
+
+It reads only the calling thread's pages visible on the running branch (the paging
+state in the graph's checkpoint decides), and answers with a `Command`: the tool
+message, plus a small update counting one access per page returned. Parallel recalls
+in one model turn each add their counts (`paging_reducer`), so none is lost.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.prebuilt.tool_node import ToolRuntime
+from langgraph.types import Command
+
+from langmem_paging.core.messages import METADATA_KEY
+from langmem_paging.core.state import STATE_KEY, PagingState, recall_delta
+from langmem_paging.core.tracing import arecall_run, recall_run
+from langmem_paging.integrations.graph_step import MISSING_STATE, GraphCall, find_thread_id, paging_value
+from langmem_paging.integrations.pager import Pager
+from langmem_paging.recall.plan import plan_recall
+from langmem_paging.recall.service import RecallAnswer, Served
+
+__all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
+
+RECALL_DESCRIPTION = (
+    "Bring back the exact text of earlier parts of this conversation, which were paged out. "
+    "A bookmark [p3:Caroline,adoption] stands for page p3 (keywords after the colon); "
+    "[c2:...|p1-p9] for a cluster of pages. page_ids=['p3'] returns pages whole (a long one "
+    "in parts: part=2, ...); page_ids=['c2'] lists a cluster's pages so you can pick. "
+    "query='words' searches everything paged out: use it when no bookmark clearly fits."
+)
+
+SCHEMA_HELP = MISSING_STATE
+"""The error for a graph state without the ``paging`` key (one text: `graph_step.MISSING_STATE`)."""
+
+_NO_THREAD = "recall is unavailable: this run has no thread_id, so there is no paged-out history."
+
+
+def _thread_id(runtime: ToolRuntime) -> str | None:
+    return find_thread_id(runtime.config or {})
+
+
+def _paging_state(runtime: ToolRuntime) -> Any:
+    return paging_value(runtime.state if isinstance(runtime.state, dict) else {})
+
+
+def _call(runtime: ToolRuntime) -> Any:
+    """The model's message that made this call (its tool calls' results arrive together)."""
+    messages = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
+    for message in reversed(messages):
+        if getattr(message, "tool_calls", None):
+            return message
+    return None
+
+
+def _shares(message: Any, call_id: str | None, name: str) -> tuple[int, int, dict[str, str]]:
+    """How the room is shared among the calls of one message: ``(this call's shares, all
+    shares, the ids other recall calls serve by call id)``. A share is a distinct page or
+    cluster (served by the first recall call asking for it), a search, or a call of another
+    tool; a repeated id costs nothing, so six calls for p1, p2, p1, p2, p1, p2 split the room
+    in two, not six."""
+    owners: dict[str, str] = {}
+    shares: dict[str, int] = {}
+    for k, call in enumerate(getattr(message, "tool_calls", None) or []):
+        cid = str(call.get("id") or f"#{k}")
+        if call.get("name") != name:
+            shares[cid] = 1
+            continue
+        args = call.get("args") or {}
+        plan = plan_recall(args.get("page_ids"), args.get("query"))
+        new = [ident for ident in [*plan.page_ids, *plan.cluster_ids] if ident not in owners]
+        owners.update(dict.fromkeys(new, cid))
+        shares[cid] = len(new) + (plan.query is not None)
+    mine = str(call_id) if call_id is not None else None
+    others = {ident: owner for ident, owner in owners.items() if owner != mine}
+    return shares.get(mine or "", 1 if message is None else 0), max(1, sum(shares.values())), others
+
+
+def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any, query: Any) -> dict[str, Any]:
+    """How the result is sized and where it reads: its part of the room (shared among the distinct
+    pages the message's calls ask for), the calling message's tokens, the ids a sibling recall
+    serves (pointed to only when that sibling's part holds them), and the store of this call
+    (the graph's, unless the pager has its own)."""
+    message = _call(runtime)
+    call_tokens = pager.counter_for(state=state).count_message(message) if message is not None else 0
+    history = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
+    mine, total, others = _shares(message, runtime.tool_call_id, name)
+    branch = PagingState.from_value(state)
+    served = {}
+    for ident, owner in others.items():
+        owner_shares = max(1, _shares(message, owner, name)[0])
+        owner_room = pager.room_for(branch, share=_share_of(owner_shares, total), call_tokens=call_tokens)
+        served[ident] = Served(owner, owner_room // owner_shares)
+    return {"share": _share_of(mine, total), "call_tokens": call_tokens, "store": runtime.store,
+            "history": history, "served": served,
+            "context": _context(pager, history, state) if query is not None else []}
+
+
+def _share_of(mine: int, total: int) -> int:
+    """The divisor of the room for a call holding `mine` of `total` shares (rounded so the calls
+    never take more than the room together); a call with nothing of its own to show gets a
+    share's worth, for its notes."""
+    return -(-total // mine) if mine else total
+
+
+def _context(pager: Pager, history: list[BaseMessage], state: Any) -> list[BaseMessage]:
+    """What the model sees (a search ranks its turns): the state's messages (replace mode) or the view
+    rendered from them."""
+    if pager.config.mode == "view":
+        return GraphCall.prepare(history, state, "view").view
+    return history
+
+
+def _served_ids(answer: RecallAnswer) -> list[str]:
+    """The page ids a recall's result shows (its artifact's record)."""
+    return list((answer.artifact.get(METADATA_KEY) or {}).get("recalled") or [])
+
+
+def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command[Any]:
+    message_id = f"recall-{uuid.uuid4().hex}"
+    message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id or "", name=name, id=message_id,
+                          artifact=answer.artifact, status=answer.status)
+    update: dict[str, Any] = {"messages": [message]}
+    update[STATE_KEY] = recall_delta(answer.accessed, turn=answer.turn, results=[message_id, *answer.kept])
+    return Command(update=update)
+
+
+def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
+    """A tool (sync and async) reading only the calling thread's pages on the running branch.
+
+    Bad arguments and unknown ids come back as a tool message; the tool never raises for
+    what the model sends. A page store failure (after its retries) comes back as an error
+    tool message asking the model to try again, so the call always gets its result.
+    """
+
+    def recall(
+        page_ids: list[str] | str | None = None,
+        query: str | None = None,
+        part: int | None = None,
+        *,
+        runtime: ToolRuntime,
+    ) -> Command[Any] | str:
+        thread_id = _thread_id(runtime)
+        if thread_id is None:
+            return _NO_THREAD
+        state = _paging_state(runtime)
+        answer = pager.recall(thread_id, state, page_ids=page_ids, query=query, part=part,
+                              **_sizing(pager, runtime, name, state, query))
+        recall_run(query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status)
+        return _command(answer, runtime, name)
+
+    async def arecall(
+        page_ids: list[str] | str | None = None,
+        query: str | None = None,
+        part: int | None = None,
+        *,
+        runtime: ToolRuntime,
+    ) -> Command[Any] | str:
+        thread_id = _thread_id(runtime)
+        if thread_id is None:
+            return _NO_THREAD
+        state = _paging_state(runtime)
+        answer = await pager.arecall(thread_id, state, page_ids=page_ids, query=query, part=part,
+                                     **_sizing(pager, runtime, name, state, query))
+        await arecall_run(query=query, page_ids=page_ids, part=part, served=_served_ids(answer),
+                          status=answer.status)
+        return _command(answer, runtime, name)
+
+    return StructuredTool.from_function(func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION)

@@ -1,0 +1,91 @@
+"""Writing what a forget changed into the thread's checkpointed state (the next prompt's source).
+
+Forgetting is rare and the step is hot, so the state is corrected at forget time, not checked at
+every step: with the compiled graph, through ``graph.update_state`` (what an app does to edit a
+thread); with only a checkpointer (the command line, which has no graph), as one new checkpoint on
+top of the latest, with the changed channels' versions advanced, as ``update_state`` writes it. A
+step therefore pays nothing for forgetting: no store read, no marker to check.
+
+Sync and async differ only at the I/O calls (`_plan` and `_checkpoint` are shared).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from langmem_paging.storage.lifecycle import Forgotten, forget_in_state, merged_messages
+
+__all__ = ["awrite_forgotten", "write_forgotten"]
+
+
+def _config(thread_id: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    return config if config is not None else {"configurable": {"thread_id": thread_id}}
+
+
+def _saver_config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+def write_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, config: dict[str, Any] | None = None,
+                    checkpointer: Any = None) -> bool:
+    """Make the thread's latest state agree with `forgot`; True if a state was written."""
+    if graph is not None:
+        snapshot = graph.get_state(_config(thread_id, config))
+        update = forget_in_state(snapshot.values or {}, forgot)
+        if update:
+            graph.update_state(_config(thread_id, config), update)
+        return bool(update)
+    if checkpointer is not None:
+        latest = checkpointer.get_tuple(_saver_config(thread_id))
+        planned = _checkpoint(checkpointer, latest, forgot)
+        if planned is not None:
+            checkpointer.put(latest.config, *planned)
+        return planned is not None
+    return False
+
+
+async def awrite_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, config: dict[str, Any] | None = None,
+                           checkpointer: Any = None) -> bool:
+    """Async `write_forgotten`."""
+    if graph is not None:
+        snapshot = await graph.aget_state(_config(thread_id, config))
+        update = forget_in_state(snapshot.values or {}, forgot)
+        if update:
+            await graph.aupdate_state(_config(thread_id, config), update)
+        return bool(update)
+    if checkpointer is not None:
+        latest = await checkpointer.aget_tuple(_saver_config(thread_id))
+        planned = _checkpoint(checkpointer, latest, forgot)
+        if planned is not None:
+            await checkpointer.aput(latest.config, *planned)
+        return planned is not None
+    return False
+
+
+def _checkpoint(saver: Any, latest: Any, forgot: Forgotten) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    """The checkpoint, metadata and new channel versions that put the update on top of `latest`
+    (None: no checkpoint, or nothing to change)."""
+    from langgraph.checkpoint.base import copy_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    if latest is None:
+        return None
+    values = latest.checkpoint.get("channel_values", {})
+    update = forget_in_state(values, forgot)
+    if not update:
+        return None
+    step = (latest.metadata or {}).get("step", -1) + 1
+    checkpoint: Any = copy_checkpoint(latest.checkpoint)
+    versions: dict[str, Any] = {}
+    for channel, new in update.items():
+        checkpoint["channel_values"][channel] = merged_messages(values.get("messages") or [], new) \
+            if channel == "messages" else new
+        versions[channel] = saver.get_next_version(checkpoint["channel_versions"].get(channel), None)
+    checkpoint["channel_versions"].update(versions)
+    checkpoint["id"] = str(uuid6(clock_seq=step))
+    checkpoint["ts"] = datetime.now(UTC).isoformat()
+    if "updated_channels" in checkpoint:
+        checkpoint["updated_channels"] = sorted(versions)
+    metadata = {"source": "update", "step": step, "parents": {}}
+    return checkpoint, metadata, versions

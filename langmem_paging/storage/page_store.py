@@ -1,0 +1,603 @@
+"""PageStore: pages and the cluster forest of every thread, over any LangGraph `BaseStore`.
+
+Keys are namespaced per thread, built in one place (`thread_namespace`), so a thread
+can only ever read its own pages. Records are written once and never rewritten by
+another branch: a page or cluster number is handed out only if no record with
+different content holds it (`reserve`), and a per-thread high-water mark makes forks
+and time travel skip numbers other branches took. Every operation is written once, as a
+generator of store batches; the sync methods run it with `batch`, the async ones with
+`abatch` (nothing else differs). Failed calls are retried, then raise `PageStoreError`;
+every write is idempotent, so a retried or repeated step writes the same records again.
+
+Namespaces under ``("langmem_paging", <thread>)``:
+
+- ``pages``: `Page` records by page id (``p3``), written when the page forms;
+- ``clusters``: `ClusterNode` records by cluster id (``c2``), written when made;
+- ``parents``: for a page or cluster id, the clusters that joined it (union-find pointers);
+- ``stats``: access counts mirrored from the checkpoint for operators;
+- ``meta``: the high-water mark of page and cluster numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
+
+from langmem_paging.core.effects import adrive, drive
+from langmem_paging.core.errors import PageStoreError
+from langmem_paging.core.forest import walk_members, walk_root
+from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
+from langmem_paging.core.state import PagingState
+from langmem_paging.index.base import SearchIndex
+from langmem_paging.storage.claims import NumberClaims, claims_for
+from langmem_paging.storage.lifecycle import FORGOTTEN, Forgotten, forget_in_records, forgotten
+from langmem_paging.storage.postgres_reads import abatch_reads, batch_reads
+
+__all__ = ["FORGOTTEN", "KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError", "abatch_any", "forgotten",
+           "thread_namespace"]
+
+logger = logging.getLogger("langmem_paging")
+
+T = TypeVar("T")
+@dataclass(frozen=True)
+class Claim:
+    """A request of a store operation: claim `numbers` of `kind` on a thread for these digests
+    (`langmem_paging.storage.claims`); answered with one bool per number."""
+
+    thread_id: str
+    kind: str
+    numbers: list[int]
+    digests: list[str]
+
+    @property
+    def args(self) -> tuple[str, str, list[int], list[str]]:
+        return self.thread_id, self.kind, self.numbers, self.digests
+
+
+Batches = Generator["Sequence[Op] | Claim", list[Any], T]
+"""An operation written once: it yields store batches and receives their results."""
+
+NAMESPACE_ROOT = "langmem_paging"
+Kind = Literal["pages", "clusters", "parents", "stats", "meta"]
+KINDS: tuple[Kind, ...] = ("pages", "clusters", "parents", "stats", "meta")
+_LIST_BATCH = 200
+_NEXT_KEY = "next"
+_MISUSE = (asyncio.InvalidStateError,)
+"""Errors of how the store is called, not failures of the store: raised as they are, never retried
+(a sync call to an `AsyncPostgresStore` on its own event loop)."""
+
+
+async def abatch_any(store: BaseStore, ops: Sequence[Op]) -> list[Any]:
+    """``await store.abatch(ops)``, or ``store.batch(ops)`` in a worker thread for a store with no
+    async implementation (the sync `SqliteStore` raises NotImplementedError)."""
+    try:
+        return await store.abatch(ops)
+    except NotImplementedError:
+        return await asyncio.to_thread(store.batch, ops)
+
+
+def thread_namespace(thread_id: str, kind: Kind) -> tuple[str, str, str]:
+    """``("langmem_paging", <thread>, kind)``. Dots are escaped: LangGraph labels may not hold them."""
+    if not isinstance(thread_id, str) or not thread_id:
+        raise ValueError(
+            "Paging needs a non-empty `thread_id`: pass config={'configurable': {'thread_id': ...}}."
+        )
+    return (NAMESPACE_ROOT, thread_id.replace("%", "%25").replace(".", "%2E"), kind)
+
+
+def _valid(ident: Any, number: Any) -> bool:
+    try:
+        number(ident)
+    except ValueError:
+        return False
+    return True
+
+
+class PageStore:
+    """Pages of every thread, over a LangGraph store.
+
+    A thin view: it holds the store and how to call it, nothing per thread or per call, so
+    making one per call is cheap (the middleware does, over the graph's store of that call).
+
+    Args:
+        store: Any `BaseStore` (InMemoryStore, SqliteStore, PostgresStore, ...).
+        ttl: Minutes after which the store may expire a thread's records (stores that
+            support TTL, e.g. `SqliteStore`/`PostgresStore` with a TTL sweeper); None keeps
+            them until `delete_thread`.
+        retries: How many times a failed store call is retried (with a short backoff)
+            before `PageStoreError` reaches the caller.
+
+    Raises:
+        TypeError: `store` is not a LangGraph `BaseStore`.
+        ValueError: `ttl` is not positive, or the store has no TTL support.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from langchain_core.messages import HumanMessage
+        >>> pages = PageStore(InMemoryStore())
+        >>> page = Page(id="p1", messages=[HumanMessage("hi", id="m1")], bookmark="[p1:hi]",
+        ...             keywords=["hi"], token_count=4, boundary="fixed_20", created_turn=1)
+        >>> pages.put("thread-1", page)
+        >>> pages.get("thread-1", "p1").messages[0].content
+        'hi'
+        >>> pages.get("thread-2", "p1") is None
+        True
+    """
+
+    def __init__(self, store: BaseStore, *, ttl: float | None = None, retries: int = 2) -> None:
+        if not isinstance(store, BaseStore):
+            raise TypeError(
+                f"`store` must be a LangGraph BaseStore (InMemoryStore, SqliteStore, PostgresStore, ...); "
+                f"got {type(store).__name__}."
+            )
+        if ttl is not None and ttl <= 0:
+            raise ValueError("`ttl` must be a positive number of minutes, or None.")
+        if ttl is not None and not getattr(store, "supports_ttl", False):
+            raise ValueError(
+                f"`ttl` needs a store with TTL support ({type(store).__name__} has none): use SqliteStore, "
+                "PostgresStore (with a TTL sweeper), or drop `ttl` and call `delete_thread` instead."
+            )
+        self.store = store
+        self.ttl = ttl
+        self.retries = retries
+
+    # -- the only I/O: batch / abatch, retried ----------------------------------------
+    def _batch(self, ops: Sequence[Op] | Claim) -> list[Any]:
+        if isinstance(ops, Claim):
+            return self._claim(lambda claims: claims.claim(*ops.args))
+        if not ops:
+            return []
+        for attempt in range(self.retries + 1):
+            try:
+                return batch_reads(self.store, ops) or self.store.batch(ops)
+            except _MISUSE:
+                raise
+            except Exception as error:  # noqa: BLE001 - any backend error is retried, then reported
+                time.sleep(self._backoff(attempt, error))
+        raise AssertionError("unreachable")
+
+    async def _abatch(self, ops: Sequence[Op] | Claim) -> list[Any]:
+        if isinstance(ops, Claim):
+            try:
+                return await claims_for(self.store).aclaim(*ops.args)
+            except Exception as error:  # noqa: BLE001 - the claims live in the store's database
+                raise self._failed(error) from error
+        if not ops:
+            return []
+        for attempt in range(self.retries + 1):
+            try:
+                return await abatch_reads(self.store, ops) or await abatch_any(self.store, ops)
+            except _MISUSE:
+                raise
+            except Exception as error:  # noqa: BLE001
+                await asyncio.sleep(self._backoff(attempt, error))
+        raise AssertionError("unreachable")
+
+    def _backoff(self, attempt: int, error: Exception) -> float:
+        """Seconds to wait before retrying after `error` on 0-based `attempt`, or `PageStoreError`
+        when the retries are spent: the retry rule's one home, for `_batch` and `_abatch`.
+
+        Hand-written rather than tenacity's `Retrying`: measured 5-13x its overhead on the common
+        (succeeding) call and 6-15x on a retried one (tools/bench_libraries.py), for the same attempts.
+        """
+        if attempt >= self.retries:
+            raise self._failed(error) from error
+        logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
+        return 0.01 * 2**attempt
+
+    def _claim(self, call: Callable[[NumberClaims], list[bool]]) -> list[bool]:
+        try:
+            return call(claims_for(self.store))
+        except Exception as error:  # noqa: BLE001 - the claims live in the store's database
+            raise self._failed(error) from error
+
+    def _failed(self, error: Exception) -> PageStoreError:
+        tries = f" after {self.retries} retries" if self.retries else ""
+        return PageStoreError(f"the page store ({type(self.store).__name__}) failed{tries}: "
+                              f"{type(error).__name__}: {error}")
+
+    def _run(self, operation: Batches[T]) -> T:
+        return drive(operation, self._batch)
+
+    async def _arun(self, operation: Batches[T]) -> T:
+        return await adrive(operation, self._abatch)
+
+    def _put(self, thread_id: str, kind: Kind, key: str, value: dict[str, Any] | None) -> PutOp:
+        return PutOp(thread_namespace(thread_id, kind), key, value, index=False,
+                     ttl=self._ttl() if value is not None else None)
+
+    def _ttl(self) -> float | None:
+        """`ttl`, else the store's own default (``ttl={"default_ttl": ...}``), else None: never expire."""
+        if self.ttl is not None:
+            return self.ttl
+        config = getattr(self.store, "ttl_config", None) or {}
+        return config.get("default_ttl")
+
+    # -- reads ---------------------------------------------------------------------------
+    def get(self, thread_id: str, page_id: str) -> Page | None:
+        """The page, or None if this thread has no such page (or the id is malformed)."""
+        return self.get_many(thread_id, [page_id]).get(page_id)
+
+    async def aget(self, thread_id: str, page_id: str) -> Page | None:
+        """Async `get`."""
+        return (await self.aget_many(thread_id, [page_id])).get(page_id)
+
+    def get_many(self, thread_id: str, page_ids: Iterable[str]) -> dict[str, Page]:
+        """The pages that exist among `page_ids`, by id, in one store call."""
+        return self._run(self._get_many(thread_id, page_ids))
+
+    async def aget_many(self, thread_id: str, page_ids: Iterable[str]) -> dict[str, Page]:
+        """Async `get_many`."""
+        return await self._arun(self._get_many(thread_id, page_ids))
+
+    def _get_many(self, thread_id: str, page_ids: Iterable[str]) -> Batches[dict[str, Page]]:
+        ids = [p for p in dict.fromkeys(page_ids) if _valid(p, page_number)]
+        ops: list[Op] = []
+        for page_id in ids:
+            ops += [GetOp(thread_namespace(thread_id, "pages"), page_id),
+                    GetOp(thread_namespace(thread_id, "stats"), page_id)]
+        items = yield ops
+        pages = {pid: _page(items[2 * k], items[2 * k + 1]) for k, pid in enumerate(ids)}
+        return {pid: page for pid, page in pages.items() if page is not None}
+
+    def get_cluster(self, thread_id: str, cluster_id: str) -> ClusterNode | None:
+        """A cluster node, or None."""
+        return self.get_clusters(thread_id, [cluster_id]).get(cluster_id)
+
+    def get_clusters(self, thread_id: str, cluster_ids: Iterable[str]) -> dict[str, ClusterNode]:
+        """The cluster nodes that exist among `cluster_ids`, in one store call."""
+        return self._run(self._get_clusters(thread_id, cluster_ids))
+
+    async def aget_clusters(self, thread_id: str, cluster_ids: Iterable[str]) -> dict[str, ClusterNode]:
+        """Async `get_clusters`."""
+        return await self._arun(self._get_clusters(thread_id, cluster_ids))
+
+    def _get_clusters(self, thread_id: str, cluster_ids: Iterable[str]) -> Batches[dict[str, ClusterNode]]:
+        ids = [c for c in dict.fromkeys(cluster_ids) if _valid(c, cluster_number)]
+        items = yield [GetOp(thread_namespace(thread_id, "clusters"), c) for c in ids]
+        return {c: ClusterNode.from_dict(it.value) for c, it in zip(ids, items, strict=True) if it is not None}
+
+    def list_items(self, thread_id: str, kind: Kind) -> list[Item]:
+        """Every record of one kind of a thread, as the store holds it (paged through the store)."""
+        return self._run(self._list_items(thread_id, kind))
+
+    async def alist_items(self, thread_id: str, kind: Kind) -> list[Item]:
+        """Async `list_items`."""
+        return await self._arun(self._list_items(thread_id, kind))
+
+    def _list_items(self, thread_id: str, kind: Kind) -> Batches[list[Item]]:
+        items: list[Item] = []
+        while True:
+            (batch,) = yield [SearchOp(thread_namespace(thread_id, kind), limit=_LIST_BATCH, offset=len(items))]
+            items.extend(batch)
+            if len(batch) < _LIST_BATCH:
+                return items
+
+    def _high_water(self, thread_id: str) -> Batches[int | None]:
+        (item,) = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)]
+        return item.value.get("p", 1) if item is not None else None
+
+    def _listed_pages(self, thread_id: str) -> Batches[list[Page]]:
+        """Pages written with `put` alone (no high-water mark): listed instead of read by key."""
+        items = yield from self._list_items(thread_id, "pages")
+        stats = yield from self._list_items(thread_id, "stats")
+        by_key = {it.key: it for it in stats}
+        pages = [p for it in items if (p := _page(it, by_key.get(it.key))) is not None]
+        return sorted(pages, key=lambda p: page_number(p.id))
+
+    def scan(self, thread_id: str, *, chunk: int = 500) -> Iterator[Page]:
+        """Every page of a thread (every branch), in page order, read by key in chunks up to the
+        high-water mark: linear in the pages, for operators and index rebuilds, never on a turn's
+        path."""
+        high = self._run(self._high_water(thread_id))
+        if high is None:
+            yield from self._run(self._listed_pages(thread_id))
+            return
+        for ids in _chunks(high, chunk):
+            found = self.get_many(thread_id, ids)
+            yield from (found[k] for k in sorted(found, key=page_number))
+
+    async def ascan(self, thread_id: str, *, chunk: int = 500) -> AsyncIterator[Page]:
+        """Async `scan`."""
+        high = await self._arun(self._high_water(thread_id))
+        if high is None:
+            for page in await self._arun(self._listed_pages(thread_id)):
+                yield page
+            return
+        for ids in _chunks(high, chunk):
+            found = await self.aget_many(thread_id, ids)
+            for key in sorted(found, key=page_number):
+                yield found[key]
+
+    def list_pages(self, thread_id: str) -> list[Page]:
+        """All pages of a thread (every branch), in page order (see `scan`)."""
+        return list(self.scan(thread_id))
+
+    async def alist_pages(self, thread_id: str) -> list[Page]:
+        """Async `list_pages`."""
+        return [page async for page in self.ascan(thread_id)]
+
+    def list_clusters(self, thread_id: str) -> list[ClusterNode]:
+        """All cluster nodes of a thread (every branch), in id order."""
+        nodes = [ClusterNode.from_dict(it.value) for it in self.list_items(thread_id, "clusters")]
+        return sorted(nodes, key=lambda n: cluster_number(n.id))
+
+    # -- the union-find forest -----------------------------------------------------------
+    def find(self, thread_id: str, ident: str, *, state: PagingState | dict[str, Any] | None = None) -> str | None:
+        """The cluster root holding a page (or cluster), or None if it is in no cluster.
+
+        With `state` (a branch's paging state) the answer is exact for that branch: only
+        clusters the branch made count, and its current roots end the walk. Without it, the
+        newest cluster at each level is followed (the most recent branch). Shortcuts found
+        on the way are stored (path compression), so later finds take one step.
+        """
+        return self._run(self._find(thread_id, ident, state))
+
+    async def afind(self, thread_id: str, ident: str, *, state: PagingState | dict[str, Any] | None = None) -> str | None:
+        """Async `find`."""
+        return await self._arun(self._find(thread_id, ident, state))
+
+    def _find(self, thread_id: str, ident: str, state: PagingState | dict[str, Any] | None) -> Batches[str | None]:
+        branch = state if isinstance(state, PagingState) or state is None else PagingState.from_value(state)
+        walk = walk_root(ident, owned=None if branch is None else (lambda c: branch.owns("c", cluster_number(c))),
+                         roots=None if branch is None else branch.clusters)
+        parents_ns = thread_namespace(thread_id, "parents")
+        try:
+            node = next(walk)
+            while True:
+                (item,) = yield [GetOp(parents_ns, node)]
+                node = walk.send(_parents(item))
+        except StopIteration as stop:
+            found = stop.value
+        shortcut = found.path[:-1]  # path compression: point each visited node at the root
+        existing = yield [GetOp(parents_ns, child) for child in shortcut]
+        yield [self._put(thread_id, "parents", child, {"parents": [*_parents(item), found.root]})
+               for child, item in zip(shortcut, existing, strict=True) if found.root not in _parents(item)]
+        root: str | None = found.root
+        return root
+
+    def members(self, thread_id: str, cluster_id: str, *, limit: int = 10_000) -> list[str]:
+        """Page ids under a cluster node (expanding sub-clusters), oldest first, at most `limit`."""
+        return self._run(self._members(thread_id, cluster_id, limit))
+
+    async def amembers(self, thread_id: str, cluster_id: str, *, limit: int = 10_000) -> list[str]:
+        """Async `members`."""
+        return await self._arun(self._members(thread_id, cluster_id, limit))
+
+    def _members(self, thread_id: str, cluster_id: str, limit: int) -> Batches[list[str]]:
+        walk = walk_members(cluster_id, limit=limit)
+        try:
+            frontier = next(walk)
+            while True:
+                nodes = yield from self._get_clusters(thread_id, frontier)
+                frontier = walk.send(nodes)
+        except StopIteration as stop:
+            return list(stop.value.pages)
+
+    # -- writes -------------------------------------------------------------------------
+    def put(self, thread_id: str, page: Page) -> None:
+        """Write one page (operators and tests; steps write through `commit`)."""
+        self._batch([self._put(thread_id, "pages", page.id, page.to_dict())])
+
+    async def aput(self, thread_id: str, page: Page) -> None:
+        """Async `put`."""
+        await self._abatch([self._put(thread_id, "pages", page.id, page.to_dict())])
+
+    def reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState) -> list[int]:
+        """Allocate numbers for new records on `state`'s branch (see the module docstring).
+
+        Hold the thread's lock from here to `commit` (the engine does). The numbers are claimed
+        atomically (`langmem_paging.storage.claims`): a writer without that lock (another worker process)
+        stepping another branch of the thread at the same moment gets other numbers."""
+        return self._run(self._reserve(thread_id, kind, digests, state))
+
+    async def areserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
+                       state: PagingState) -> list[int]:
+        """Async `reserve`."""
+        return await self._arun(self._reserve(thread_id, kind, digests, state))
+
+    def _reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
+                 state: PagingState) -> Batches[list[int]]:
+        while True:
+            numbers = yield from self._free_numbers(thread_id, kind, digests, state)
+            granted = yield Claim(thread_id, kind, numbers, list(digests))
+            if all(granted):
+                return numbers  # (refused: another writer holds some; the branch allocates past them)
+
+    def _free_numbers(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
+                      state: PagingState) -> Batches[list[int]]:
+        start = state.next[kind]
+        records = thread_namespace(thread_id, "pages" if kind == "p" else "clusters")
+        while True:
+            items = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
+                GetOp(records, f"{kind}{start + i}") for i in range(len(digests))]
+            high = items[0].value.get(kind, 1) if items[0] is not None else 1
+            taken = [i for i, (item, digest) in enumerate(zip(items[1:], digests, strict=True))
+                     if item is not None and item.value.get("digest") != digest]
+            if not taken:  # free, or holding these very records (a retry)
+                return state.allocate(kind, len(digests), floor=start)
+            start = max(high, start + max(taken) + 1)
+
+    def commit(self, thread_id: str, *, pages: Sequence[Page], nodes: Sequence[ClusterNode],
+               state: PagingState, stats: Iterable[str] = ()) -> None:
+        """Write a step's new records, the parent pointers of its unions, mirrored access
+        statistics and the high-water mark. Idempotent."""
+        self._run(self._commit(thread_id, pages, nodes, state, list(stats)))
+
+    async def acommit(self, thread_id: str, *, pages: Sequence[Page], nodes: Sequence[ClusterNode],
+                      state: PagingState, stats: Iterable[str] = ()) -> None:
+        """Async `commit`."""
+        await self._arun(self._commit(thread_id, pages, nodes, state, list(stats)))
+
+    def _commit(self, thread_id: str, pages: Sequence[Page], nodes: Sequence[ClusterNode], state: PagingState,
+                stats: list[str]) -> Batches[None]:
+        if not (pages or nodes or stats):
+            return
+        children = list(dict.fromkeys(c for node in nodes for c in node.children))
+        reads = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
+            GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
+        ops: list[Op] = [self._put(thread_id, "pages", p.id, p.to_dict()) for p in pages]
+        ops += [self._put(thread_id, "clusters", n.id, n.to_dict()) for n in nodes]
+        parents = _joined({c: _parents(item) for c, item in zip(children, reads[1:], strict=True)}, nodes)
+        ops += [self._put(thread_id, "parents", c, {"parents": p}) for c, p in parents.items()]
+        for page_id in stats:
+            count, last = state.access(page_id)
+            ops.append(self._put(thread_id, "stats", page_id, {"count": count, "last": last}))
+        high = reads[0].value if reads[0] is not None else {"p": 1, "c": 1}
+        new_high = {k: max(high.get(k, 1), state.next[k]) for k in ("p", "c")}
+        if new_high != high:
+            ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
+        yield ops
+
+    # -- the page lifecycle: forgetting one message, deleting a thread -------------------
+    def forget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None, graph: Any = None,
+               config: dict[str, Any] | None = None, checkpointer: Any = None) -> list[str]:
+        """Remove one message's text from everywhere the thread keeps it, for privacy (a card number
+        typed by mistake). One write path (`langmem_paging.storage.lifecycle`), idempotent (run it again after
+        a crash and it converges):
+
+        1. the store, in one batch: the message stays in its page as a tombstone (same id, type and
+           tool-call ids; its text, tool arguments and metadata gone), so pages keep their shape and
+           every other message still rebuilds exactly; the page's bookmark, keywords and terms and
+           every cluster bookmark above it are re-derived from what remains (a neutral mark, ``[p3:]``,
+           when nothing remains);
+        2. the search index (`index`, and the store's default index): the pages' rows are replaced;
+        3. the state the next prompt is built from, when you pass the compiled `graph` (with its
+           `config`, default the thread's) or its `checkpointer`: bookmarks, cluster bookmarks,
+           keyword sketch, warm digests and recall results that carried the page, and the message
+           itself if it is still in the state (tombstoned in place). Without them, the checkpointed
+           state keeps the old bookmarks until the pages are forgotten with it.
+
+        Recall results kept in older checkpoints (time travel) are the checkpointer's to delete.
+        Returns the ids of the pages changed.
+
+        Example:
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_core.messages import HumanMessage
+            >>> pages = PageStore(InMemoryStore())
+            >>> pages.put("t", Page(id="p1", messages=[HumanMessage("my card is 4111 1111", id="m1"),
+            ...                                        HumanMessage("thanks", id="m2")], bookmark="[p1:card,4111]",
+            ...                     keywords=["card", "4111"], token_count=9, boundary="fixed_2", created_turn=1))
+            >>> pages.forget("t", "m1")
+            ['p1']
+            >>> page = pages.get("t", "p1")
+            >>> [m.content for m in page.messages], page.bookmark
+            (['[forgotten]', 'thanks'], '[p1:]')
+        """
+        from langmem_paging.storage.lifecycle_state import write_forgotten
+
+        forgot = self._run(self._forget(thread_id, message_id))
+        if forgot.pages:
+            for each in self.search_indexes(index):
+                each.update(thread_id, forgot.pages)
+        write_forgotten(forgot, thread_id, graph=graph, config=config, checkpointer=checkpointer)
+        return [p.id for p in forgot.pages]
+
+    async def aforget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None,
+                      graph: Any = None, config: dict[str, Any] | None = None, checkpointer: Any = None) -> list[str]:
+        """Async `forget`."""
+        from langmem_paging.storage.lifecycle_state import awrite_forgotten
+
+        forgot = await self._arun(self._forget(thread_id, message_id))
+        if forgot.pages:
+            for each in self.search_indexes(index):
+                await each.aupdate(thread_id, forgot.pages)
+        await awrite_forgotten(forgot, thread_id, graph=graph, config=config, checkpointer=checkpointer)
+        return [p.id for p in forgot.pages]
+
+    def search_indexes(self, index: SearchIndex | None = None) -> list[SearchIndex]:
+        """The index given and every default index this process made for the store (the agent's
+        unless it was given another; one per search embedder): a thread's rows leave all of them.
+        An in-process index of another process is not reachable from here: it forgets the thread
+        when that process restarts (documented in the README)."""
+        from langmem_paging.integrations.pager import store_indexes  # the pager picks each store's index
+
+        known = store_indexes(self.store)
+        return known if index is None or any(index is k for k in known) else [index, *known]
+
+    def _forget(self, thread_id: str, message_id: str) -> Batches[Forgotten]:
+        high = yield from self._high_water(thread_id)
+        if high is None:
+            pages = yield from self._listed_pages(thread_id)
+        else:
+            pages = []
+            for ids in _chunks(high, 500):
+                found = yield from self._get_many(thread_id, ids)
+                pages += found.values()
+        if not any(m.id == message_id for page in pages for m in page.messages):
+            return Forgotten(message_id)
+        items = yield from self._list_items(thread_id, "clusters")
+        forgot = forget_in_records(pages, [ClusterNode.from_dict(it.value) for it in items], message_id)
+        # one batch: a page and the cluster bookmarks above it never disagree about what it holds
+        yield [self._put(thread_id, "pages", page.id, page.to_dict()) for page in forgot.pages] + [
+            self._put(thread_id, "clusters", node.id, node.to_dict()) for node in forgot.nodes]
+        return forgot
+
+    def delete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:
+        """Delete every record of a thread (pages, clusters, statistics, number claims) and its rows
+        in the search index (`index`, and the store's default index); returns how many store records.
+        Idempotent. A new conversation under the same thread id starts empty and is searchable."""
+        deleted = self._run(self._delete_thread(thread_id))
+        self._claim(lambda claims: _dropped(claims, thread_id))
+        for each in self.search_indexes(index):
+            each.drop(thread_id)
+        return deleted
+
+    async def adelete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:
+        """Async `delete_thread`."""
+        deleted = await self._arun(self._delete_thread(thread_id))
+        try:
+            await claims_for(self.store).adrop(thread_id)
+        except Exception as error:  # noqa: BLE001 - the claims live in the store's database
+            raise self._failed(error) from error
+        for each in self.search_indexes(index):
+            await each.adrop(thread_id)
+        return deleted
+
+    def _delete_thread(self, thread_id: str) -> Batches[int]:
+        ops: list[Op] = []
+        for kind in KINDS:
+            items = yield from self._list_items(thread_id, kind)
+            ops += [self._put(thread_id, kind, item.key, None) for item in items]
+        for i in range(0, len(ops), 500):
+            yield ops[i : i + 500]
+        return len(ops)
+
+
+def _dropped(claims: Any, thread_id: str) -> list[bool]:
+    claims.drop(thread_id)
+    return []
+
+
+def _page(item: Item | None, stats: Item | None = None) -> Page | None:
+    if item is None:
+        return None
+    page = Page.from_dict(item.value)
+    if stats is not None:
+        page.access_count = stats.value.get("count", 0)
+        page.last_access = stats.value.get("last", page.created_turn)
+    return page
+
+
+def _parents(item: Item | None) -> list[str]:
+    return list(item.value.get("parents", [])) if item is not None else []
+
+
+def _joined(parents: dict[str, list[str]], nodes: Sequence[ClusterNode]) -> dict[str, list[str]]:
+    """Parent pointers with the new unions added (each once)."""
+    for node in nodes:
+        for child in node.children:
+            if node.id not in parents[child]:
+                parents[child].append(node.id)
+    return parents
+
+
+def _chunks(high: int, chunk: int) -> Iterator[list[str]]:
+    for start in range(1, high, chunk):
+        yield [f"p{n}" for n in range(start, min(high, start + chunk))]

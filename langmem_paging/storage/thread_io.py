@@ -1,0 +1,436 @@
+"""The I/O of one thread: its page store, its search index, its hooks and its tracing.
+
+The step engine and the recall service yield these requests (and the compute requests of
+`langmem_paging.core.effects`); `ThreadIO` answers them for one thread, sync or async. The async
+side never blocks the event loop: the store is awaited, and the index's async methods run
+sync indexes in a worker thread. Failures of the store and of the index come back as
+`PageStoreError` / `SearchIndexError` (what `on_store_error` is about); a hook's failure is
+logged and never fails the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
+
+from langmem_paging.core.effects import ComputeIO, LoadPages, Request, Reserve, StepIO, arun, ask, run
+from langmem_paging.core.errors import PageStoreError, SearchIndexError
+from langmem_paging.core.hooks import PageEvent, PagingHooks
+from langmem_paging.core.records import ClusterNode, Page, page_number
+from langmem_paging.core.state import PagingState
+from langmem_paging.core.tracing import apaging_run, paging_run
+from langmem_paging.index.base import Hit, SearchIndex
+from langmem_paging.storage.page_store import PageStore
+
+__all__ = ["Commit", "HookName", "IndexPages", "ListMembers", "LoadClusters", "Notify", "PagingIO", "ScoreTexts",
+           "Search", "ThreadFlow", "ThreadIO", "Trace"]
+
+logger = logging.getLogger("langmem_paging")
+
+T = TypeVar("T")
+
+
+class PagingIO(StepIO, Protocol):
+    """The handlers of every request a paging flow makes (the step's, and those of the engine
+    and the recall service), each sync and async: `ThreadIO` implements it for one thread."""
+
+    def commit(self, request: Commit) -> None: ...
+
+    async def acommit(self, request: Commit) -> None: ...
+
+    def index_pages(self, request: IndexPages) -> None: ...
+
+    async def aindex_pages(self, request: IndexPages) -> None: ...
+
+    def search(self, request: Search) -> list[Hit]: ...
+
+    async def asearch(self, request: Search) -> list[Hit]: ...
+
+    def score_texts(self, request: ScoreTexts) -> list[float]: ...
+
+    async def ascore_texts(self, request: ScoreTexts) -> list[float]: ...
+
+    def load_clusters(self, request: LoadClusters) -> dict[str, ClusterNode]: ...
+
+    async def aload_clusters(self, request: LoadClusters) -> dict[str, ClusterNode]: ...
+
+    def list_members(self, request: ListMembers) -> dict[str, list[str]]: ...
+
+    async def alist_members(self, request: ListMembers) -> dict[str, list[str]]: ...
+
+    def notify(self, request: Notify) -> None:
+        for hook in request.hooks:
+            for name, event in request.events:
+                try:
+                    _handlers(hook)[name][0](event)
+                except Exception:  # noqa: BLE001 - a hook never fails the turn
+                    logger.exception("paging hook %r failed on %s", hook, name)
+
+    async def anotify(self, request: Notify) -> None:
+        for hook in request.hooks:
+            for name, event in request.events:
+                try:
+                    await _handlers(hook)[name][1](event)
+                except Exception:  # noqa: BLE001
+                    logger.exception("paging hook %r failed on %s", hook, name)
+
+    def trace(self, request: Trace) -> None: ...
+
+    async def atrace(self, request: Trace) -> None: ...
+
+
+ThreadFlow = Generator[Request[Any, PagingIO], object, T]
+"""A flow of the engine's or the recall service's requests (a step's `Flow` runs inside it)."""
+
+
+@dataclass
+class Commit(Request[None, PagingIO]):
+    """Store a step's new records (see `PageStore.commit`). Answer: None."""
+
+    pages: list[Page]
+    """The new pages."""
+    nodes: list[ClusterNode]
+    """The new cluster nodes."""
+    state: PagingState
+    """The branch's paging state after the step."""
+    stats: list[str]
+    """Ids of the pages whose access statistics changed."""
+
+    def answer(self, io: PagingIO) -> None:
+        return io.commit(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+        return io.acommit(self)
+
+
+@dataclass
+class IndexPages(Request[None, PagingIO]):
+    """Index new pages for search. Answer: None; raises `SearchIndexError`."""
+
+    pages: list[Page]
+    """The new pages."""
+
+    def answer(self, io: PagingIO) -> None:
+        return io.index_pages(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+        return io.aindex_pages(self)
+
+
+@dataclass
+class Search(Request[list[Hit], PagingIO]):
+    """The best passages for a query among the pages `allow` accepts (the index is loaded from the
+    store first if it does not hold the thread). Answer: hits, best first."""
+
+    query: str
+    """What the model searched for."""
+    limit: int
+    """The most hits."""
+    allow: Callable[[str], bool]
+    """Whether a page id may be returned (the running branch's pages)."""
+    newest: int = 0
+    """The branch's highest page number: pages above what the index holds are indexed first."""
+
+    def answer(self, io: PagingIO) -> list[Hit]:
+        return io.search(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[list[Hit]]:
+        return io.asearch(self)
+
+
+@dataclass
+class ScoreTexts(Request[list[float], PagingIO]):
+    """BM25 scores of texts still in the context, on the scale of the index's hits (the thread is
+    loaded first, as for `Search`). Answer: one score per text."""
+
+    query: str
+    """What the model searched for."""
+    texts: list[str]
+    """The texts scored."""
+
+    def answer(self, io: PagingIO) -> list[float]:
+        return io.score_texts(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[list[float]]:
+        return io.ascore_texts(self)
+
+
+@dataclass
+class LoadClusters(Request[dict[str, ClusterNode], PagingIO]):
+    """Stored cluster nodes by id (those that exist). Answer: ``{cluster_id: ClusterNode}``."""
+
+    cluster_ids: list[str]
+    """The ids wanted."""
+
+    def answer(self, io: PagingIO) -> dict[str, ClusterNode]:
+        return io.load_clusters(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[dict[str, ClusterNode]]:
+        return io.aload_clusters(self)
+
+
+@dataclass
+class ListMembers(Request[dict[str, list[str]], PagingIO]):
+    """The member pages of clusters, at most `limit` each. Answer: ``{cluster_id: [page ids]}``."""
+
+    cluster_ids: list[str]
+    """The clusters."""
+    limit: int
+    """The most members listed per cluster."""
+
+    def answer(self, io: PagingIO) -> dict[str, list[str]]:
+        return io.list_members(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[dict[str, list[str]]]:
+        return io.alist_members(self)
+
+
+HookName = Literal["formed", "evicted", "recalled"]
+"""A page life event a hook is told about (`PagingHooks.on_formed`, ...)."""
+
+
+@dataclass
+class Notify(Request[None, PagingIO]):
+    """Tell hooks about page life events. Answer: None."""
+
+    hooks: Sequence[PagingHooks]
+    """Who is told."""
+    events: list[tuple[HookName, PageEvent]]
+    """The events, in order."""
+
+    def answer(self, io: PagingIO) -> None:
+        return io.notify(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+        return io.anotify(self)
+
+
+@dataclass
+class Trace(Request[None, PagingIO]):
+    """Attach paging metadata to the running graph run (a ``langmem_paging`` custom event). Answer: None."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    """The metadata."""
+
+    def answer(self, io: PagingIO) -> None:
+        return io.trace(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+        return io.atrace(self)
+
+
+class ThreadIO(ComputeIO, PagingIO):
+    """Answers requests for one thread of a page store and a search index."""
+
+    def __init__(self, page_store: PageStore, index: SearchIndex, thread_id: str) -> None:
+        self.page_store, self.index, self.thread_id = page_store, index, thread_id
+
+    # -- the store ---------------------------------------------------------------------
+    def reserve(self, request: Reserve) -> list[int]:
+        return self.page_store.reserve(self.thread_id, request.kind, request.digests, request.state)
+
+    async def areserve(self, request: Reserve) -> list[int]:
+        return await self.page_store.areserve(self.thread_id, request.kind, request.digests, request.state)
+
+    def load_pages(self, request: LoadPages) -> dict[str, Page]:
+        return self.page_store.get_many(self.thread_id, request.page_ids)
+
+    async def aload_pages(self, request: LoadPages) -> dict[str, Page]:
+        return await self.page_store.aget_many(self.thread_id, request.page_ids)
+
+    def load_clusters(self, request: LoadClusters) -> dict[str, ClusterNode]:
+        return self.page_store.get_clusters(self.thread_id, request.cluster_ids)
+
+    async def aload_clusters(self, request: LoadClusters) -> dict[str, ClusterNode]:
+        return await self.page_store.aget_clusters(self.thread_id, request.cluster_ids)
+
+    def list_members(self, request: ListMembers) -> dict[str, list[str]]:
+        return {cid: self.page_store.members(self.thread_id, cid, limit=request.limit) for cid in request.cluster_ids}
+
+    async def alist_members(self, request: ListMembers) -> dict[str, list[str]]:
+        return {cid: await self.page_store.amembers(self.thread_id, cid, limit=request.limit)
+                for cid in request.cluster_ids}
+
+    def commit(self, request: Commit) -> None:
+        self.page_store.commit(self.thread_id, pages=request.pages, nodes=request.nodes, state=request.state,
+                               stats=request.stats)
+
+    async def acommit(self, request: Commit) -> None:
+        await self.page_store.acommit(self.thread_id, pages=request.pages, nodes=request.nodes,
+                                      state=request.state, stats=request.stats)
+
+    # -- the index ---------------------------------------------------------------------
+    def index_pages(self, request: IndexPages) -> None:
+        return run(_index_pages(request), self)
+
+    async def aindex_pages(self, request: IndexPages) -> None:
+        return await arun(_index_pages(request), self)
+
+    def search(self, request: Search) -> list[Hit]:
+        return run(_search(request), self)
+
+    async def asearch(self, request: Search) -> list[Hit]:
+        return await arun(_search(request), self)
+
+    def score_texts(self, request: ScoreTexts) -> list[float]:
+        try:
+            return self.index.score(self.thread_id, request.query, request.texts)
+        except Exception as error:
+            raise _index_failed(error) from error
+
+    async def ascore_texts(self, request: ScoreTexts) -> list[float]:
+        try:
+            return await self.index.ascore(self.thread_id, request.query, request.texts)
+        except Exception as error:
+            raise _index_failed(error) from error
+
+    # -- tracing (hooks: `PagingIO.notify`) -----------------------------------------------
+    def trace(self, request: Trace) -> None:
+        from langchain_core.callbacks import dispatch_custom_event
+
+        paging_run(request.data)
+        try:
+            dispatch_custom_event("langmem_paging", request.data)
+        except RuntimeError:  # not inside a run: nothing to attach it to
+            pass
+
+    async def atrace(self, request: Trace) -> None:
+        from langchain_core.callbacks import adispatch_custom_event
+
+        await apaging_run(request.data)
+        try:
+            await adispatch_custom_event("langmem_paging", request.data)
+        except RuntimeError:
+            pass
+
+
+def _page_ids(first: int, last: int) -> list[str]:
+    return [f"p{n}" for n in range(first, last + 1)]
+
+
+def _index_failed(error: Exception) -> SearchIndexError:
+    return SearchIndexError(f"the search index failed: {type(error).__name__}: {error}")
+
+
+def _handlers(hook: PagingHooks) -> dict[HookName, tuple[Callable[[PageEvent], None],
+                                                       Callable[[PageEvent], Awaitable[None]]]]:
+    """A hook's sync and async handler of each event."""
+    return {"formed": (hook.on_formed, hook.aon_formed), "evicted": (hook.on_evicted, hook.aon_evicted),
+            "recalled": (hook.on_recalled, hook.aon_recalled)}
+
+
+# -- one source for the reads of a search and of an index write, sync or async -----------------
+# Each is a flow of the reads below, driven by `run` or `arun` over the `ThreadIO` itself:
+# both sides read the same things in the same order, and only the call to the store or the
+# index differs (each read's `answer` / `aanswer`).
+
+_Reads = Generator[Request[Any, ThreadIO], object, T]
+"""A flow of reads of one thread's store and index."""
+
+
+def _index_pages(request: IndexPages) -> _Reads[None]:
+    try:
+        through = yield from ask(_IndexedThrough())
+        low = min((page_number(p.id) for p in request.pages), default=0)
+        gap = yield from _gap_pages(through, low - 1)
+        yield from ask(_Add([*gap, *request.pages]))
+    except SearchIndexError:
+        raise
+    except Exception as error:
+        raise _index_failed(error) from error
+
+
+def _search(request: Search) -> _Reads[list[Hit]]:
+    try:
+        through = yield from ask(_IndexedThrough())
+        if through is None:  # a cold start: the index never held this thread
+            # every page is read before the index is written: no index lock is held across a store read
+            pages = yield from ask(_ReadPages())
+            yield from ask(_Load(pages))
+        elif gap := (yield from _gap_pages(through, request.newest)):
+            yield from ask(_Add(gap))
+        return (yield from ask(_Find(request)))
+    except (SearchIndexError, PageStoreError):
+        raise
+    except Exception as error:
+        raise _index_failed(error) from error
+
+
+def _gap_pages(through: int | None, upto: int) -> _Reads[list[Page]]:
+    """Stored pages numbered above what the index holds up to `upto` (a failed index write's),
+    read by key: nothing is read when there is no gap, the usual case."""
+    if through is None or upto <= through:
+        return []
+    try:
+        found = yield from ask(LoadPages(_page_ids(through + 1, upto)))
+    except PageStoreError as error:  # the step's own pages wait too: the next step or search retries
+        raise _index_failed(error) from error
+    return [found[k] for k in sorted(found, key=page_number)]
+
+
+@dataclass
+class _IndexedThrough(Request["int | None", ThreadIO]):
+    """The highest page number up to which the index holds every page of the thread (None: not
+    the thread)."""
+
+    def answer(self, io: ThreadIO) -> int | None:
+        return io.index.indexed_through(io.thread_id)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[int | None]:
+        return io.index.aindexed_through(io.thread_id)
+
+
+@dataclass
+class _ReadPages(Request[list[Page], ThreadIO]):
+    """Every stored page of the thread."""
+
+    def answer(self, io: ThreadIO) -> list[Page]:
+        return io.page_store.list_pages(io.thread_id)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[list[Page]]:
+        return io.page_store.alist_pages(io.thread_id)
+
+
+@dataclass
+class _Add(Request[None, ThreadIO]):
+    """Index pages of a thread the index holds."""
+
+    pages: list[Page]
+    """The pages (those already indexed are skipped)."""
+
+    def answer(self, io: ThreadIO) -> None:
+        return io.index.add(io.thread_id, self.pages)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[None]:
+        return io.index.aadd(io.thread_id, self.pages)
+
+
+@dataclass
+class _Load(Request[None, ThreadIO]):
+    """Index the thread's pages (a cold load)."""
+
+    pages: list[Page]
+    """Every stored page of the thread."""
+
+    def answer(self, io: ThreadIO) -> None:
+        return io.index.load(io.thread_id, self.pages)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[None]:
+        return io.index.aload(io.thread_id, self.pages)
+
+
+@dataclass
+class _Find(Request[list[Hit], ThreadIO]):
+    """The index's hits for a search."""
+
+    search: Search
+    """What is searched."""
+
+    def answer(self, io: ThreadIO) -> list[Hit]:
+        return io.index.search(io.thread_id, self.search.query, limit=self.search.limit, allow=self.search.allow)
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[list[Hit]]:
+        return io.index.asearch(io.thread_id, self.search.query, limit=self.search.limit,
+                                allow=self.search.allow)
