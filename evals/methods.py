@@ -18,8 +18,8 @@ from rank_bm25 import BM25Okapi
 from langmem_paging import TokenCounter
 from langmem_paging.core.background import stem
 from langmem_paging.core.messages import split_units
+from langmem_paging.core.rendering import render_message
 from langmem_paging.core.text import content_terms
-from langmem_paging.recall.render import render_message
 
 if TYPE_CHECKING:
     from langmem_paging.strategies.vectors import TextVectors

@@ -30,11 +30,11 @@ from evals.readers.lexical import (
 )
 from langmem_paging import Page, PageStore, PagingConfig, PagingMiddleware, is_bookmark
 from langmem_paging.core.messages import METADATA_KEY, recall_copy_pages
+from langmem_paging.core.rendering import render_message
 from langmem_paging.core.state import STATE_KEY, paging_reducer, recall_delta
 from langmem_paging.core.text import content_terms
 from langmem_paging.index.base import InMemoryBM25Index
 from langmem_paging.integrations.pager import Pager, plan_recall
-from langmem_paging.recall.render import render_message
 
 MAX_RECALLED_PAGES = 3
 THREAD = "replay"

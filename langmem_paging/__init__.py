@@ -39,9 +39,9 @@ _EXPORTS = {
     "page_messages": "step.pure",
     "reconstruct_history": "recall.history",
     "POLICIES": "strategies.policies",
-    "Candidate": "strategies.policies",
-    "EvictionPolicy": "strategies.policies",
-    "PolicyContext": "strategies.policies",
+    "Candidate": "strategies.policy",
+    "EvictionPolicy": "strategies.policy",
+    "PolicyContext": "strategies.policy",
     "get_policy": "strategies.policies",
     "SemanticPolicy": "strategies.policies",
     "STAEPolicy": "strategies.stae",
@@ -168,13 +168,7 @@ if TYPE_CHECKING:
     from langmem_paging.strategies.boundaries import BOUNDARIES, BoundaryStrategy, get_boundary
     from langmem_paging.strategies.embeddings import Embedder, HashingEmbedder, get_embedder
     from langmem_paging.strategies.llm import LLMBookmarker, LLMDigester
-    from langmem_paging.strategies.policies import (
-        POLICIES,
-        Candidate,
-        EvictionPolicy,
-        PolicyContext,
-        SemanticPolicy,
-        get_policy,
-    )
+    from langmem_paging.strategies.policies import POLICIES, SemanticPolicy, get_policy
+    from langmem_paging.strategies.policy import Candidate, EvictionPolicy, PolicyContext
     from langmem_paging.strategies.stae import STAEPolicy
     from langmem_paging.strategies.tiers import TierScoring, UtilityScoring

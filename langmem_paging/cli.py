@@ -40,7 +40,7 @@ from langmem_paging import __version__
 from langmem_paging.core.messages import dump_messages
 from langmem_paging.core.records import Page
 from langmem_paging.core.tokens import OFFLINE_ENCODINGS, TokenCounter
-from langmem_paging.integrations.pager import default_index
+from langmem_paging.index.defaults import default_index
 from langmem_paging.ops import (
     Snapshot,
     export_records,

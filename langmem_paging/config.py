@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from langmem_paging.core.hooks import PagingHooks
 from langmem_paging.strategies.bookmarks import Bookmarker, as_bookmarker
 from langmem_paging.strategies.boundaries import BoundaryStrategy, get_boundary
-from langmem_paging.strategies.policies import EvictionPolicy, get_policy
+from langmem_paging.strategies.policies import get_policy
+from langmem_paging.strategies.policy import EvictionPolicy
 
 if TYPE_CHECKING:  # imported for typing only: embeddings and tiers import numpy
     from langmem_paging.strategies.embeddings import Embedder

@@ -22,7 +22,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from langmem_paging.core.records import ClusterNode, Page, messages_digest
 from langmem_paging.core.state import PagingState
-from langmem_paging.integrations.pager import default_index
+from langmem_paging.index.defaults import default_index
 from langmem_paging.storage.page_store import PageStore
 
 

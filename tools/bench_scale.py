@@ -72,7 +72,7 @@ from evals.policy_spec import paging_options, split_specs  # noqa: E402  (specs 
 from langmem_paging import InMemoryBM25Index, Page, PagingConfig, PagingState, TokenCounter
 from langmem_paging.core.library_messages import format_bookmark
 from langmem_paging.core.records import messages_digest
-from langmem_paging.integrations.graph_step import GraphCall
+from langmem_paging.integrations.graph_state import GraphCall
 from langmem_paging.integrations.pager import Pager
 from langmem_paging.storage.page_store import PageStore
 

@@ -17,7 +17,7 @@ import time
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from langmem_paging.strategies.policies import Candidate, PolicyContext
+from langmem_paging.strategies.policy import Candidate, PolicyContext
 from langmem_paging.strategies.stae import STAEPolicy
 
 TOPICS = [

@@ -1,4 +1,4 @@
-"""Requests a flow makes of the outside world, the I/O protocol that answers them, and the two drivers.
+"""Typed requests and the drivers that answer them: how a flow does I/O without doing it.
 
 The paging step, the step engine and the recall service are generators: they yield a request,
 a driver answers it and sends the answer back (or throws the error the answer raised into the
@@ -9,51 +9,21 @@ both drivers answer every request alike. A flow asks with ``yield from ask(reque
 an `R` back (a bare ``yield`` gets `object`: the checker refuses to use it as anything).
 
 `IO`, the protocol a request is answered on, is contravariant: the pure step's requests need a
-`StepIO` (`LocalIO`, no store), the engine's and recall's a `langmem_paging.storage.thread_io.PagingIO`,
-which extends it, so a step flow runs inside theirs and mypy refuses to drive a flow on an I/O
-object that lacks a handler it needs.
+`langmem_paging.step.io.StepIO` (`LocalIO`, no store), the engine's and recall's a
+`langmem_paging.storage.thread_io.PagingIO`, which extends it, so a step flow runs inside theirs
+and mypy refuses to drive a flow on an I/O object that lacks a handler it needs.
 
-Example:
-    >>> from langmem_paging.core.state import PagingState
-    >>> def flow() -> Flow[list[int]]:
-    ...     numbers = yield from ask(Reserve("p", ["d1", "d2"], PagingState()))
-    ...     return numbers
-    >>> run(flow(), LocalIO())
-    [1, 2]
+`drive` and `adrive` run the simpler generators of plain reads (the store's operations, the
+Postgres index's statements, the cluster-forest walks).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar, cast
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Generic, TypeVar, cast
 
-from langchain_core.messages import BaseMessage
-
-from langmem_paging.core.records import Page
-from langmem_paging.core.state import PagingState
-from langmem_paging.strategies.bookmarks import Bookmark, BookmarkContext, Bookmarker, PageDraft
-from langmem_paging.strategies.policies import EvictionPolicy
-
-__all__ = [
-    "ComputeFeatures",
-    "ComputeIO",
-    "Digester",
-    "Flow",
-    "LoadPages",
-    "LocalIO",
-    "MakeBookmarks",
-    "MakeDigests",
-    "Request",
-    "Reserve",
-    "StepIO",
-    "adrive",
-    "arun",
-    "ask",
-    "drive",
-    "run",
-]
+__all__ = ["Request", "adrive", "arun", "ask", "drive", "run"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,134 +47,6 @@ class Request(ABC, Generic[R_co, IO_contra]):
     @abstractmethod
     def aanswer(self, io: IO_contra) -> Awaitable[R_co]:
         """The answer, from the async handler."""
-
-
-Flow = Generator[Request[Any, "StepIO"], object, T]
-"""A flow of the paging step's requests returning a `T` (what it is sent is `object`: answers
-are typed by `ask`)."""
-
-
-class Digester(Protocol):
-    """What writes warm digests (`langmem_paging.strategies.llm.LLMDigester`)."""
-
-    def digest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]: ...
-
-    async def adigest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]: ...
-
-
-class StepIO(Protocol):
-    """The handlers of the paging step's requests, each sync and async (what `LocalIO` answers
-    with no store, and `langmem_paging.storage.thread_io.PagingIO` extends)."""
-
-    def reserve(self, request: Reserve) -> list[int]: ...
-
-    async def areserve(self, request: Reserve) -> list[int]: ...
-
-    def load_pages(self, request: LoadPages) -> dict[str, Page]: ...
-
-    async def aload_pages(self, request: LoadPages) -> dict[str, Page]: ...
-
-    def make_bookmarks(self, request: MakeBookmarks) -> list[Bookmark]: ...
-
-    async def amake_bookmarks(self, request: MakeBookmarks) -> list[Bookmark]: ...
-
-    def compute_features(self, request: ComputeFeatures) -> list[dict[str, Any]]: ...
-
-    async def acompute_features(self, request: ComputeFeatures) -> list[dict[str, Any]]: ...
-
-    def make_digests(self, request: MakeDigests) -> list[str | None]: ...
-
-    async def amake_digests(self, request: MakeDigests) -> list[str | None]: ...
-
-
-@dataclass
-class Reserve(Request[list[int], StepIO]):
-    """Allocate `len(digests)` page (``p``) or cluster (``c``) numbers on `state`'s branch.
-
-    A number already taken in the store by a record with another digest (another branch's
-    page) is never handed out; a record with the same digest is the same page (a retry).
-    Answer: the numbers.
-    """
-
-    kind: Literal["p", "c"]
-    """``p`` for page numbers, ``c`` for cluster numbers."""
-    digests: list[str]
-    """One digest per number wanted: the content the number is for."""
-    state: PagingState
-    """The branch the numbers are allocated on."""
-
-    def answer(self, io: StepIO) -> list[int]:
-        return io.reserve(self)
-
-    def aanswer(self, io: StepIO) -> Awaitable[list[int]]:
-        return io.areserve(self)
-
-
-@dataclass
-class MakeBookmarks(Request[list[Bookmark], StepIO]):
-    """Bookmark new pages. Answer: one `Bookmark` per draft."""
-
-    bookmarker: Bookmarker
-    """The bookmarker that writes them."""
-    drafts: list[PageDraft]
-    """The new pages."""
-    context: BookmarkContext
-    """What the bookmarker may read besides the drafts."""
-
-    def answer(self, io: StepIO) -> list[Bookmark]:
-        return io.make_bookmarks(self)
-
-    def aanswer(self, io: StepIO) -> Awaitable[list[Bookmark]]:
-        return io.amake_bookmarks(self)
-
-
-@dataclass
-class ComputeFeatures(Request[list[dict[str, Any]], StepIO]):
-    """Per-page features of new pages (e.g. a compact vector). Answer: one dict per page."""
-
-    policy: EvictionPolicy
-    """The eviction policy that computes (and later reads) them."""
-    pages: list[Sequence[BaseMessage]]
-    """The messages of each new page."""
-
-    def answer(self, io: StepIO) -> list[dict[str, Any]]:
-        return io.compute_features(self)
-
-    def aanswer(self, io: StepIO) -> Awaitable[list[dict[str, Any]]]:
-        return io.acompute_features(self)
-
-
-@dataclass
-class MakeDigests(Request[list["str | None"], StepIO]):
-    """Digests of pages by a digester (`langmem_paging.strategies.llm.LLMDigester`). Answer: one text or
-    None per page."""
-
-    digester: Digester
-    """The digester."""
-    pages: list[Sequence[BaseMessage]]
-    """The messages of each page."""
-    max_tokens: list[int]
-    """The most tokens each digest may take."""
-
-    def answer(self, io: StepIO) -> list[str | None]:
-        return io.make_digests(self)
-
-    def aanswer(self, io: StepIO) -> Awaitable[list[str | None]]:
-        return io.amake_digests(self)
-
-
-@dataclass
-class LoadPages(Request[dict[str, Page], StepIO]):
-    """Stored pages by id (those that exist). Answer: ``{page_id: Page}``."""
-
-    page_ids: list[str]
-    """The ids wanted."""
-
-    def answer(self, io: StepIO) -> dict[str, Page]:
-        return io.load_pages(self)
-
-    def aanswer(self, io: StepIO) -> Awaitable[dict[str, Page]]:
-        return io.aload_pages(self)
 
 
 def ask(request: Request[R, IO]) -> Generator[Request[R, IO], object, R]:
@@ -265,46 +107,3 @@ async def adrive(reads: Generator[Q, A, T], read: Callable[[Q], Awaitable[A]]) -
             request = reads.send(await read(request))
     except StopIteration as stop:
         return cast(T, stop.value)
-
-
-class ComputeIO:
-    """Answers the requests that need no store: bookmarks, features and digests, each by its own
-    object (sync, or awaited)."""
-
-    def make_bookmarks(self, request: MakeBookmarks) -> list[Bookmark]:
-        return request.bookmarker.bookmark(request.drafts, request.context)
-
-    async def amake_bookmarks(self, request: MakeBookmarks) -> list[Bookmark]:
-        return await request.bookmarker.abookmark(request.drafts, request.context)
-
-    def compute_features(self, request: ComputeFeatures) -> list[dict[str, Any]]:
-        return request.policy.features(request.pages)
-
-    async def acompute_features(self, request: ComputeFeatures) -> list[dict[str, Any]]:
-        return await request.policy.afeatures(request.pages)
-
-    def make_digests(self, request: MakeDigests) -> list[str | None]:
-        return list(request.digester.digest(request.pages, request.max_tokens))
-
-    async def amake_digests(self, request: MakeDigests) -> list[str | None]:
-        return list(await request.digester.adigest(request.pages, request.max_tokens))
-
-
-class LocalIO(ComputeIO, StepIO):
-    """No store (the pure `page_messages`): numbers come from the state alone, and pages from
-    `pages` (those the caller kept)."""
-
-    def __init__(self, pages: Mapping[str, Page] | None = None) -> None:
-        self.pages = pages or {}
-
-    def reserve(self, request: Reserve) -> list[int]:
-        return request.state.allocate(request.kind, len(request.digests))
-
-    async def areserve(self, request: Reserve) -> list[int]:
-        return self.reserve(request)
-
-    def load_pages(self, request: LoadPages) -> dict[str, Page]:
-        return {pid: self.pages[pid] for pid in request.page_ids if pid in self.pages}
-
-    async def aload_pages(self, request: LoadPages) -> dict[str, Page]:
-        return self.load_pages(request)

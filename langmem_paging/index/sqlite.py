@@ -7,7 +7,7 @@ process's first search costs what a warm one does. Messages are indexed as the l
 terms (`search_terms`), so it matches and ranks as the in-process index does: BM25 with the
 thread's own statistics (kept in the file beside the FTS5 table), whatever else the file holds.
 
-It is the default index of a file-backed `SqliteStore` (`langmem_paging.integrations.pager.default_index`);
+It is the default index of a file-backed `SqliteStore` (`langmem_paging.index.defaults.default_index`);
 for any other SQLite file pass it yourself: ``PagingMiddleware(index=SqliteSearchIndex(path))``.
 
 Example:

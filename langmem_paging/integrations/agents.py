@@ -18,7 +18,7 @@ from langmem_paging.integrations.engine import OnStoreError
 from langmem_paging.integrations.middleware import PagingMiddleware
 from langmem_paging.strategies.bookmarks import Bookmarker
 from langmem_paging.strategies.boundaries import BoundaryStrategy
-from langmem_paging.strategies.policies import EvictionPolicy
+from langmem_paging.strategies.policy import EvictionPolicy
 
 if TYPE_CHECKING:  # imported for typing only: embeddings and tiers import numpy
     from langmem_paging.strategies.embeddings import Embedder

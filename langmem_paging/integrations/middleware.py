@@ -31,8 +31,14 @@ from langmem_paging.integrations.calibration import (
     provider_input_tokens,
 )
 from langmem_paging.integrations.engine import OnStoreError, warn
-from langmem_paging.integrations.graph_state import prepare_view, state_update
-from langmem_paging.integrations.graph_step import GraphCall, GraphStep, paging_value, thread_id_of
+from langmem_paging.integrations.graph_state import (
+    GraphCall,
+    paging_value,
+    prepare_view,
+    state_update,
+    thread_id_of,
+)
+from langmem_paging.integrations.graph_step import GraphStep
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import warnings
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,8 +22,8 @@ from langmem_paging.config import PagingConfig, resolve_max_tokens
 from langmem_paging.core.effects import arun, run
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import TokenCounter, encoding_for_model, loaded_counter, shared_counter
-from langmem_paging.index.base import InMemoryBM25Index, SearchIndex
-from langmem_paging.index.sqlite import SqliteSearchIndex
+from langmem_paging.index.base import SearchIndex
+from langmem_paging.index.defaults import default_index
 from langmem_paging.integrations.engine import OnStoreError, StepEngine
 from langmem_paging.recall.plan import RecallPlan, plan_recall
 from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, Served, resident_turns
@@ -32,7 +31,7 @@ from langmem_paging.step import PagingResult, StepOptions, step_options
 from langmem_paging.storage.page_store import PageStore
 from langmem_paging.storage.thread_io import ThreadIO
 
-__all__ = ["Pager", "RecallAnswer", "RecallPlan", "default_index", "plan_recall", "store_indexes"]
+__all__ = ["Pager", "RecallAnswer", "RecallPlan", "plan_recall"]
 
 
 class Pager:
@@ -200,45 +199,3 @@ class Pager:
 def _forget_evicted(counter: TokenCounter, result: PagingResult) -> None:
     """Keep token counts of what is resident only: a bookmark took the first message's id."""
     counter.forget(k for ids in result.evicted_ids.values() for k in ids[1:])
-
-
-_DEFAULT_INDEXES: weakref.WeakKeyDictionary[BaseStore, dict[Any, SearchIndex]] = weakref.WeakKeyDictionary()
-_DEFAULT_INDEXES_LOCK = threading.Lock()
-
-
-def default_index(store: BaseStore, embedder: Any = None) -> SearchIndex:
-    """The process's search index for a store (one per store and embedder): for a file-backed
-    SQLite store, an FTS5 index in the store's own file (`SqliteSearchIndex`: nothing to rebuild
-    after a restart); else an in-process BM25 index, rebuilt from the store on a process's first
-    search of a thread; hybrid (in-process) when an embedder is configured. Keyed by the store, so
-    pagers over different stores never share one (the same thread id in two stores is two threads).
-    A store that wraps another (``__wrapped__``, as the command line's TTL-preserving view does) gets
-    the index of the store it wraps: the same rows the agent writes."""
-    while isinstance(getattr(store, "__wrapped__", None), BaseStore):
-        store = store.__wrapped__  # type: ignore[attr-defined]
-    key = embedder if isinstance(embedder, str) or embedder is None else id(embedder)
-    with _DEFAULT_INDEXES_LOCK:
-        per_store = _DEFAULT_INDEXES.setdefault(store, {})
-        index = per_store.get(key)
-        if index is None:
-            index = per_store[key] = _new_index(store, embedder)
-    return index
-
-
-def store_indexes(store: BaseStore) -> list[SearchIndex]:
-    """Every index this process made for `store` (one per embedder; at least the default one): where
-    a forgotten or deleted thread's rows must leave."""
-    default = default_index(store)
-    while isinstance(getattr(store, "__wrapped__", None), BaseStore):
-        store = store.__wrapped__  # type: ignore[attr-defined]
-    with _DEFAULT_INDEXES_LOCK:
-        others = [i for i in _DEFAULT_INDEXES.get(store, {}).values() if i is not default]
-    return [default, *others]
-
-
-def _new_index(store: BaseStore, embedder: Any) -> SearchIndex:
-    if embedder is None:
-        return SqliteSearchIndex.for_store(store) or InMemoryBM25Index()
-    from langmem_paging.strategies.embeddings import get_embedder
-
-    return InMemoryBM25Index(embedder=get_embedder(embedder))

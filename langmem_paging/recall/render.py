@@ -17,16 +17,16 @@ content is rebuilt exactly from the store (`expand_recall_copy`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 
 from langmem_paging.core.blocks import blocks_in, media_blocks
-from langmem_paging.core.messages import METADATA_KEY, speaker
+from langmem_paging.core.messages import METADATA_KEY
 from langmem_paging.core.records import ClusterNode, Page
-from langmem_paging.core.tokens import TokenCounter, message_text, shared_counter
+from langmem_paging.core.rendering import INDENT, escape_tags, render_message
+from langmem_paging.core.tokens import TokenCounter, shared_counter
 from langmem_paging.recall.spec import SPEC_VERSION, ClusterItem, Item, PageItem, PassageItem, RecallSpec
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "page_parts",
     "passages_cost",
     "recall_artifact",
-    "render_message",
     "render_page",
     "render_passages",
     "render_recall",
@@ -45,8 +44,6 @@ __all__ = [
     "with_media",
 ]
 
-_TAG = re.compile(r"<(/?)(page|message|recalled|cluster)\b", re.IGNORECASE)
-_QUOTE = re.compile(r'["<>&]')
 NOTE_MAX_TOKENS = 200
 """A note (which may echo what the model sent) never takes more than this, nor half the cap."""
 
@@ -54,38 +51,9 @@ GetPage = Callable[[str], "Page | None"]
 GetNode = Callable[[str], "ClusterNode | None"]
 
 
-def _escape(text: str) -> str:
-    """Neutralize text that could pass for one of our tags."""
-    return _TAG.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
-
-
-def _attr(value: Any) -> str:
-    return _QUOTE.sub(lambda m: {'"': "&quot;", "<": "&lt;", ">": "&gt;", "&": "&amp;"}[m.group(0)], str(value))
-
-
-_NAME_UNSAFE = re.compile(r"[\s:\[\]=]+")
-INDENT = "  "
-"""Continuation lines of a message's text start with this (the margin is the library's)."""
 PART_MIN_TOKENS = 96
 """Parts are not cut smaller than this while the room is shared (several pages, or several recall
 calls at once): the result says to recall fewer at a time instead of showing a few words each."""
-
-
-def render_message(message: BaseMessage, version: int = SPEC_VERSION) -> str:
-    """One message as recalled: ``Name [time]: text`` with further lines indented (version 2), or
-    ``<message from="user" time="...">text</message>``, the text escaped (version 1)."""
-    stamp = message.additional_kwargs.get("timestamp")
-    if version < 2:
-        time = f' time="{_attr(stamp)}"' if stamp is not None else ""
-        return f'<message from="{_attr(speaker(message))}"{time}>{_escape(message_text(message))}</message>'
-    name = _NAME_UNSAFE.sub(" ", speaker(message)).strip() or "someone"
-    time = f" [{_NAME_UNSAFE.sub(' ', str(stamp)).strip()}]" if stamp is not None else ""
-    return f"{name}{time}: " + _indented(message_text(message))
-
-
-def _indented(text: str) -> str:
-    """Text whose every line but the first starts with `INDENT`."""
-    return text.replace("\r", "").replace("\n", "\n" + INDENT)
 
 
 def _header(label: str, detail: str) -> str:
@@ -282,7 +250,7 @@ def items_tokens(spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, 
 def clip_note(note: str, cap: int, counter: TokenCounter) -> str:
     """The note within `NOTE_MAX_TOKENS` and half the cap, escaped as page text is: it may echo what
     the model sent (a query, a malformed id), which must not pass for recall structure."""
-    note = _escape(note).replace("\r", " ").replace("\n", " ")
+    note = escape_tags(note).replace("\r", " ").replace("\n", " ")
     note_cap = min(NOTE_MAX_TOKENS, max(32, cap // 2))
     if note and counter.count_text(note) > note_cap:
         return counter.truncate_text(note, note_cap - 2) + " ..."

@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_paging.config import PagingConfig
-from langmem_paging.core.effects import LoadPages, ask
+from langmem_paging.core.effects import ask
 from langmem_paging.core.errors import StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.messages import library_mark, split_units
@@ -43,6 +43,7 @@ from langmem_paging.recall.render import (
     with_media,
 )
 from langmem_paging.recall.spec import ClusterItem, Item, PageItem, PassageItem, RecallSpec
+from langmem_paging.step.io import LoadPages
 from langmem_paging.storage.thread_io import ListMembers, LoadClusters, Notify, ScoreTexts, Search, ThreadFlow
 from langmem_paging.strategies.bookmarks import Bookmarker
 

@@ -24,9 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from langmem_paging.core.rendering import RENDER_VERSION
+
 __all__ = ["ClusterItem", "Item", "PageItem", "PassageItem", "RecallSpec", "SPEC_VERSION"]
 
-SPEC_VERSION = 2
+SPEC_VERSION = RENDER_VERSION
 
 
 @dataclass

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from langchain_core.messages import ToolMessage
 
-from langmem_paging.core.effects import Flow
 from langmem_paging.core.library_messages import stub_is_shorter, tool_result_stub
 from langmem_paging.core.messages import Unit, library_mark, recall_copy_pages
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.form import Draft, form_pages
+from langmem_paging.step.io import Flow
 
 __all__ = ["page_large_results", "trim_latest_group"]
 

@@ -20,7 +20,7 @@ from langmem_paging.core.tokens import message_text
 from langmem_paging.step.options import StepOptions
 from langmem_paging.step.repair import repair_unanswered
 from langmem_paging.step.result import PagingResult
-from langmem_paging.strategies.policies import PolicyContext
+from langmem_paging.strategies.policy import PolicyContext
 
 __all__ = ["StepContext", "start"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from langmem_paging.core.effects import Flow, Reserve, ask
+from langmem_paging.core.effects import ask
 from langmem_paging.core.library_messages import (
     bookmark_message,
     cluster_bookmark_tokens,
@@ -28,8 +28,9 @@ from langmem_paging.core.records import Page, messages_digest, page_number
 from langmem_paging.core.state import ResidentPage, ShownPage
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.form import Draft, cut_pages, form_pages, free_runs
+from langmem_paging.step.io import Flow, Reserve
 from langmem_paging.strategies.clusters import merge_terms
-from langmem_paging.strategies.policies import Candidate, PolicyContext
+from langmem_paging.strategies.policy import Candidate, PolicyContext
 from langmem_paging.strategies.tiers import importance
 
 __all__ = ["evict", "evict_resident", "unbookmarked"]

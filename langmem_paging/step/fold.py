@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from langmem_paging.core.effects import Flow, Reserve, ask
+from langmem_paging.core.effects import ask
 from langmem_paging.core.library_messages import cluster_message
 from langmem_paging.core.state import ClusterEntry, PagingState
 from langmem_paging.step.context import StepContext
+from langmem_paging.step.io import Flow, Reserve
 from langmem_paging.strategies.clusters import ClusterOptions, FoldPlan, materialize, plan_folds
 
 __all__ = ["fold", "fold_to_fit"]

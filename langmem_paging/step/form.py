@@ -9,7 +9,7 @@ from typing import Literal
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.core.effects import ComputeFeatures, Flow, MakeBookmarks, Reserve, ask
+from langmem_paging.core.effects import ask
 from langmem_paging.core.library_messages import stored_form
 from langmem_paging.core.messages import Unit, is_pinned
 from langmem_paging.core.records import Page, messages_digest
@@ -17,6 +17,7 @@ from langmem_paging.core.state import ResidentPage
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
 from langmem_paging.step.context import StepContext
+from langmem_paging.step.io import ComputeFeatures, Flow, MakeBookmarks, Reserve
 from langmem_paging.strategies.bookmarks import Bookmark, BookmarkContext, PageDraft
 
 __all__ = ["Draft", "FreeRun", "cut_pages", "form_pages", "free_runs"]

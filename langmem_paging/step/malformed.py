@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from langmem_paging.core.effects import Flow
 from langmem_paging.core.library_messages import malformed_call_stub
 from langmem_paging.core.messages import Unit, library_mark
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.form import Draft, form_pages
+from langmem_paging.step.io import Flow
 from langmem_paging.step.protect import unremovable
 
 __all__ = ["shrink_malformed"]

@@ -13,7 +13,8 @@ from langmem_paging.core.tokens import TokenCounter, cached_message_counter
 from langmem_paging.strategies.bookmarks import Bookmarker, as_bookmarker
 from langmem_paging.strategies.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.strategies.clusters import ClusterOptions
-from langmem_paging.strategies.policies import EvictionPolicy, get_policy
+from langmem_paging.strategies.policies import get_policy
+from langmem_paging.strategies.policy import EvictionPolicy
 from langmem_paging.strategies.tiers import TierMode, TierPolicy, get_tiers
 
 if TYPE_CHECKING:

@@ -16,12 +16,12 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.core.effects import Flow
 from langmem_paging.step.arrival import page_large_results, trim_latest_group
 from langmem_paging.step.context import StepContext, start
 from langmem_paging.step.evict import evict, evict_resident, unbookmarked
 from langmem_paging.step.finish import finish
 from langmem_paging.step.fold import fold, fold_to_fit
+from langmem_paging.step.io import Flow
 from langmem_paging.step.malformed import shrink_malformed
 from langmem_paging.step.options import StepOptions
 from langmem_paging.step.protect import protect

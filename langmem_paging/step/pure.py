@@ -15,10 +15,11 @@ from langchain_core.messages import BaseMessage
 from typing_extensions import Unpack
 
 from langmem_paging.config import PagingConfig, PagingOptions
-from langmem_paging.core.effects import LocalIO, arun, run
+from langmem_paging.core.effects import arun, run
 from langmem_paging.core.records import Page
 from langmem_paging.core.tokens import TokenCounter, shared_counter
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step, step_options
+from langmem_paging.step.io import LocalIO
 
 __all__ = ["PagingResult", "StepOptions", "apage_messages", "page_messages", "paging_step"]
 

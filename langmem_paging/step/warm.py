@@ -8,12 +8,13 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.core.effects import Flow, LoadPages, MakeDigests, ask
+from langmem_paging.core.effects import ask
 from langmem_paging.core.library_messages import bookmark_message, digest_message, stored_form
 from langmem_paging.core.records import page_number
 from langmem_paging.core.state import ShownPage
 from langmem_paging.core.text import search_terms
 from langmem_paging.step.context import StepContext
+from langmem_paging.step.io import Flow, LoadPages, MakeDigests
 from langmem_paging.strategies.tiers import TierItem, TierMode, extractive_digest
 
 __all__ = ["present_warm"]

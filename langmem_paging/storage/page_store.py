@@ -35,6 +35,7 @@ from langmem_paging.core.forest import walk_members, walk_root
 from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.core.state import PagingState
 from langmem_paging.index.base import SearchIndex
+from langmem_paging.index.defaults import store_indexes
 from langmem_paging.storage.claims import NumberClaims, claims_for
 from langmem_paging.storage.lifecycle import FORGOTTEN, Forgotten, forget_in_records, forgotten
 from langmem_paging.storage.postgres_reads import abatch_reads, batch_reads
@@ -516,8 +517,6 @@ class PageStore:
         unless it was given another; one per search embedder): a thread's rows leave all of them.
         An in-process index of another process is not reachable from here: it forgets the thread
         when that process restarts (documented in the README)."""
-        from langmem_paging.integrations.pager import store_indexes  # the pager picks each store's index
-
         known = store_indexes(self.store)
         return known if index is None or any(index is k for k in known) else [index, *known]
 

@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
-from langmem_paging.core.effects import ComputeIO, LoadPages, Request, Reserve, StepIO, arun, ask, run
+from langmem_paging.core.effects import Request, arun, ask, run
 from langmem_paging.core.errors import PageStoreError, SearchIndexError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.records import ClusterNode, Page, page_number
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tracing import apaging_run, paging_run
 from langmem_paging.index.base import Hit, SearchIndex
+from langmem_paging.step.io import ComputeIO, LoadPages, Reserve, StepIO
 from langmem_paging.storage.page_store import PageStore
 
 __all__ = ["Commit", "HookName", "IndexPages", "ListMembers", "LoadClusters", "Notify", "PagingIO", "ScoreTexts",

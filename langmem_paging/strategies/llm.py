@@ -37,8 +37,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.library_messages import format_bookmark
 from langmem_paging.core.records import messages_digest
+from langmem_paging.core.rendering import render_message
 from langmem_paging.core.tokens import TokenCounter
-from langmem_paging.recall.render import render_message
 from langmem_paging.strategies.bookmarks import (
     Bookmark,
     BookmarkContext,

@@ -63,7 +63,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.strategies.embeddings import Embedder
 from langmem_paging.strategies.kmeans import choose_k, kmeans, pairwise_sq_distances
-from langmem_paging.strategies.policies import Candidate, EvictionPolicy, PolicyContext
+from langmem_paging.strategies.policy import Candidate, EvictionPolicy, PolicyContext
 from langmem_paging.strategies.vectors import PageVectors
 
 __all__ = ["GROUPINGS", "REDUNDANCIES", "STAEPolicy"]

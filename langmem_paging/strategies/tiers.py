@@ -40,7 +40,7 @@ from langmem_paging.core.background import stem
 from langmem_paging.core.messages import library_mark, speaker
 from langmem_paging.core.text import cosine, search_terms
 from langmem_paging.core.tokens import message_text
-from langmem_paging.strategies.policies import Candidate, EvictionPolicy, PolicyContext
+from langmem_paging.strategies.policy import Candidate, EvictionPolicy, PolicyContext
 
 __all__ = [
     "TIER_MODES",

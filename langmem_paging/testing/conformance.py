@@ -32,7 +32,7 @@ from langmem_paging.recall.history import reconstruct_history
 from langmem_paging.step.pure import page_messages
 from langmem_paging.storage.page_store import PageStore
 from langmem_paging.strategies.bookmarks import BookmarkContext, Bookmarker, PageDraft
-from langmem_paging.strategies.policies import EvictionPolicy
+from langmem_paging.strategies.policy import EvictionPolicy
 
 __all__ = [
     "model_call_points",

@@ -9,7 +9,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langmem_paging import page_messages, paging_reducer
 from langmem_paging.core.messages import METADATA_KEY
 from langmem_paging.core.state import recall_delta
-from langmem_paging.strategies.policies import Candidate, PolicyContext, get_policy
+from langmem_paging.strategies.policies import get_policy
+from langmem_paging.strategies.policy import Candidate, PolicyContext
 from langmem_paging.strategies.tiers import TierScoring, UtilityScoring
 from tests.support.harness import COUNTER, replay
 

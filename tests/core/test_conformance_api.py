@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from langmem_paging.strategies.bookmarks import BOOKMARKERS, Bookmark, Bookmarker
-from langmem_paging.strategies.policies import POLICIES, EvictionPolicy
+from langmem_paging.strategies.policies import POLICIES
+from langmem_paging.strategies.policy import EvictionPolicy
 from langmem_paging.testing.conformance import validate_bookmarker, validate_policy, validate_store
 
 

@@ -200,7 +200,7 @@ def test_view_mode_survives_a_message_without_an_id():
     history = _turns(8)
     history.insert(5, ToolMessage("Error: bad call", tool_call_id="zz"))  # no id, as create_agent may add
     history.insert(5, AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "zz"}], id="call"))
-    from langmem_paging.integrations.graph_step import GraphCall
+    from langmem_paging.integrations.graph_state import GraphCall
 
     state = None
     for point in range(4, len(history) + 1):

@@ -24,7 +24,8 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import PagingConfig, PagingMiddleware, get_policy, is_bookmark, reconstruct_history
 from langmem_paging.strategies.embeddings import Embedder, HashingEmbedder
 from langmem_paging.strategies.kmeans import choose_k, kmeans, pairwise_sq_distances, silhouette
-from langmem_paging.strategies.policies import Candidate, FIFOPolicy, PolicyContext, SemanticPolicy
+from langmem_paging.strategies.policies import FIFOPolicy, SemanticPolicy
+from langmem_paging.strategies.policy import Candidate, PolicyContext
 from langmem_paging.strategies.stae import STAEPolicy
 from langmem_paging.strategies.vectors import PageVectors, decode_vector, encode_vector
 from langmem_paging.testing import ScriptedChatModel

@@ -14,21 +14,23 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging.core import effects
-from langmem_paging.core.effects import Request, StepIO, arun, ask, run
+from langmem_paging.core.effects import Request, arun, ask, run
 from langmem_paging.core.errors import SearchIndexError
 from langmem_paging.core.records import Page
 from langmem_paging.core.state import PagingState
 from langmem_paging.index.base import Hit, InMemoryBM25Index
+from langmem_paging.step import io as step_io
+from langmem_paging.step.io import StepIO
 from langmem_paging.storage import thread_io
 from langmem_paging.storage.page_store import PageStore
 from langmem_paging.storage.thread_io import PagingIO, Search, ThreadFlow, ThreadIO
 
 HANDLERS: dict[type[Request[Any, Any]], str] = {
-    effects.Reserve: "reserve",
-    effects.LoadPages: "load_pages",
-    effects.MakeBookmarks: "make_bookmarks",
-    effects.ComputeFeatures: "compute_features",
-    effects.MakeDigests: "make_digests",
+    step_io.Reserve: "reserve",
+    step_io.LoadPages: "load_pages",
+    step_io.MakeBookmarks: "make_bookmarks",
+    step_io.ComputeFeatures: "compute_features",
+    step_io.MakeDigests: "make_digests",
     thread_io.Commit: "commit",
     thread_io.IndexPages: "index_pages",
     thread_io.Search: "search",
@@ -46,7 +48,7 @@ def _public_requests() -> set[type]:
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls.__module__ in (effects.__name__, thread_io.__name__) and not cls.__name__.startswith("_"):
+        if cls.__module__ in (effects.__name__, step_io.__name__, thread_io.__name__) and not cls.__name__.startswith("_"):
             found.add(cls)
     return found
 
@@ -107,10 +109,10 @@ class FailingSearchIO:
     async def asearch(self, request: Search) -> list[Hit]:
         return self.search(request)
 
-    def reserve(self, request: effects.Reserve) -> list[int]:
+    def reserve(self, request: step_io.Reserve) -> list[int]:
         return request.state.allocate(request.kind, len(request.digests))
 
-    async def areserve(self, request: effects.Reserve) -> list[int]:
+    async def areserve(self, request: step_io.Reserve) -> list[int]:
         return self.reserve(request)
 
 
@@ -121,7 +123,7 @@ def test_a_flow_gets_typed_answers_and_handles_the_errors_thrown_into_it(mode):
             hits = yield from ask(Search("bees", 5, lambda pid: True))
         except SearchIndexError:
             hits = []  # as the engine does with `on_store_error="continue"`
-        numbers = yield from ask(effects.Reserve("p", ["d1", "d2"], PagingState()))
+        numbers = yield from ask(step_io.Reserve("p", ["d1", "d2"], PagingState()))
         return hits, numbers
 
     io = FailingSearchIO()

@@ -21,7 +21,7 @@ from langmem_paging import config as config_module
 from langmem_paging.config import RECALL_BUDGET_SHARE, RECALL_MIN_TOKENS, PagingOptions
 from langmem_paging.core.messages import is_bookmark
 from langmem_paging.integrations.agents import AgentPagingOptions
-from langmem_paging.integrations.graph_step import (
+from langmem_paging.integrations.graph_state import (
     MISSING_STATE,
     NO_THREAD,
     GraphCall,

@@ -26,8 +26,8 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import InMemoryBM25Index, Page, PageStore, PagingMiddleware, PagingState
 from langmem_paging.core.text import search_terms
+from langmem_paging.index.defaults import default_index
 from langmem_paging.index.sqlite import COMMON_MIN, SqliteSearchIndex
-from langmem_paging.integrations.pager import default_index
 from langmem_paging.storage.thread_io import IndexPages, Search, ThreadIO
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.backends import sqlite_store

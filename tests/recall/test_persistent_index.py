@@ -13,8 +13,8 @@ import textwrap
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import InMemoryBM25Index
+from langmem_paging.index.defaults import default_index
 from langmem_paging.index.sqlite import SqliteSearchIndex, sqlite_file_of
-from langmem_paging.integrations.pager import default_index
 from tests.support.backends import sqlite_store
 
 WRITER = """

@@ -30,7 +30,7 @@ from langmem_paging.core.library_messages import tool_result_stub
 from langmem_paging.core.messages import METADATA_KEY, library_mark, tool_call_ids
 from langmem_paging.core.records import page_number
 from langmem_paging.core.state import paging_reducer, recall_delta
-from langmem_paging.integrations.graph_step import GraphCall
+from langmem_paging.integrations.graph_state import GraphCall
 from langmem_paging.integrations.pager import Pager
 from langmem_paging.step.repair import repair_unanswered
 from langmem_paging.storage.page_store import PageStore
