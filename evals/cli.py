@@ -18,35 +18,80 @@ def _csv(cast=str):
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output directory (re-running resumes)")
-    p.add_argument("--budgets", type=_csv(int), default=[2000, 4000, 8000],
-                   help="token budgets B, comma-separated (default 2000,4000,8000)")
-    p.add_argument("--reader", choices=["lexical", "llm"], default="lexical",
-                   help="lexical: offline, deterministic; llm: a real model via OPENAI_API_KEY/OPENAI_BASE_URL")
-    p.add_argument("--model", default=None, help="llm reader: model name (default $OPENAI_MODEL or gpt-4o-mini)")
+    p.add_argument(
+        "--budgets",
+        type=_csv(int),
+        default=[2000, 4000, 8000],
+        help="token budgets B, comma-separated (default 2000,4000,8000)",
+    )
+    p.add_argument(
+        "--reader",
+        choices=["lexical", "llm"],
+        default="lexical",
+        help="lexical: offline, deterministic; llm: a real model via OPENAI_API_KEY/OPENAI_BASE_URL",
+    )
+    p.add_argument(
+        "--model", default=None, help="llm reader: model name (default $OPENAI_MODEL or gpt-4o-mini)"
+    )
     p.add_argument("--judge-model", default=None, help="llm reader: judge model (default: --model)")
-    p.add_argument("--max-model-calls", type=int, default=4, help="llm reader: model calls per question at most")
-    p.add_argument("--workers", type=int, default=4, help="llm reader: questions asked at once (end protocol)")
-    p.add_argument("--processes", type=int, default=1,
-                   help="lexical reader: units (conversation x method x budget) run in this many processes")
-    p.add_argument("--threads", type=int, default=None,
-                   help="BLAS/onnxruntime/torch threads per process (default: cores // processes, at least 1)")
-    p.add_argument("--max-questions", type=int, default=None,
-                   help="ask only each conversation's first N questions (to bound llm cost)")
-    p.add_argument("--protocol", choices=["end", "streaming"], default="end",
-                   help="end: every question after the whole conversation (default); streaming: each right after "
-                        "the session following its evidence")
+    p.add_argument(
+        "--max-model-calls", type=int, default=4, help="llm reader: model calls per question at most"
+    )
+    p.add_argument(
+        "--workers", type=int, default=4, help="llm reader: questions asked at once (end protocol)"
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="lexical reader: units (conversation x method x budget) run in this many processes",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="BLAS/onnxruntime/torch threads per process (default: cores // processes, at least 1)",
+    )
+    p.add_argument(
+        "--max-questions",
+        type=int,
+        default=None,
+        help="ask only each conversation's first N questions (to bound llm cost)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=["end", "streaming"],
+        default="end",
+        help="end: every question after the whole conversation (default); streaming: each right after "
+        "the session following its evidence",
+    )
     p.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
-    p.add_argument("--data", default=None, help="LoCoMo file (official format); default $LOCOMO_PATH or shared dev")
+    p.add_argument(
+        "--data", default=None, help="LoCoMo file (official format); default $LOCOMO_PATH or shared dev"
+    )
     p.add_argument("--dataset", choices=["locomo", "synthetic"], default=None, help=argparse.SUPPRESS)
-    p.add_argument("--synthetic-turns", type=int, default=600, help="synthetic: turns per conversation (default 600)")
-    p.add_argument("--synthetic-facts", type=int, default=30,
-                   help="synthetic: planted facts per conversation, one question each (default 30)")
-    p.add_argument("--synthetic-conversations", type=int, default=5,
-                   help="synthetic: conversations generated, seeds 0..N-1 (default 5)")
+    p.add_argument(
+        "--synthetic-turns", type=int, default=600, help="synthetic: turns per conversation (default 600)"
+    )
+    p.add_argument(
+        "--synthetic-facts",
+        type=int,
+        default=30,
+        help="synthetic: planted facts per conversation, one question each (default 30)",
+    )
+    p.add_argument(
+        "--synthetic-conversations",
+        type=int,
+        default=5,
+        help="synthetic: conversations generated, seeds 0..N-1 (default 5)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it counts questions asked)")
-    p.add_argument("--paging-reader", default="bookmarks",
-                   help=f"lexical reader mode(s) for paging, comma-separated: {', '.join(READER_MODES)}, or all "
-                        "(each mode is its own method, paging[mode]; semantic needs the minilm extra)")
+    p.add_argument(
+        "--paging-reader",
+        default="bookmarks",
+        help=f"lexical reader mode(s) for paging, comma-separated: {', '.join(READER_MODES)}, or all "
+        "(each mode is its own method, paging[mode]; semantic needs the minilm extra)",
+    )
 
 
 def _paging_readers(parser, text: str, *, single: bool = False) -> list[str]:
@@ -57,8 +102,10 @@ def _paging_readers(parser, text: str, *, single: bool = False) -> list[str]:
     modes = list(READER_MODES) if text == "all" else [m for m in text.split(",") if m]
     unknown = [m for m in modes if m not in READER_MODES]
     if unknown or not modes:
-        parser.error(f"unknown --paging-reader {', '.join(unknown) or text!r}; available: "
-                     f"{', '.join(READER_MODES)}, all")
+        parser.error(
+            f"unknown --paging-reader {', '.join(unknown) or text!r}; available: "
+            f"{', '.join(READER_MODES)}, all"
+        )
     if "semantic" in modes and (reason := unavailable()):
         if text != "all":
             parser.error(reason)
@@ -115,44 +162,76 @@ def _conversations(dataset: str, args):
         return load_locomo(args.data, limit=args.limit), file_sha256(data_path(args.data))
     from evals.datasets.synthetic import generate
 
-    convs = [generate(n_turns=args.synthetic_turns, n_facts=args.synthetic_facts, seed=s)
-             for s in range(args.synthetic_conversations)]
+    convs = [
+        generate(n_turns=args.synthetic_turns, n_facts=args.synthetic_facts, seed=s)
+        for s in range(args.synthetic_conversations)
+    ]
     return convs[: args.limit], None
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m evals`` parser (every option says what it does)."""
-    parser = argparse.ArgumentParser(prog="python -m evals", description="Evaluate paging against other memory "
-                                     "methods on LoCoMo or synthetic conversations.")
+    parser = argparse.ArgumentParser(
+        prog="python -m evals",
+        description="Evaluate paging against other memory methods on LoCoMo or synthetic conversations.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("locomo", "synthetic"):
         p = sub.add_parser(name, help=f"six methods at matched budgets on {name}")
         _add_common(p)
-        p.add_argument("--methods", type=_csv(), default=list(METHODS),
-                       help=f"methods, comma-separated (default all: {', '.join(METHODS)})")
-        p.add_argument("--boundary", default="fixed_20", help="paging: how messages are cut into pages (default fixed_20)")
+        p.add_argument(
+            "--methods",
+            type=_csv(),
+            default=list(METHODS),
+            help=f"methods, comma-separated (default all: {', '.join(METHODS)})",
+        )
+        p.add_argument(
+            "--boundary",
+            default="fixed_20",
+            help="paging: how messages are cut into pages (default fixed_20)",
+        )
         p.add_argument("--policy", default="lfu", help="paging: eviction policy spec (default lfu)")
-        p.add_argument("--search-embedder", default=None,
-                       help="paging: hybrid search with this embedder (default: the local ONNX MiniLM, needs the "
-                            "embeddings extra; minilm: torch, the minilm extra; openai:<model>); default BM25 "
-                            "only. The flat hybrid baseline hybrid_nb1 uses it too (default: default)")
+        p.add_argument(
+            "--search-embedder",
+            default=None,
+            help="paging: hybrid search with this embedder (default: the local ONNX MiniLM, needs the "
+            "embeddings extra; minilm: torch, the minilm extra; openai:<model>); default BM25 "
+            "only. The flat hybrid baseline hybrid_nb1 uses it too (default: default)",
+        )
     p = sub.add_parser("ablate", help="paging: boundary strategies x eviction policies")
     _add_common(p)
-    p.add_argument("--boundaries", type=_csv(), default=["fixed_10", "fixed_20", "fixed_40", "session", "topic_shift"],
-                   help="boundary strategies, comma-separated (default fixed_10,fixed_20,fixed_40,session,topic_shift)")
-    p.add_argument("--policies", default="fifo,lru,lfu,semantic",
-                   help="policy specs: fifo, lru, lfu, semantic, stae:beta=0.5,grouping=kmeans, tiers:importance, "
-                        "lfu+tiers:utility")
+    p.add_argument(
+        "--boundaries",
+        type=_csv(),
+        default=["fixed_10", "fixed_20", "fixed_40", "session", "topic_shift"],
+        help="boundary strategies, comma-separated (default fixed_10,fixed_20,fixed_40,session,topic_shift)",
+    )
+    p.add_argument(
+        "--policies",
+        default="fifo,lru,lfu,semantic",
+        help="policy specs: fifo, lru, lfu, semantic, stae:beta=0.5,grouping=kmeans, tiers:importance, "
+        "lfu+tiers:utility",
+    )
     p.add_argument("--on", choices=["locomo", "synthetic"], default="locomo", help="dataset for the ablation")
     p = sub.add_parser("needles", help="needle density: NRR vs ECR per policy (one needle per segment)")
     _add_common(p)
     p.set_defaults(budgets=[])
-    p.add_argument("--fractions", type=_csv(float), default=[],
-                   help="compression levels as fractions of each conversation's tokens (besides --budgets)")
+    p.add_argument(
+        "--fractions",
+        type=_csv(float),
+        default=[],
+        help="compression levels as fractions of each conversation's tokens (besides --budgets)",
+    )
     p.add_argument("--policies", default="fifo,lru,lfu,semantic", help="policy specs, as for ablate")
-    p.add_argument("--boundary", default="fixed_20", help="how messages are cut into pages (default fixed_20)")
-    p.add_argument("--on", choices=["locomo", "synthetic"], default="synthetic",
-                   help="dataset for the needles (default synthetic)")
+    p.add_argument(
+        "--boundary", default="fixed_20", help="how messages are cut into pages (default fixed_20)"
+    )
+    p.add_argument(
+        "--on",
+        choices=["locomo", "synthetic"],
+        default="synthetic",
+        help="dataset for the needles (default synthetic)",
+    )
     p.add_argument("--needle-turns", type=int, default=400, help="synthetic: turns per conversation")
     p.add_argument("--segments", type=int, default=20, help="equal segments, one needle each")
     return parser
@@ -176,36 +255,76 @@ def main(argv: list[str] | None = None) -> int:
         from evals.readers.llm import LLMReader
 
         try:
-            reader = LLMReader.from_env(args.model, judge_model=args.judge_model,
-                                        max_model_calls=args.max_model_calls)
+            reader = LLMReader.from_env(
+                args.model, judge_model=args.judge_model, max_model_calls=args.max_model_calls
+            )
         except (ValueError, ImportError) as exc:
             parser.error(str(exc))
     conversations, sha = _conversations(dataset, args)
     readers = _paging_readers(parser, args.paging_reader, single=args.command == "ablate")
     policies = _policy_specs(parser, args.policies) if args.command == "ablate" else [args.policy]
-    unknown = {m for m in getattr(args, "methods", []) if m not in METHODS and reader_of(m) not in READER_MODES}
+    unknown = {
+        m for m in getattr(args, "methods", []) if m not in METHODS and reader_of(m) not in READER_MODES
+    }
     if unknown:
         parser.error(f"unknown methods {sorted(unknown)}; available: {', '.join(METHODS)}")
     methods = _embedder_methods(parser, args)
     config = RunConfig(
-        dataset=dataset, budgets=args.budgets, protocol=args.protocol, reader=args.reader, data_sha256=sha,
+        dataset=dataset,
+        budgets=args.budgets,
+        protocol=args.protocol,
+        reader=args.reader,
+        data_sha256=sha,
         methods=methods,
         boundaries=args.boundaries if args.command == "ablate" else [args.boundary],
-        policies=policies, paging_readers=readers, search_embedder=getattr(args, "search_embedder", None),
+        policies=policies,
+        paging_readers=readers,
+        search_embedder=getattr(args, "search_embedder", None),
         extra={"limit": args.limit, "max_questions": args.max_questions}
-        | (reader.version if reader is not None else {}) | ({} if dataset == "locomo" else {
-            "turns": args.synthetic_turns, "facts": args.synthetic_facts,
-            "conversations": args.synthetic_conversations}),
+        | (reader.version if reader is not None else {})
+        | (
+            {}
+            if dataset == "locomo"
+            else {
+                "turns": args.synthetic_turns,
+                "facts": args.synthetic_facts,
+                "conversations": args.synthetic_conversations,
+            }
+        ),
     )
-    summary = run(conversations, config, args.out, ablation=args.command == "ablate", progress=not args.no_progress,
-                  reader=reader, workers=args.workers, processes=args.processes)
+    summary = run(
+        conversations,
+        config,
+        args.out,
+        ablation=args.command == "ablate",
+        progress=not args.no_progress,
+        reader=reader,
+        workers=args.workers,
+        processes=args.processes,
+    )
     from evals.report import markdown_table
 
-    cols = (["budget", "boundary", "policy", "evidence_coverage", "page_selection_top1", "mean_bookmark_tokens",
-             "over_budget_rate"]
-            if args.command == "ablate" else
-            ["method", "budget", "evidence_coverage", "mean_context_tokens", "bookmark_share",
-             "page_selection_top1", "page_selection_top3"])
+    cols = (
+        [
+            "budget",
+            "boundary",
+            "policy",
+            "evidence_coverage",
+            "page_selection_top1",
+            "mean_bookmark_tokens",
+            "over_budget_rate",
+        ]
+        if args.command == "ablate"
+        else [
+            "method",
+            "budget",
+            "evidence_coverage",
+            "mean_context_tokens",
+            "bookmark_share",
+            "page_selection_top1",
+            "page_selection_top3",
+        ]
+    )
     if reader is not None:
         cols += ["answer_f1", "judge_score", "recall_trigger_rate"]
     print(markdown_table(summary["rows"], cols))
@@ -230,17 +349,43 @@ def _needles(parser, args) -> int:
         items = [locomo_needles(c, args.segments) for c in load_locomo(args.data, limit=args.limit)]
         sha = file_sha256(data_path(args.data))
     else:
-        items = [generate_needles(n_turns=args.needle_turns, seed=s, n_segments=args.segments)
-                 for s in range(args.synthetic_conversations)][: args.limit]
+        items = [
+            generate_needles(n_turns=args.needle_turns, seed=s, n_segments=args.segments)
+            for s in range(args.synthetic_conversations)
+        ][: args.limit]
         sha = None
-    config = NeedleConfig(dataset=args.on, policies=policies, budgets=args.budgets, fractions=args.fractions,
-                          boundary=args.boundary, readers=readers, data_sha256=sha,
-                          extra={"limit": args.limit, "segments": args.segments}
-                          | ({"turns": args.needle_turns, "conversations": args.synthetic_conversations}
-                             if args.on == "synthetic" else {}))
+    config = NeedleConfig(
+        dataset=args.on,
+        policies=policies,
+        budgets=args.budgets,
+        fractions=args.fractions,
+        boundary=args.boundary,
+        readers=readers,
+        data_sha256=sha,
+        extra={"limit": args.limit, "segments": args.segments}
+        | (
+            {"turns": args.needle_turns, "conversations": args.synthetic_conversations}
+            if args.on == "synthetic"
+            else {}
+        ),
+    )
     summary = run_needles(items, config, args.out, progress=not args.no_progress, processes=args.processes)
-    print(markdown_table(summary["rows"], ["policy", "reader", "level", "mean_budget", "ecr", "nrr", "nrr_ci95",
-                                           "nrr_resident", "n_needles"]))
+    print(
+        markdown_table(
+            summary["rows"],
+            [
+                "policy",
+                "reader",
+                "level",
+                "mean_budget",
+                "ecr",
+                "nrr",
+                "nrr_ci95",
+                "nrr_resident",
+                "n_needles",
+            ],
+        )
+    )
     print(f"\nwrote {args.out}/results.jsonl, summary.json, summary.md and nrr_vs_ecr.png")
     return 0
 

@@ -17,8 +17,12 @@ def turn_message(turn: Turn, user: str, *, dated: bool = False) -> BaseMessage:
     `dated` prefixes the session date (first turn of a session)."""
     cls = HumanMessage if turn.speaker == user else AIMessage
     text = f"({turn.date}) {turn.text}" if dated and turn.date else turn.text
-    return cls(text, id=turn.dia_id, name=turn.speaker,
-               additional_kwargs={"session_id": str(turn.session), "timestamp_text": turn.date})
+    return cls(
+        text,
+        id=turn.dia_id,
+        name=turn.speaker,
+        additional_kwargs={"session_id": str(turn.session), "timestamp_text": turn.date},
+    )
 
 
 def to_messages(conversation: Conversation) -> list[BaseMessage]:

@@ -51,7 +51,8 @@ class LLMJudge:
         prompt = JUDGE_PROMPT.format(question=question, gold=gold, answer=answer)
         try:
             reply = self.client.chat.completions.create(
-                model=self.model, temperature=0, messages=[{"role": "user", "content": prompt}])
+                model=self.model, temperature=0, messages=[{"role": "user", "content": prompt}]
+            )
         except openai.BadRequestError:  # a refused request is no verdict; other errors stop the run
             return None
         return parse_verdict(reply.choices[0].message.content)

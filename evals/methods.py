@@ -25,8 +25,17 @@ if TYPE_CHECKING:
     from langmem_paging.strategies.vectors import TextVectors
 
 COUNTER = TokenCounter()
-METHODS = ("full_context", "truncation", "bm25", "bm25_stem", "bm25_stem_nb1", "hybrid_nb1", "word_overlap",
-           "search_tool", "paging")
+METHODS = (
+    "full_context",
+    "truncation",
+    "bm25",
+    "bm25_stem",
+    "bm25_stem_nb1",
+    "hybrid_nb1",
+    "word_overlap",
+    "search_tool",
+    "paging",
+)
 RETRIEVAL_BASELINES = ("bm25", "bm25_stem", "bm25_stem_nb1", "hybrid_nb1", "word_overlap", "search_tool")
 """Methods that retrieve turns for the question: paging is compared with the strongest of them."""
 EMBEDDING_METHODS = ("hybrid_nb1",)
@@ -84,8 +93,9 @@ def truncation(history: Sequence[BaseMessage], question: str, budget: int) -> Co
     return Context([*kept, q], {m.id for m in kept})
 
 
-def _best_within(scores: Sequence[float], cost: Callable[[int], int], room: int,
-                 skip: set | frozenset = frozenset()) -> tuple[list[int], int]:
+def _best_within(
+    scores: Sequence[float], cost: Callable[[int], int], room: int, skip: set | frozenset = frozenset()
+) -> tuple[list[int], int]:
     """Indices of the best-scoring items (score > 0, best first, ties by position) while their
     `cost` fits `room`, skipping `skip`; returned in position order with the room left."""
     chosen = []
@@ -121,8 +131,9 @@ def _terms_of(analyzer: Callable[[str], list[str]]) -> Callable[[str], tuple[str
     return lambda text: tuple(analyzer(text))
 
 
-def _with_neighbours(scores: Sequence[float], cost: Callable[[int], int], room: int, *, radius: int
-                     ) -> tuple[list[int], int]:
+def _with_neighbours(
+    scores: Sequence[float], cost: Callable[[int], int], room: int, *, radius: int
+) -> tuple[list[int], int]:
     """Like `_best_within`, but each hit (best first) comes with the `radius` items on either
     side; windows that overlap are merged (an item already taken costs nothing again). When a
     hit's whole window does not fit, the hit alone is taken if it fits: the neighbours are
@@ -141,9 +152,16 @@ def _with_neighbours(scores: Sequence[float], cost: Callable[[int], int], room: 
     return sorted(chosen), room
 
 
-def _retrieve(history, question, budget, score: Callable[[list[str], list[list[str]]], list[float]],
-              pinned: Sequence[BaseMessage] = (), *, terms: Callable[[str], list[str]] = content_terms,
-              neighbours: int = 0) -> Context:
+def _retrieve(
+    history,
+    question,
+    budget,
+    score: Callable[[list[str], list[list[str]]], list[float]],
+    pinned: Sequence[BaseMessage] = (),
+    *,
+    terms: Callable[[str], list[str]] = content_terms,
+    neighbours: int = 0,
+) -> Context:
     """Best-scoring turns (score > 0) until B, shown in conversation order; with `neighbours`,
     each hit brings the turns that far on either side (`_with_neighbours`)."""
     q = _question(question)
@@ -241,7 +259,9 @@ def search_tool(history, question, budget) -> Context:
     return _retrieve(history, question, budget, _bm25_scores, pinned=search_window(history, budget))
 
 
-def make_search_tool(history: Sequence[BaseMessage], window: Sequence[BaseMessage], room: int) -> StructuredTool:
+def make_search_tool(
+    history: Sequence[BaseMessage], window: Sequence[BaseMessage], room: int
+) -> StructuredTool:
     """The `search(query)` tool a model gets with the `search_tool` method (llm reader):
     BM25 over the turns outside `window`; each call returns the best turns not yet returned,
     in conversation order, while the `room` tokens left for results last."""
@@ -253,8 +273,12 @@ def make_search_tool(history: Sequence[BaseMessage], window: Sequence[BaseMessag
     def search(query: str) -> tuple[str, dict]:
         """Search the older part of the conversation; returns the best-matching turns."""
         scores = _bm25_scores(content_terms(str(query)), docs) if pool else []
-        found, left["room"] = _best_within(scores, lambda i: COUNTER.count_text(render_message(pool[i])) + 1,
-                                           left["room"], skip=left["returned"])
+        found, left["room"] = _best_within(
+            scores,
+            lambda i: COUNTER.count_text(render_message(pool[i])) + 1,
+            left["room"],
+            skip=left["returned"],
+        )
         left["returned"].update(found)
         text = "\n".join(render_message(pool[i]) for i in found) or f"No older turn matches {query!r}."
         return text, {"found": [pool[i].id for i in found]}
@@ -273,19 +297,29 @@ def search_tool_with_reader(history: Sequence[BaseMessage], question: str, budge
     answer = reader.run_agent([*window, q], tools=[tool], hint=SEARCH_HINT)
     final = answer.final_prompt or [*window, q]
     present = {m.id for m in final if not isinstance(m, ToolMessage)} | set(_found_by_search(final))
-    context = Context(final, present, recalled=_found_by_search(answer.tool_results),
-                      resident_before={m.id for m in window}, over_budget=COUNTER(final) > budget)
+    context = Context(
+        final,
+        present,
+        recalled=_found_by_search(answer.tool_results),
+        resident_before={m.id for m in window},
+        over_budget=COUNTER(final) > budget,
+    )
     return context, answer
 
 
 def _found_by_search(messages: Sequence[BaseMessage]) -> list[str]:
     """Turn ids the `search` results among `messages` returned."""
-    return [mid for t in messages if isinstance(t, ToolMessage) and t.name == "search"
-            for mid in (t.artifact or {}).get("found", [])]
+    return [
+        mid
+        for t in messages
+        if isinstance(t, ToolMessage) and t.name == "search"
+        for mid in (t.artifact or {}).get("found", [])
+    ]
 
 
-def cap_to_budget(messages: Sequence[BaseMessage], budget: int, keep_from: int | None = None
-                  ) -> tuple[list[BaseMessage], bool]:
+def cap_to_budget(
+    messages: Sequence[BaseMessage], budget: int, keep_from: int | None = None
+) -> tuple[list[BaseMessage], bool]:
     """Drop the oldest messages (tool-call groups whole) until the list fits `budget`, as a
     hard context limit would; ``messages[keep_from:]`` (default: the last one) always stays.
     Returns the list and whether it was over the budget."""

@@ -15,7 +15,9 @@ def evidence_coverage(evidence: Sequence[str], present: set[str]) -> float | Non
     return None if not evidence else float(all(e in present for e in evidence))
 
 
-def page_selection(evidence: Sequence[str], resident: set[str], ranked_pages: Sequence[Sequence[str]], k: int):
+def page_selection(
+    evidence: Sequence[str], resident: set[str], ranked_pages: Sequence[Sequence[str]], k: int
+):
     """Did the reader's top-k pages hold every evidence turn that had been evicted?
     None when no evidence turn was evicted (nothing to select)."""
     evicted = [e for e in evidence if e not in resident]
@@ -44,7 +46,9 @@ CATEGORY_COLUMNS = tuple(CATEGORIES[k] for k in (4, 1, 2, 3))
 """The evidence-grounded categories, in the order tables show them (adversarial is apart)."""
 
 
-def category_table(by_category: list[dict], keys: Sequence[str], metric: str = "evidence_coverage") -> list[dict]:
+def category_table(
+    by_category: list[dict], keys: Sequence[str], metric: str = "evidence_coverage"
+) -> list[dict]:
     """One row per group of `keys`: `metric` per category (columns named by `CATEGORY_COLUMNS`,
     plus "all"), with each category's question count as ``n_<category>``."""
     table: dict[tuple, dict] = {}
@@ -68,19 +72,21 @@ def aggregate(rows: list[dict], keys: Sequence[str]) -> list[dict]:
             groups[(*base, "all")].append(row)
     out = []
     for group, members in sorted(groups.items(), key=lambda kv: _order(kv[0])):
-        out.append({
-            **dict(zip([*keys, "category"], group, strict=True)),
-            "n_questions": len(members),
-            "evidence_coverage": _mean(r["evidence_coverage"] for r in members),
-            "mean_context_tokens": _mean(r["context_tokens"] for r in members),
-            "mean_bookmark_tokens": _mean(r["bookmark_tokens"] for r in members),
-            "bookmark_share": _mean(r["bookmark_tokens"] / r["budget"] for r in members),
-            "max_bookmark_share": _max(r["bookmark_tokens"] / r["budget"] for r in members),
-            "page_selection_top1": _mean(r.get("page_selection_top1") for r in members),
-            "page_selection_top3": _mean(r.get("page_selection_top3") for r in members),
-            "over_budget_rate": _mean(float(r["over_budget"]) for r in members if "over_budget" in r),
-            **(_answer_metrics(members) if any("answer" in r for r in members) else {}),
-        })
+        out.append(
+            {
+                **dict(zip([*keys, "category"], group, strict=True)),
+                "n_questions": len(members),
+                "evidence_coverage": _mean(r["evidence_coverage"] for r in members),
+                "mean_context_tokens": _mean(r["context_tokens"] for r in members),
+                "mean_bookmark_tokens": _mean(r["bookmark_tokens"] for r in members),
+                "bookmark_share": _mean(r["bookmark_tokens"] / r["budget"] for r in members),
+                "max_bookmark_share": _max(r["bookmark_tokens"] / r["budget"] for r in members),
+                "page_selection_top1": _mean(r.get("page_selection_top1") for r in members),
+                "page_selection_top3": _mean(r.get("page_selection_top3") for r in members),
+                "over_budget_rate": _mean(float(r["over_budget"]) for r in members if "over_budget" in r),
+                **(_answer_metrics(members) if any("answer" in r for r in members) else {}),
+            }
+        )
     return out
 
 
@@ -91,14 +97,18 @@ def _answer_metrics(members: list[dict]) -> dict:
     return {
         "answer_f1": _mean(r.get("answer_f1") for r in members),
         "judge_score": _mean(r.get("judge") for r in members),
-        "recall_trigger_rate": _mean(float(r["recall_triggered"]) for r in members
-                                     if r.get("needs_recall") and r.get("recall_triggered") is not None),
+        "recall_trigger_rate": _mean(
+            float(r["recall_triggered"])
+            for r in members
+            if r.get("needs_recall") and r.get("recall_triggered") is not None
+        ),
         "n_errors": sum(1 for r in members if r.get("error")),
     }
 
 
-def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, clusters: Sequence | None = None, n: int = 2000,
-                     seed: int = 0) -> dict:
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], *, clusters: Sequence | None = None, n: int = 2000, seed: int = 0
+) -> dict:
     """Mean difference a-b over paired questions with a 95% bootstrap interval.
 
     With `clusters` (one label per pair, e.g. the conversation), the bootstrap resamples whole
@@ -114,16 +124,19 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, clusters: Sequen
     if len(x) == 0:
         return {"diff": None, "ci95": None, "n": 0}
     means = bootstrap_means(x, clusters=clusters, n=n, seed=seed)
-    out = {"diff": round(float(x.mean()), 4),
-           "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)],
-           "n": int(len(x))}
+    out = {
+        "diff": round(float(x.mean()), 4),
+        "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)],
+        "n": int(len(x)),
+    }
     if clusters is not None:
         out["clusters"] = len(set(clusters))
     return out
 
 
-def bootstrap_means(values: Sequence[float], *, clusters: Sequence | None = None, n: int = 2000,
-                    seed: int = 0) -> np.ndarray:
+def bootstrap_means(
+    values: Sequence[float], *, clusters: Sequence | None = None, n: int = 2000, seed: int = 0
+) -> np.ndarray:
     """`n` bootstrap replicates of the mean of `values`: items resampled independently, or with
     `clusters`, whole clusters resampled (each replicate's mean is over the items it drew).
 
@@ -145,8 +158,9 @@ def bootstrap_means(values: Sequence[float], *, clusters: Sequence | None = None
     return sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
 
 
-def mean_interval(values: Sequence[float], *, clusters: Sequence | None = None, n: int = 2000,
-                  seed: int = 0) -> list[float] | None:
+def mean_interval(
+    values: Sequence[float], *, clusters: Sequence | None = None, n: int = 2000, seed: int = 0
+) -> list[float] | None:
     """95% bootstrap interval of the mean (clustered when `clusters` is given)."""
     if len(values) == 0:
         return None
@@ -154,7 +168,9 @@ def mean_interval(values: Sequence[float], *, clusters: Sequence | None = None, 
     return [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]
 
 
-def paired_comparisons(rows: list[dict], arm_keys: Sequence[str], pairs: Sequence[tuple[tuple, tuple]]) -> list[dict]:
+def paired_comparisons(
+    rows: list[dict], arm_keys: Sequence[str], pairs: Sequence[tuple[tuple, tuple]]
+) -> list[dict]:
     """Evidence coverage of arm `a` minus arm `b` for each pair, per budget, over the questions
     both answered (categories 1-4, with evidence), with a 95% interval from a bootstrap over
     conversations (clustered: see `paired_bootstrap`).
@@ -170,9 +186,16 @@ def paired_comparisons(rows: list[dict], arm_keys: Sequence[str], pairs: Sequenc
             x, y = by.get((a, budget), {}), by.get((b, budget), {})
             shared = sorted(set(x) & set(y))
             if shared:
-                out.append({"budget": budget, "a": "/".join(map(str, a)), "b": "/".join(map(str, b)),
-                            **paired_bootstrap([x[k] for k in shared], [y[k] for k in shared],
-                                               clusters=[k[0] for k in shared])})
+                out.append(
+                    {
+                        "budget": budget,
+                        "a": "/".join(map(str, a)),
+                        "b": "/".join(map(str, b)),
+                        **paired_bootstrap(
+                            [x[k] for k in shared], [y[k] for k in shared], clusters=[k[0] for k in shared]
+                        ),
+                    }
+                )
     return out
 
 

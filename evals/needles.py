@@ -74,8 +74,14 @@ def budget_for(level: str, start_tokens: int) -> int:
     raise ValueError(f"Unknown compression level {level!r}: use 'B=<tokens>' or 'f=<fraction>'.")
 
 
-def run_conversation(item: NeedleConversation, *, policy: str, level: str, boundary: str = "fixed_20",
-                     reader: str = "bookmarks") -> list[dict]:
+def run_conversation(
+    item: NeedleConversation,
+    *,
+    policy: str,
+    level: str,
+    boundary: str = "fixed_20",
+    reader: str = "bookmarks",
+) -> list[dict]:
     """One row per needle of `item` after replaying it through paging at `level`."""
     conversation = item.conversation
     messages = to_messages(conversation)
@@ -89,15 +95,28 @@ def run_conversation(item: NeedleConversation, *, policy: str, level: str, bound
     for needle in item.needles:
         q = conversation.questions[needle.question_index]
         context = session.ask(q.question)
-        rows.append({
-            "type": "needle", "sample_id": conversation.sample_id, "policy": policy, "level": level,
-            "budget": budget, "boundary": boundary, "reader": reader, "segment": needle.segment,
-            "question_index": needle.question_index, "category": q.category, "evidence": list(q.evidence),
-            "resident": needle_retention(q.evidence, context.resident_before),
-            "retained": needle_retention(q.evidence, context.present),
-            "start_tokens": start, "final_tokens": final, "ecr": round(effective_compression(start, final), 4),
-            "context_tokens": context.tokens, "recalled": context.recalled[:10],
-        })
+        rows.append(
+            {
+                "type": "needle",
+                "sample_id": conversation.sample_id,
+                "policy": policy,
+                "level": level,
+                "budget": budget,
+                "boundary": boundary,
+                "reader": reader,
+                "segment": needle.segment,
+                "question_index": needle.question_index,
+                "category": q.category,
+                "evidence": list(q.evidence),
+                "resident": needle_retention(q.evidence, context.resident_before),
+                "retained": needle_retention(q.evidence, context.present),
+                "start_tokens": start,
+                "final_tokens": final,
+                "ecr": round(effective_compression(start, final), 4),
+                "context_tokens": context.tokens,
+                "recalled": context.recalled[:10],
+            }
+        )
     return rows
 
 
@@ -105,8 +124,14 @@ def _key(sample_id: str, policy: str, level: str, reader: str) -> str:
     return json.dumps([sample_id, policy, level, reader])
 
 
-def run_needles(items: Sequence[NeedleConversation], config: NeedleConfig, out: str | Path, *,
-                progress: bool = True, processes: int = 1) -> dict:
+def run_needles(
+    items: Sequence[NeedleConversation],
+    config: NeedleConfig,
+    out: str | Path,
+    *,
+    progress: bool = True,
+    processes: int = 1,
+) -> dict:
     """Run every (conversation, policy, level, reader) not yet in ``out/results.jsonl``, then
     write the summaries and the plot. Re-running with the same output directory resumes.
     `processes`: replays run in that many processes (rows do not depend on it)."""
@@ -120,13 +145,25 @@ def run_needles(items: Sequence[NeedleConversation], config: NeedleConfig, out: 
         lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
         if lines and lines[0].get("config") != asdict(config):
             raise ValueError(f"{results} holds a run with another configuration; use a new --out.")
-        done = {_key(r["sample_id"], r["policy"], r["level"], r["reader"]) for r in lines if r.get("type") == "needle"}
+        done = {
+            _key(r["sample_id"], r["policy"], r["level"], r["reader"])
+            for r in lines
+            if r.get("type") == "needle"
+        }
     else:
         head = header(config)  # type: ignore[arg-type]
-        head["segments"] = {i.conversation.sample_id: {"covered": i.covered, "of": i.n_segments} for i in items}
+        head["segments"] = {
+            i.conversation.sample_id: {"covered": i.covered, "of": i.n_segments} for i in items
+        }
         results.write_text(json.dumps(head) + "\n")
-    todo = [(i, p, lv, r) for i in items for p in config.policies for lv in config.levels() for r in config.readers
-            if _key(i.conversation.sample_id, p, lv, r) not in done]
+    todo = [
+        (i, p, lv, r)
+        for i in items
+        for p in config.policies
+        for lv in config.levels()
+        for r in config.readers
+        if _key(i.conversation.sample_id, p, lv, r) not in done
+    ]
     from evals.runner import progress_bar
 
     total = sum(len(item.needles) for item, *_ in todo)  # one question (and row) per needle
@@ -136,8 +173,10 @@ def run_needles(items: Sequence[NeedleConversation], config: NeedleConfig, out: 
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(run_conversation, i, policy=p, level=lv, boundary=config.boundary, reader=r)
-                           for i, p, lv, r in todo]
+                futures = [
+                    pool.submit(run_conversation, i, policy=p, level=lv, boundary=config.boundary, reader=r)
+                    for i, p, lv, r in todo
+                ]
                 for future in as_completed(futures):
                     rows = future.result()
                     f.write("".join(json.dumps(r) + "\n" for r in rows))
@@ -145,7 +184,9 @@ def run_needles(items: Sequence[NeedleConversation], config: NeedleConfig, out: 
                     bar.update(len(rows))
         else:
             for item, policy, level, reader in todo:
-                rows = run_conversation(item, policy=policy, level=level, boundary=config.boundary, reader=reader)
+                rows = run_conversation(
+                    item, policy=policy, level=level, boundary=config.boundary, reader=reader
+                )
                 f.write("".join(json.dumps(r) + "\n" for r in rows))
                 f.flush()
                 bar.update(len(rows))
@@ -169,23 +210,38 @@ def summarize(rows: list[dict]) -> dict:
         per_conversation = {r["sample_id"]: r for r in members}
         clusters = [r["sample_id"] for r in members]
         retained = [r["retained"] for r in members]
-        table.append({
-            "policy": policy, "reader": reader, "level": level,
-            "mean_budget": round(sum(r["budget"] for r in per_conversation.values()) / len(per_conversation), 1),
-            "ecr": round(sum(r["ecr"] for r in per_conversation.values()) / len(per_conversation), 4),
-            "nrr": round(sum(retained) / len(retained), 4),
-            "nrr_ci95": mean_interval(retained, clusters=clusters),
-            "nrr_resident": round(sum(r["resident"] for r in members) / len(members), 4),
-            "mean_context_tokens": round(sum(r["context_tokens"] for r in members) / len(members), 1),
-            "n_needles": len(members), "n_conversations": len(per_conversation),
-        })
+        table.append(
+            {
+                "policy": policy,
+                "reader": reader,
+                "level": level,
+                "mean_budget": round(
+                    sum(r["budget"] for r in per_conversation.values()) / len(per_conversation), 1
+                ),
+                "ecr": round(sum(r["ecr"] for r in per_conversation.values()) / len(per_conversation), 4),
+                "nrr": round(sum(retained) / len(retained), 4),
+                "nrr_ci95": mean_interval(retained, clusters=clusters),
+                "nrr_resident": round(sum(r["resident"] for r in members) / len(members), 4),
+                "mean_context_tokens": round(sum(r["context_tokens"] for r in members) / len(members), 1),
+                "n_needles": len(members),
+                "n_conversations": len(per_conversation),
+            }
+        )
     segments: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         segments[(r["policy"], r["reader"], r["level"], r["segment"])].append(r)
-    by_segment = [{"policy": p, "reader": rd, "level": lv, "segment": s,
-                   "nrr": round(sum(r["retained"] for r in m) / len(m), 4),
-                   "nrr_resident": round(sum(r["resident"] for r in m) / len(m), 4), "n": len(m)}
-                  for (p, rd, lv, s), m in sorted(segments.items(), key=lambda kv: (_arm_order(*kv[0][:3]), kv[0][3]))]
+    by_segment = [
+        {
+            "policy": p,
+            "reader": rd,
+            "level": lv,
+            "segment": s,
+            "nrr": round(sum(r["retained"] for r in m) / len(m), 4),
+            "nrr_resident": round(sum(r["resident"] for r in m) / len(m), 4),
+            "n": len(m),
+        }
+        for (p, rd, lv, s), m in sorted(segments.items(), key=lambda kv: (_arm_order(*kv[0][:3]), kv[0][3]))
+    ]
     comparisons = []
     keyed = {k: {(r["sample_id"], r["segment"]): r for r in m} for k, m in groups.items()}
     for (policy, reader, level), mine in sorted(keyed.items(), key=lambda kv: _arm_order(*kv[0])):
@@ -194,9 +250,20 @@ def summarize(rows: list[dict]) -> dict:
             continue
         shared = sorted(set(mine) & set(ref))
         for metric in ("retained", "resident"):
-            comparisons.append({"level": level, "reader": reader, "a": policy, "b": "fifo", "metric": metric,
-                                **paired_bootstrap([mine[k][metric] for k in shared], [ref[k][metric] for k in shared],
-                                                   clusters=[k[0] for k in shared])})
+            comparisons.append(
+                {
+                    "level": level,
+                    "reader": reader,
+                    "a": policy,
+                    "b": "fifo",
+                    "metric": metric,
+                    **paired_bootstrap(
+                        [mine[k][metric] for k in shared],
+                        [ref[k][metric] for k in shared],
+                        clusters=[k[0] for k in shared],
+                    ),
+                }
+            )
     return {"rows": table, "by_segment": by_segment, "comparisons": comparisons}
 
 
@@ -210,25 +277,56 @@ def write_needle_reports(out: str | Path) -> dict:
     config = head["config"]
     covered = head.get("segments", {})
     cov_line = ", ".join(f"{k}: {v['covered']}/{v['of']}" for k, v in covered.items())
-    md = [f"# Needle density ({config['dataset']}, boundary {config['boundary']}, commit "
-          f"{str(head['git_commit'])[:10]}{' dirty' if head['git_dirty'] else ''})", "",
-          f"Segments with a needle: {cov_line}.", "",
-          "NRR: share of needles whose evidence text is in the context after the reader's recall for its "
-          "question (`nrr`) or before any recall (`nrr_resident`). ECR: (conversation tokens - final "
-          "context tokens) / conversation tokens, mean over conversations.", "",
-          markdown_table(summary["rows"], ["policy", "reader", "level", "mean_budget", "ecr", "nrr", "nrr_ci95",
-                                           "nrr_resident", "mean_context_tokens", "n_needles", "n_conversations"]),
-          "", "## Each policy minus fifo (paired over the same needles)", "", BOOTSTRAP_NOTE, "",
-          markdown_table(summary["comparisons"], ["level", "reader", "a", "b", "metric", "diff", "ci95", "n",
-                                                  "clusters"]),
-          "", "## NRR per segment (0 = oldest)", ""]
+    md = [
+        f"# Needle density ({config['dataset']}, boundary {config['boundary']}, commit "
+        f"{str(head['git_commit'])[:10]}{' dirty' if head['git_dirty'] else ''})",
+        "",
+        f"Segments with a needle: {cov_line}.",
+        "",
+        "NRR: share of needles whose evidence text is in the context after the reader's recall for its "
+        "question (`nrr`) or before any recall (`nrr_resident`). ECR: (conversation tokens - final "
+        "context tokens) / conversation tokens, mean over conversations.",
+        "",
+        markdown_table(
+            summary["rows"],
+            [
+                "policy",
+                "reader",
+                "level",
+                "mean_budget",
+                "ecr",
+                "nrr",
+                "nrr_ci95",
+                "nrr_resident",
+                "mean_context_tokens",
+                "n_needles",
+                "n_conversations",
+            ],
+        ),
+        "",
+        "## Each policy minus fifo (paired over the same needles)",
+        "",
+        BOOTSTRAP_NOTE,
+        "",
+        markdown_table(
+            summary["comparisons"], ["level", "reader", "a", "b", "metric", "diff", "ci95", "n", "clusters"]
+        ),
+        "",
+        "## NRR per segment (0 = oldest)",
+        "",
+    ]
     seg_rows: dict[tuple, dict] = {}
     n_segments = max((r["segment"] for r in rows), default=-1) + 1
     for s in summary["by_segment"]:
-        seg_rows.setdefault((s["policy"], s["reader"], s["level"]), {"policy": s["policy"], "reader": s["reader"],
-                                                                     "level": s["level"]})[str(s["segment"])] = s["nrr"]
-    md.append(markdown_table(list(seg_rows.values()), ["policy", "reader", "level",
-                                                       *(str(k) for k in range(n_segments))]))
+        seg_rows.setdefault(
+            (s["policy"], s["reader"], s["level"]),
+            {"policy": s["policy"], "reader": s["reader"], "level": s["level"]},
+        )[str(s["segment"])] = s["nrr"]
+    md.append(
+        markdown_table(
+            list(seg_rows.values()), ["policy", "reader", "level", *(str(k) for k in range(n_segments))]
+        )
+    )
     (out / "summary.md").write_text("\n".join(md) + "\n")
     try:
         plot_nrr_vs_ecr(summary, out / "nrr_vs_ecr.png")
@@ -252,8 +350,11 @@ def nrr_figure(summary: dict):
     arms = list(dict.fromkeys((r["policy"], r["reader"]) for r in summary["rows"]))
     readers = {r for _, r in arms}
     for k, (policy, reader) in enumerate(arms):
-        pts = sorted((r["ecr"], r["nrr"], r["nrr_resident"]) for r in summary["rows"]
-                     if r["policy"] == policy and r["reader"] == reader)
+        pts = sorted(
+            (r["ecr"], r["nrr"], r["nrr_resident"])
+            for r in summary["rows"]
+            if r["policy"] == policy and r["reader"] == reader
+        )
         label = policy if len(readers) == 1 else f"{policy} [{reader}]"
         style = {**line_style(k), "linestyle": "-"}
         ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style)

@@ -50,7 +50,7 @@ def reader_of(method: str) -> str | None:
     if method == "paging":
         return "bookmarks"
     if method.startswith("paging[") and method.endswith("]"):
-        return method[len("paging["):-1]
+        return method[len("paging[") : -1]
     return None
 
 
@@ -75,7 +75,9 @@ class PagingSession:
     def __post_init__(self) -> None:
         if self.reader not in READER_MODES:
             raise ValueError(f"Unknown reader mode {self.reader!r}. Available: {', '.join(READER_MODES)}.")
-        self.config = PagingConfig(max_tokens=self.budget, boundary=self.boundary, **paging_options(self.policy))
+        self.config = PagingConfig(
+            max_tokens=self.budget, boundary=self.boundary, **paging_options(self.policy)
+        )
         # every replay uses the thread id THREAD: a search index of its own keeps threads apart
         embedder = None
         if self.search_embedder:
@@ -189,13 +191,27 @@ class PagingSession:
         if page_ids or query:
             call_id = f"call-{uuid.uuid4().hex[:8]}"
             args = {k: v for k, v in (("page_ids", page_ids), ("query", query)) if v}
-            call = AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": call_id}], id=f"a-{call_id}")
-            answer = self.pager.recall(THREAD, paging, page_ids=page_ids or None, query=query,
-                                       call_tokens=self.pager.counter_for().count_message(call), context=view)
-            result = ToolMessage(answer.content, tool_call_id=call_id, name="recall", id=f"t-{call_id}",
-                                 artifact=answer.artifact)
-            paging = paging_reducer(paging, recall_delta(answer.accessed, turn=answer.turn,
-                                                         results=[result.id, *answer.kept]))
+            call = AIMessage(
+                "", tool_calls=[{"name": "recall", "args": args, "id": call_id}], id=f"a-{call_id}"
+            )
+            answer = self.pager.recall(
+                THREAD,
+                paging,
+                page_ids=page_ids or None,
+                query=query,
+                call_tokens=self.pager.counter_for().count_message(call),
+                context=view,
+            )
+            result = ToolMessage(
+                answer.content,
+                tool_call_id=call_id,
+                name="recall",
+                id=f"t-{call_id}",
+                artifact=answer.artifact,
+            )
+            paging = paging_reducer(
+                paging, recall_delta(answer.accessed, turn=answer.turn, results=[result.id, *answer.kept])
+            )
             second = self.step([*view, call, result], paging)
             view, paging = second.view, second.state.to_value()
             recalled = recall_copy_pages(result)
@@ -204,9 +220,13 @@ class PagingSession:
         question_at = next(i for i, m in enumerate(view) if m.id == q.id)
         context_messages, over = cap_to_budget(view, self.budget, keep_from=question_at)
         all_ranked = self.pager.page_store.get_many(THREAD, ranked)
-        context = self._context(context_messages, recalled=recalled,
-                                ranked_pages=[all_ranked[p] for p in ranked if p in all_ranked],
-                                resident_before=resident_before, over_budget=over or over_before)
+        context = self._context(
+            context_messages,
+            recalled=recalled,
+            ranked_pages=[all_ranked[p] for p in ranked if p in all_ranked],
+            resident_before=resident_before,
+            over_budget=over or over_before,
+        )
         if persist:
             self.state = [*view, AIMessage("(answered)", id=f"ans-{q.id}")]
             self.paging = paging
@@ -217,8 +237,15 @@ class PagingSession:
         wanted = [pid for m in messages for pid in recall_pages(m)]
         return present_turns(messages, self.pager.page_store.get_many(THREAD, wanted) if wanted else {})
 
-    def _context(self, messages: list[BaseMessage], *, recalled: list[str], ranked_pages: list[Page],
-                 resident_before: set[str], over_budget: bool) -> Context:
+    def _context(
+        self,
+        messages: list[BaseMessage],
+        *,
+        recalled: list[str],
+        ranked_pages: list[Page],
+        resident_before: set[str],
+        over_budget: bool,
+    ) -> Context:
         return Context(
             messages=messages,
             present=self._present(messages),
@@ -238,15 +265,24 @@ class PagingSession:
 
         paging = PagingMiddleware(config=self.config, store=self.store, index=self.index)
         q = HumanMessage(question, id=f"q-{uuid.uuid4().hex[:12]}")
-        answer = reader.run_agent([*self.state, q], middleware=[paging], store=self.store, hint=PAGING_HINT,
-                                  thread_id=THREAD, state={STATE_KEY: self.paging})
+        answer = reader.run_agent(
+            [*self.state, q],
+            middleware=[paging],
+            store=self.store,
+            hint=PAGING_HINT,
+            thread_id=THREAD,
+            state={STATE_KEY: self.paging},
+        )
         first, final = (answer.prompts[0], answer.final_prompt) if answer.prompts else ([], [])
         recalled_ids = recalled_in_order(answer)
         pages = self.pager.page_store.get_many(THREAD, recalled_ids)
-        context = self._context(final, recalled=[pid for pid in recalled_ids if pid in pages],
-                                ranked_pages=[pages[pid] for pid in recalled_ids if pid in pages],
-                                resident_before=self._present(first),
-                                over_budget=COUNTER(final) > self.budget)
+        context = self._context(
+            final,
+            recalled=[pid for pid in recalled_ids if pid in pages],
+            ranked_pages=[pages[pid] for pid in recalled_ids if pid in pages],
+            resident_before=self._present(first),
+            over_budget=COUNTER(final) > self.budget,
+        )
         if persist and answer.state:
             self.state = list(answer.state)
             self.paging = answer.paging if answer.paging is not None else self.paging
@@ -281,8 +317,12 @@ def present_turns(messages: Sequence[BaseMessage], pages: dict[str, Page]) -> se
         ['D1:1', 'q']
     """
     results = ["\n" + str(m.content) + "\n" for m in messages if isinstance(m, ToolMessage)]
-    shown = {m.id for page in pages.values() for m in page.messages  # whole lines: a turn, not a substring
-             if any("\n" + render_message(m) + "\n" in r for r in results)}
+    shown = {
+        m.id
+        for page in pages.values()
+        for m in page.messages  # whole lines: a turn, not a substring
+        if any("\n" + render_message(m) + "\n" in r for r in results)
+    }
     return {m.id for m in messages if not is_bookmark(m) and not isinstance(m, ToolMessage)} | shown
 
 

@@ -30,8 +30,14 @@ from typing import Any
 from langmem_paging.strategies.bookmarks import BOOKMARKERS, BookmarkContext, KeywordBookmarker
 from langmem_paging.strategies.keywords import PageTerms, score_terms
 
-__all__ = ["ABLATION_BOOKMARKERS", "FrequentBookmarker", "PolicySpec", "paging_options", "parse_spec",
-           "split_specs"]
+__all__ = [
+    "ABLATION_BOOKMARKERS",
+    "FrequentBookmarker",
+    "PolicySpec",
+    "paging_options",
+    "parse_spec",
+    "split_specs",
+]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _OPTION = re.compile(r"^[a-z_][a-z0-9_]*=.*$")
@@ -107,12 +113,15 @@ def parse_spec(spec: str) -> PolicySpec:
     if len(parts) > 1 and parts[-1].startswith("bookmarks:"):
         bookmarker = parts.pop().removeprefix("bookmarks:")
         if not _NAME.match(bookmarker):
-            raise ValueError(f"Policy spec {spec!r}: the bookmark part must read 'bookmarks:NAME', e.g. "
-                             "'bookmarks:discriminative'.")
+            raise ValueError(
+                f"Policy spec {spec!r}: the bookmark part must read 'bookmarks:NAME', e.g. "
+                "'bookmarks:discriminative'."
+            )
     policy_part, tiers = parts[0], None
     if len(parts) > 2:
-        raise ValueError(f"Policy spec {spec!r}: at most one '+tiers:MODE' may follow the policy "
-                         "(then '+bookmarks:NAME').")
+        raise ValueError(
+            f"Policy spec {spec!r}: at most one '+tiers:MODE' may follow the policy (then '+bookmarks:NAME')."
+        )
     if parts[0].startswith("tiers:"):
         if len(parts) > 1:
             raise ValueError(f"Policy spec {spec!r}: write the policy first, then '+tiers:MODE'.")
@@ -122,7 +131,9 @@ def parse_spec(spec: str) -> PolicySpec:
     if tiers is not None:
         mode = tiers.removeprefix("tiers:")
         if not tiers.startswith("tiers:") or not _NAME.match(mode):
-            raise ValueError(f"Policy spec {spec!r}: the tier part must read 'tiers:MODE', e.g. 'tiers:importance'.")
+            raise ValueError(
+                f"Policy spec {spec!r}: the tier part must read 'tiers:MODE', e.g. 'tiers:importance'."
+            )
         tiers = mode
     name, _, raw = policy_part.partition(":")
     if not _NAME.match(name):
@@ -147,8 +158,10 @@ def _policy_class(name: str):
         try:
             from langmem_paging.strategies.stae import STAEPolicy
         except ImportError:
-            raise ValueError("Policy 'stae' needs langmem_paging.strategies.stae.STAEPolicy, which this version of "
-                             "langmem_paging does not have yet.") from None
+            raise ValueError(
+                "Policy 'stae' needs langmem_paging.strategies.stae.STAEPolicy, which this version of "
+                "langmem_paging does not have yet."
+            ) from None
         return STAEPolicy
     available = ", ".join(repr(n) for n in [*POLICIES, *(["stae"] if "stae" not in POLICIES else [])])
     raise ValueError(f"Unknown policy {name!r}. Available: {available}.")
@@ -177,13 +190,17 @@ def paging_options(spec: str | PolicySpec) -> dict[str, Any]:
         from langmem_paging import PagingConfig
 
         if "tiers" not in PagingConfig.fields():
-            raise ValueError(f"Policy spec {parsed.label!r}: tier mode {parsed.tiers!r} needs "
-                             "PagingConfig(tiers=...), which this version of langmem_paging does not have yet.")
+            raise ValueError(
+                f"Policy spec {parsed.label!r}: tier mode {parsed.tiers!r} needs "
+                "PagingConfig(tiers=...), which this version of langmem_paging does not have yet."
+            )
         out["tiers"] = parsed.tiers
     if parsed.bookmarker is not None:
         if parsed.bookmarker not in ABLATION_BOOKMARKERS:
             available = ", ".join(repr(n) for n in ABLATION_BOOKMARKERS)
-            raise ValueError(f"Policy spec {parsed.label!r}: unknown bookmarker {parsed.bookmarker!r}. "
-                             f"Available: {available}.")
+            raise ValueError(
+                f"Policy spec {parsed.label!r}: unknown bookmarker {parsed.bookmarker!r}. "
+                f"Available: {available}."
+            )
         out["bookmarker"] = ABLATION_BOOKMARKERS[parsed.bookmarker]()
     return out

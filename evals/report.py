@@ -10,14 +10,18 @@ from pathlib import Path
 
 def load_results(out: str | Path) -> tuple[dict, list[dict]]:
     """``(header, question_rows)`` from ``out/results.jsonl``."""
-    lines = [json.loads(line) for line in (Path(out) / "results.jsonl").read_text().splitlines() if line.strip()]
+    lines = [
+        json.loads(line) for line in (Path(out) / "results.jsonl").read_text().splitlines() if line.strip()
+    ]
     return lines[0], [r for r in lines[1:] if r.get("type") == "question"]
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> str:
     """A GitHub markdown table of `columns`."""
+
     def cell(v):
         return "" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
@@ -27,9 +31,11 @@ BOOKMARK_SHARE_TARGET = 0.2
 """Page and cluster bookmarks should take at most this share of B (the library's default
 `bookmark_share`)."""
 
-BOOTSTRAP_NOTE = ("Intervals: 95% bootstrap over conversations (clustered: whole conversations are "
-                  "resampled, since questions of one conversation share its paging history), 2000 "
-                  "replicates; with few conversations they are wide and coarse.")
+BOOTSTRAP_NOTE = (
+    "Intervals: 95% bootstrap over conversations (clustered: whole conversations are "
+    "resampled, since questions of one conversation share its paging history), 2000 "
+    "replicates; with few conversations they are wide and coarse."
+)
 
 
 def strongest_baseline(rows: list[dict]) -> dict | None:
@@ -37,8 +43,11 @@ def strongest_baseline(rows: list[dict]) -> dict | None:
     coverage: overall (mean over budgets) and at each budget; None when none was run."""
     from evals.methods import RETRIEVAL_BASELINES
 
-    cov = {(r["method"], r["budget"]): r["evidence_coverage"] for r in rows
-           if r.get("method") in RETRIEVAL_BASELINES and r["evidence_coverage"] is not None}
+    cov = {
+        (r["method"], r["budget"]): r["evidence_coverage"]
+        for r in rows
+        if r.get("method") in RETRIEVAL_BASELINES and r["evidence_coverage"] is not None
+    }
     if not cov:
         return None
     budgets = sorted({b for _, b in cov})
@@ -74,11 +83,15 @@ def _share_lines(rows: list[dict], label) -> list[str]:
     out = []
     for name, mine in groups.items():
         worst = max(r["max_bookmark_share"] for r in mine)
-        shares = ", ".join(f"B={r['budget']}: mean {r['bookmark_share']:.3f}, max {r['max_bookmark_share']:.3f}"
-                           for r in mine)
+        shares = ", ".join(
+            f"B={r['budget']}: mean {r['bookmark_share']:.3f}, max {r['max_bookmark_share']:.3f}"
+            for r in mine
+        )
         verdict = "within" if worst <= BOOKMARK_SHARE_TARGET else "NOT within"
-        out.append(f"- {name}: bookmarks (page + cluster) as a share of B: {shares}; {verdict} the "
-                   f"{BOOKMARK_SHARE_TARGET:.0%} target on every question")
+        out.append(
+            f"- {name}: bookmarks (page + cluster) as a share of B: {shares}; {verdict} the "
+            f"{BOOKMARK_SHARE_TARGET:.0%} target on every question"
+        )
     return out
 
 
@@ -96,49 +109,114 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
     if ablation:  # every cell against fixed_20/fifo (or the first cell run), and each policy against fifo
         reference = ("fixed_20", "fifo") if ("fixed_20", "fifo") in arms else arms[0]
         pairs = [(arm, reference) for arm in arms if arm != reference]
-        pairs += [(arm, (arm[0], "fifo")) for arm in arms
-                  if arm[1] != "fifo" and (arm[0], "fifo") in arms and (arm[0], "fifo") != reference]
+        pairs += [
+            (arm, (arm[0], "fifo"))
+            for arm in arms
+            if arm[1] != "fifo" and (arm[0], "fifo") in arms and (arm[0], "fifo") != reference
+        ]
     else:
         pairs = _method_pairs(arms)
         summary["strongest_baseline"] = strongest_baseline(summary["rows"])
-    summary["comparisons"] = paired_comparisons(rows, ["boundary", "policy"] if ablation else ["method"], pairs)
+    summary["comparisons"] = paired_comparisons(
+        rows, ["boundary", "policy"] if ablation else ["method"], pairs
+    )
     summary["bootstrap"] = "clustered by conversation (sample_id), 2000 replicates, percentile 95% interval"
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    cols = (["budget", "boundary", "policy", "evidence_coverage", "page_selection_top1", "page_selection_top3",
-             "mean_bookmark_tokens", "bookmark_share", "max_bookmark_share", "mean_context_tokens",
-             "over_budget_rate", "n_questions"] if ablation else
-            ["method", "budget", "evidence_coverage", "mean_context_tokens", "mean_bookmark_tokens",
-             "bookmark_share", "max_bookmark_share", "page_selection_top1", "page_selection_top3",
-             "over_budget_rate", "n_questions"])
+    cols = (
+        [
+            "budget",
+            "boundary",
+            "policy",
+            "evidence_coverage",
+            "page_selection_top1",
+            "page_selection_top3",
+            "mean_bookmark_tokens",
+            "bookmark_share",
+            "max_bookmark_share",
+            "mean_context_tokens",
+            "over_budget_rate",
+            "n_questions",
+        ]
+        if ablation
+        else [
+            "method",
+            "budget",
+            "evidence_coverage",
+            "mean_context_tokens",
+            "mean_bookmark_tokens",
+            "bookmark_share",
+            "max_bookmark_share",
+            "page_selection_top1",
+            "page_selection_top3",
+            "over_budget_rate",
+            "n_questions",
+        ]
+    )
     if any("answer_f1" in r for r in table):
         cols += ["answer_f1", "judge_score", "recall_trigger_rate", "n_errors"]
-    reader = head["reader"] if isinstance(head["reader"], str) else " ".join(
-        f"{k}={v}" for k, v in head["reader"].items())
-    md = [f"# {'Ablation' if ablation else 'Methods'} ({head['config']['dataset']}, protocol "
-          f"{head['config']['protocol']}, reader {reader}, commit {str(head['git_commit'])[:10]}"
-          f"{' dirty' if head['git_dirty'] else ''})", "", "## All categories but adversarial", "",
-          markdown_table(summary["rows"], cols), ""]
+    reader = (
+        head["reader"]
+        if isinstance(head["reader"], str)
+        else " ".join(f"{k}={v}" for k, v in head["reader"].items())
+    )
+    md = [
+        f"# {'Ablation' if ablation else 'Methods'} ({head['config']['dataset']}, protocol "
+        f"{head['config']['protocol']}, reader {reader}, commit {str(head['git_commit'])[:10]}"
+        f"{' dirty' if head['git_dirty'] else ''})",
+        "",
+        "## All categories but adversarial",
+        "",
+        markdown_table(summary["rows"], cols),
+        "",
+    ]
     from evals.paging_method import reader_of
 
-    md += _share_lines(summary["rows"], (lambda r: f"{r['boundary']}/{r['policy']}") if ablation
-                       else (lambda r: r["method"] if reader_of(r["method"]) is not None else None))
+    md += _share_lines(
+        summary["rows"],
+        (lambda r: f"{r['boundary']}/{r['policy']}")
+        if ablation
+        else (lambda r: r["method"] if reader_of(r["method"]) is not None else None),
+    )
     best = summary.get("strongest_baseline")
     if best:
         per = ", ".join(f"B={b}: {m}" for b, m in best["by_budget"].items())
-        md += ["", f"**Strongest retrieval baseline: {best['overall']}** (highest evidence coverage averaged "
-               f"over budgets, {best['mean_coverage']:.3f}; per budget: {per}). Paging is compared with it "
-               "below, as with every other method."]
-    md += ["", "## Evidence coverage per category", "",
-           markdown_table(summary["category_table"], [*keys[:-1], *CATEGORY_COLUMNS, "all",
-                                                      *(f"n_{c}" for c in CATEGORY_COLUMNS)]),
-           "", "## Per category, all metrics", "", markdown_table(table, ["category", *cols])]
-    title = ("Each cell minus fixed_20/fifo, each policy minus fifo" if ablation
-             else "Each paging method minus each other method, and each paging reader minus paging[bookmarks]")
+        md += [
+            "",
+            f"**Strongest retrieval baseline: {best['overall']}** (highest evidence coverage averaged "
+            f"over budgets, {best['mean_coverage']:.3f}; per budget: {per}). Paging is compared with it "
+            "below, as with every other method.",
+        ]
+    md += [
+        "",
+        "## Evidence coverage per category",
+        "",
+        markdown_table(
+            summary["category_table"],
+            [*keys[:-1], *CATEGORY_COLUMNS, "all", *(f"n_{c}" for c in CATEGORY_COLUMNS)],
+        ),
+        "",
+        "## Per category, all metrics",
+        "",
+        markdown_table(table, ["category", *cols]),
+    ]
+    title = (
+        "Each cell minus fixed_20/fifo, each policy minus fifo"
+        if ablation
+        else "Each paging method minus each other method, and each paging reader minus paging[bookmarks]"
+    )
     comparisons = summary["comparisons"]
     if best:
-        comparisons = sorted(comparisons, key=lambda c: (c["b"] != best["overall"], c["a"], c["b"], c["budget"]))
-    md += ["", f"## {title} (evidence coverage, paired)", "", BOOTSTRAP_NOTE, "",
-           markdown_table(comparisons, ["budget", "a", "b", "diff", "ci95", "n", "clusters"])]
+        comparisons = sorted(
+            comparisons, key=lambda c: (c["b"] != best["overall"], c["a"], c["b"], c["budget"])
+        )
+    md += [
+        "",
+        f"## {title} (evidence coverage, paired)",
+        "",
+        BOOTSTRAP_NOTE,
+        "",
+        markdown_table(comparisons, ["budget", "a", "b", "diff", "ci95", "n", "clusters"]),
+    ]
     (out / "summary.md").write_text("\n".join(md) + "\n")
     try:
         plot(summary, out, ablation=ablation)
@@ -160,10 +238,16 @@ def line_style(k: int) -> dict:
     colors = plt.get_cmap("tab20").colors  # more lines than the default cycle's 10 colours
     color = colors[(2 * k) % 20 + (k // 10) % 2]
     hollow = k % 2 == 1
-    return {"marker": MARKERS[k % len(MARKERS)], "color": color, "alpha": 0.95 if hollow else 0.55,
-            "markersize": 10 - 2 * (k % 3), "markerfacecolor": "none" if hollow else color,
-            "markeredgewidth": 2.0 if hollow else 1.0, "linestyle": ("-", "--", ":", "-.")[k % 4],
-            "zorder": 3 if hollow else 2}
+    return {
+        "marker": MARKERS[k % len(MARKERS)],
+        "color": color,
+        "alpha": 0.95 if hollow else 0.55,
+        "markersize": 10 - 2 * (k % 3),
+        "markerfacecolor": "none" if hollow else color,
+        "markeredgewidth": 2.0 if hollow else 1.0,
+        "linestyle": ("-", "--", ":", "-.")[k % 4],
+        "zorder": 3 if hollow else 2,
+    }
 
 
 def token_ticks(low: float, high: float, *, most: int = 8) -> list[int]:
@@ -177,7 +261,7 @@ def token_ticks(low: float, high: float, *, most: int = 8) -> list[int]:
     """
     lo_exp, hi_exp = math.floor(math.log10(low)), math.ceil(math.log10(high))
     for mantissas in ((1, 2, 5), (1, 3), (1,)):
-        ticks = [m * 10 ** e for e in range(lo_exp, hi_exp + 1) for m in mantissas]
+        ticks = [m * 10**e for e in range(lo_exp, hi_exp + 1) for m in mantissas]
         inside = [t for t in ticks if low / 1.25 <= t <= high * 1.25]
         if 2 <= len(inside) <= most:
             return inside
@@ -212,7 +296,9 @@ def coverage_figure(rows: list[dict]):
 
     fig, ax = plt.subplots(figsize=(8, 4.4))
     for k, method in enumerate(sorted({r["method"] for r in rows})):
-        pts = sorted((r["mean_context_tokens"], r["evidence_coverage"]) for r in rows if r["method"] == method)
+        pts = sorted(
+            (r["mean_context_tokens"], r["evidence_coverage"]) for r in rows if r["method"] == method
+        )
         ax.plot([p[0] for p in pts], [p[1] for p in pts], label=method, **line_style(k))
     set_token_axis(ax, [r["mean_context_tokens"] for r in rows if r["mean_context_tokens"]])
     ax.set_xlabel("mean context tokens (log scale)")
@@ -237,8 +323,13 @@ def heatmap_figure(rows: list[dict], *, budget: int | None = None, metric: str =
     cells = [r for r in rows if r["budget"] == budget]
     boundaries = list(dict.fromkeys(r["boundary"] for r in cells))
     policies = list(dict.fromkeys(r["policy"] for r in cells))
-    grid = [[next((r[metric] or 0.0 for r in cells if r["boundary"] == b and r["policy"] == p), 0.0)
-             for p in policies] for b in boundaries]
+    grid = [
+        [
+            next((r[metric] or 0.0 for r in cells if r["boundary"] == b and r["policy"] == p), 0.0)
+            for p in policies
+        ]
+        for b in boundaries
+    ]
     image = ax.imshow(grid, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(policies)), policies)
     ax.set_yticks(range(len(boundaries)), boundaries)
@@ -246,7 +337,9 @@ def heatmap_figure(rows: list[dict], *, budget: int | None = None, metric: str =
     for i, row in enumerate(grid):
         for j, v in enumerate(row):  # dark text on viridis' bright end, white on its dark end
             bright = high > low and (v - low) / (high - low) > 0.6
-            ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="#1d2330" if bright else "w", fontsize=8)
+            ax.text(
+                j, i, f"{v:.3f}", ha="center", va="center", color="#1d2330" if bright else "w", fontsize=8
+            )
     fig.colorbar(image, ax=ax, label=metric.replace("_", " "))
     ax.set_title(f"Paging ablation at budget {budget}")
     fig.tight_layout()
@@ -289,7 +382,9 @@ def _by_arm(rows: list[dict], metric: str, budget: int) -> dict[tuple, dict[tupl
     out: dict[tuple, dict[tuple, float]] = {}
     for r in rows:
         if r["budget"] == budget and r["category"] != 5 and r.get(metric) is not None:
-            out.setdefault((r["boundary"], r["policy"]), {})[(r["sample_id"], r["question_index"])] = r[metric]
+            out.setdefault((r["boundary"], r["policy"]), {})[(r["sample_id"], r["question_index"])] = r[
+                metric
+            ]
     return out
 
 
@@ -298,8 +393,9 @@ def _paired(arms: dict, a: tuple, b: tuple) -> dict:
     from evals.metrics import paired_bootstrap
 
     shared = sorted(set(arms.get(a, {})) & set(arms.get(b, {})))
-    return paired_bootstrap([arms[a][k] for k in shared], [arms[b][k] for k in shared],
-                            clusters=[k[0] for k in shared])
+    return paired_bootstrap(
+        [arms[a][k] for k in shared], [arms[b][k] for k in shared], clusters=[k[0] for k in shared]
+    )
 
 
 def _verdict(diff: dict, sign: int, study: float | None = None) -> str:
@@ -308,7 +404,7 @@ def _verdict(diff: dict, sign: int, study: float | None = None) -> str:
     if diff.get("diff") is None:
         return "not measured"
     low, high = diff["ci95"]
-    if (low > 0 if sign > 0 else high < 0):
+    if low > 0 if sign > 0 else high < 0:
         if study is not None and not low <= study <= high:
             return "direction reproduces, size does not (the study's value is outside the interval)"
         return "reproduces"
@@ -329,19 +425,30 @@ def _best_policy(arms: dict, policies: list[str], claimed: str) -> dict:
     means = {p: _mean(v for b in boundaries for v in arms.get((b, p), {}).values()) for p in policies}
     ranked = sorted((p for p in policies if means[p] is not None), key=lambda p: -(means[p] or 0.0))
     rival = next(p for p in ranked if p != claimed)
-    pooled = {("all", p): {(b, *k): v for b in boundaries for k, v in arms.get((b, p), {}).items()}
-              for p in (claimed, rival)}
+    pooled = {
+        ("all", p): {(b, *k): v for b in boundaries for k, v in arms.get((b, p), {}).items()}
+        for p in (claimed, rival)
+    }
     from evals.metrics import paired_bootstrap
 
     shared = sorted(set(pooled[("all", claimed)]) & set(pooled[("all", rival)]))
-    diff = paired_bootstrap([pooled[("all", claimed)][k] for k in shared], [pooled[("all", rival)][k] for k in shared],
-                            clusters=[k[1] for k in shared])
+    diff = paired_bootstrap(
+        [pooled[("all", claimed)][k] for k in shared],
+        [pooled[("all", rival)][k] for k in shared],
+        clusters=[k[1] for k in shared],
+    )
     return {"means": means, "best": ranked[0], "rival": rival, "diff": diff}
 
 
-def study_findings(synthetic: str | Path, bookmarks: str | Path, *, synthetic_policies: str | Path,
-                   locomo_policies: str | Path, budget: int, synthetic_bookmarks: str | Path | None = None
-                   ) -> list[dict]:
+def study_findings(
+    synthetic: str | Path,
+    bookmarks: str | Path,
+    *,
+    synthetic_policies: str | Path,
+    locomo_policies: str | Path,
+    budget: int,
+    synthetic_bookmarks: str | Path | None = None,
+) -> list[dict]:
     """Each of the study's ablation findings beside ours, from four ablation runs' result files, all
     at `budget`: the boundary x policy grid on synthetic probes (`synthetic`), the bookmark
     strategies on LoCoMo (`bookmarks`: ``POLICY``, ``POLICY+bookmarks:discriminative``,
@@ -359,57 +466,113 @@ def study_findings(synthetic: str | Path, bookmarks: str | Path, *, synthetic_po
     level = {arm: _mean(v.values()) for arm, v in cov.items()}
     drop = _paired(cov, ("topic_shift", "fifo"), ("fixed_20", "fifo"))
     ours = level.get(("fixed_20", "fifo")) or 0.0
-    out.append({"finding": "fixed_20 pages reach 96.7% (synthetic)", "study": STUDY["fixed_20"], "ours": ours,
-                "ci95": None, "verdict": "reproduces" if abs(ours - STUDY["fixed_20"]) <= 0.03 else
-                f"{'lower' if ours < STUDY['fixed_20'] else 'higher'} here by {abs(ours - STUDY['fixed_20']):.3f}"})
-    out.append({"finding": "topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20",
-                "study": round(STUDY["topic_shift"] - STUDY["fixed_20"], 3), "ours": drop["diff"],
-                "ci95": drop["ci95"], "verdict": _verdict(drop, -1, STUDY["topic_shift"] - STUDY["fixed_20"]),
-                "note": f"topic_shift/fifo {level.get(('topic_shift', 'fifo'))}"})
+    out.append(
+        {
+            "finding": "fixed_20 pages reach 96.7% (synthetic)",
+            "study": STUDY["fixed_20"],
+            "ours": ours,
+            "ci95": None,
+            "verdict": "reproduces"
+            if abs(ours - STUDY["fixed_20"]) <= 0.03
+            else f"{'lower' if ours < STUDY['fixed_20'] else 'higher'} here by {abs(ours - STUDY['fixed_20']):.3f}",
+        }
+    )
+    out.append(
+        {
+            "finding": "topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20",
+            "study": round(STUDY["topic_shift"] - STUDY["fixed_20"], 3),
+            "ours": drop["diff"],
+            "ci95": drop["ci95"],
+            "verdict": _verdict(drop, -1, STUDY["topic_shift"] - STUDY["fixed_20"]),
+            "note": f"topic_shift/fifo {level.get(('topic_shift', 'fifo'))}",
+        }
+    )
     policies = ["fifo", "lru", "lfu", "semantic"]
     for name, run, claimed in (("synthetic", synthetic_policies, "fifo"), ("LoCoMo", locomo_policies, "lfu")):
         arms = _by_arm(load_results(run)[1], "evidence_coverage", budget)
         best = _best_policy(arms, policies, claimed)
         low, high = best["diff"]["ci95"]
-        verdict = ("reproduces" if best["best"] == claimed and low > 0 else
-                   f"not shown: {claimed} is highest, but the interval includes 0" if best["best"] == claimed else
-                   f"does not reproduce: {best['best']} is highest ({claimed}'s deficit's interval includes 0)"
-                   if low <= 0 <= high else f"does not reproduce: {best['best']} is higher")
-        out.append({"finding": f"{claimed.upper()} is the best policy on {name} (streaming): {claimed} - {best['rival']}",
-                    "study": None, "ours": best["diff"]["diff"], "ci95": best["diff"]["ci95"], "verdict": verdict,
-                    "note": "mean coverage over boundaries: " + ", ".join(f"{p} {m}" for p, m in best["means"].items())})
+        verdict = (
+            "reproduces"
+            if best["best"] == claimed and low > 0
+            else f"not shown: {claimed} is highest, but the interval includes 0"
+            if best["best"] == claimed
+            else f"does not reproduce: {best['best']} is highest ({claimed}'s deficit's interval includes 0)"
+            if low <= 0 <= high
+            else f"does not reproduce: {best['best']} is higher"
+        )
+        out.append(
+            {
+                "finding": f"{claimed.upper()} is the best policy on {name} (streaming): {claimed} - {best['rival']}",
+                "study": None,
+                "ours": best["diff"]["diff"],
+                "ci95": best["diff"]["ci95"],
+                "verdict": verdict,
+                "note": "mean coverage over boundaries: "
+                + ", ".join(f"{p} {m}" for p, m in best["means"].items()),
+            }
+        )
     base = next(r["policy"] for r in bm if "+" not in r["policy"])
     for metric in ("evidence_coverage", "page_selection_top1"):
         arms = _by_arm(bm, metric, budget)
         heuristic = ("fixed_20", f"{base}+bookmarks:frequent")
-        for strategy, study in (((base, "keywords (default)"), STUDY["strategy_gains"][0]),
-                                ((f"{base}+bookmarks:discriminative", "discriminative"), STUDY["strategy_gains"][1])):
+        for strategy, study in (
+            ((base, "keywords (default)"), STUDY["strategy_gains"][0]),
+            ((f"{base}+bookmarks:discriminative", "discriminative"), STUDY["strategy_gains"][1]),
+        ):
             diff = _paired(arms, ("fixed_20", strategy[0]), heuristic)
-            out.append({"finding": f"bookmark strategy {strategy[1]} - heuristic (frequent words), {metric}",
-                        "study": study if metric == "evidence_coverage" else None, "ours": diff["diff"],
-                        "ci95": diff["ci95"], "verdict": _verdict(diff, 1, study if metric == "evidence_coverage"
-                                                                  else None)})
-    runs = [("LoCoMo", bm)] + ([("synthetic", load_results(synthetic_bookmarks)[1])] if synthetic_bookmarks else [])
+            out.append(
+                {
+                    "finding": f"bookmark strategy {strategy[1]} - heuristic (frequent words), {metric}",
+                    "study": study if metric == "evidence_coverage" else None,
+                    "ours": diff["diff"],
+                    "ci95": diff["ci95"],
+                    "verdict": _verdict(diff, 1, study if metric == "evidence_coverage" else None),
+                }
+            )
+    runs = [("LoCoMo", bm)] + (
+        [("synthetic", load_results(synthetic_bookmarks)[1])] if synthetic_bookmarks else []
+    )
     for name, rows in runs:
         own = next(r["policy"] for r in rows if "+" not in r["policy"])
         for metric in ("page_selection_top1", "evidence_coverage"):
             arms = _by_arm(rows, metric, budget)
             diff = _paired(arms, ("fixed_20", own), ("fixed_20", f"{own}+bookmarks:frequent"))
-            out.append({"finding": f"keyword specificity alone (thread IDF on - off), {name}, {metric}",
-                        "study": STUDY["specificity"], "ours": diff["diff"], "ci95": diff["ci95"],
-                        "verdict": _verdict(diff, 1, STUDY["specificity"])})
+            out.append(
+                {
+                    "finding": f"keyword specificity alone (thread IDF on - off), {name}, {metric}",
+                    "study": STUDY["specificity"],
+                    "ours": diff["diff"],
+                    "ci95": diff["ci95"],
+                    "verdict": _verdict(diff, 1, STUDY["specificity"]),
+                }
+            )
     return out
 
 
-def write_findings(out: str | Path, synthetic: str | Path, bookmarks: str | Path, *, synthetic_policies: str | Path,
-                   locomo_policies: str | Path, budget: int, synthetic_bookmarks: str | Path | None = None
-                   ) -> list[dict]:
+def write_findings(
+    out: str | Path,
+    synthetic: str | Path,
+    bookmarks: str | Path,
+    *,
+    synthetic_policies: str | Path,
+    locomo_policies: str | Path,
+    budget: int,
+    synthetic_bookmarks: str | Path | None = None,
+) -> list[dict]:
     """`study_findings` as ``out/findings.json`` and a markdown table ``out/findings.md``."""
-    rows = study_findings(synthetic, bookmarks, synthetic_policies=synthetic_policies,
-                          locomo_policies=locomo_policies, budget=budget, synthetic_bookmarks=synthetic_bookmarks)
+    rows = study_findings(
+        synthetic,
+        bookmarks,
+        synthetic_policies=synthetic_policies,
+        locomo_policies=locomo_policies,
+        budget=budget,
+        synthetic_bookmarks=synthetic_bookmarks,
+    )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "findings.json").write_text(json.dumps({"budget": budget, "findings": rows}, indent=1) + "\n")
-    (out / "findings.md").write_text(markdown_table(rows, ["finding", "study", "ours", "ci95", "verdict", "note"])
-                                     + "\n")
+    (out / "findings.md").write_text(
+        markdown_table(rows, ["finding", "study", "ours", "ci95", "verdict", "note"]) + "\n"
+    )
     return rows

@@ -68,8 +68,9 @@ class RunConfig:
 
 def _git(*args: str) -> str | None:
     try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).parent).stdout.strip()
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
 
@@ -95,11 +96,16 @@ def header(config: RunConfig, reader=None, ablation: bool = False) -> dict:
     """First row of results.jsonl: code version, git commit, dirty flag, reader, config, each method's
     embedder, the BLAS/runtime threads per process; at the end of a run, wall seconds per method
     (`record_wall_times`)."""
-    return {"type": "header", "version": langmem_paging.__version__, "git_commit": _git("rev-parse", "HEAD"),
-            "git_dirty": bool(_git("status", "--porcelain")),
-            "reader": reader.version if reader is not None else READER_VERSION, "config": asdict(config),
-            "embedders": embedder_names(config, ablation) if isinstance(config, RunConfig) else {},
-            "threads": os.environ.get("OMP_NUM_THREADS")}
+    return {
+        "type": "header",
+        "version": langmem_paging.__version__,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain")),
+        "reader": reader.version if reader is not None else READER_VERSION,
+        "config": asdict(config),
+        "embedders": embedder_names(config, ablation) if isinstance(config, RunConfig) else {},
+        "threads": os.environ.get("OMP_NUM_THREADS"),
+    }
 
 
 def record_wall_times(results: Path) -> dict[str, float]:
@@ -150,15 +156,22 @@ def _row(conversation, qi, context, unit: dict, answer=None, reader=None) -> dic
     q = conversation.questions[qi]
     paging = reader_of(unit["method"]) is not None
     row = {
-        "type": "question", **unit, "sample_id": conversation.sample_id, "question_index": qi,
-        "category": q.category, "evidence": list(q.evidence),
+        "type": "question",
+        **unit,
+        "sample_id": conversation.sample_id,
+        "question_index": qi,
+        "category": q.category,
+        "evidence": list(q.evidence),
         "evidence_coverage": evidence_coverage(q.evidence, context.present),
-        "context_tokens": context.tokens, "bookmark_tokens": context.bookmark_tokens,
+        "context_tokens": context.tokens,
+        "bookmark_tokens": context.bookmark_tokens,
         "over_budget": context.over_budget,
         "page_selection_top1": page_selection(q.evidence, context.resident_before, context.ranked_pages, 1)
-        if paging else None,
+        if paging
+        else None,
         "page_selection_top3": page_selection(q.evidence, context.resident_before, context.ranked_pages, 3)
-        if paging else None,
+        if paging
+        else None,
         "recalled": context.recalled[:10],
     }
     if answer is not None:
@@ -170,35 +183,53 @@ def _answer_fields(q, context, unit: dict, answer, reader) -> dict:
     """llm reader: the answer, its LoCoMo F1 and judge score, and what the model did."""
     from evals.answer_f1 import locomo_f1
 
-    tool = "recall" if reader_of(unit["method"]) is not None else {"search_tool": "search"}.get(unit["method"])
+    tool = (
+        "recall" if reader_of(unit["method"]) is not None else {"search_tool": "search"}.get(unit["method"])
+    )
     judged = reader.judge is not None and q.category != 5 and answer.text
     return {
-        "answer": answer.text, "gold": q.answer, "error": answer.error, "model_calls": answer.model_calls,
+        "answer": answer.text,
+        "gold": q.answer,
+        "error": answer.error,
+        "model_calls": answer.model_calls,
         "answer_f1": None if answer.error else locomo_f1(answer.text, q.answer, q.category),
         "judge": reader.judge(q.question, q.answer, answer.text) if judged else None,
         "recall_triggered": any(c["name"] == tool for c in answer.tool_calls) if tool else None,
         "needs_recall": bool(q.evidence) and any(e not in context.resident_before for e in q.evidence)
-        if tool else None,
+        if tool
+        else None,
         "tool_calls": [{"name": c["name"], "args": c["args"]} for c in answer.tool_calls][:10],
     }
 
 
-def run_unit(conversation: Conversation, unit: dict, protocol: str, reader=None,
-             max_questions: int | None = None, workers: int = 1) -> list[dict]:
+def run_unit(
+    conversation: Conversation,
+    unit: dict,
+    protocol: str,
+    reader=None,
+    max_questions: int | None = None,
+    workers: int = 1,
+) -> list[dict]:
     """Rows for one conversation under one method/budget (and boundary/policy for paging).
     `reader`: None for the lexical reader, else an `LLMReader` that answers every question.
     `max_questions`: ask only the conversation's first N questions. `workers`: llm reader,
     questions asked at once (the streaming protocol asks one at a time: each one changes the thread)."""
     messages = to_messages(conversation)
-    schedule = {i: [qi for qi in qis if max_questions is None or qi < max_questions]
-                for i, qis in ask_schedule(conversation, protocol).items()}
+    schedule = {
+        i: [qi for qi in qis if max_questions is None or qi < max_questions]
+        for i, qis in ask_schedule(conversation, protocol).items()
+    }
     concurrent = workers if reader is not None and protocol == "end" else 1
     rows = []
     mode = reader_of(unit["method"])
     if mode is not None:
-        session = PagingSession(unit["budget"], unit["boundary"], unit["policy"],
-                                search_embedder=unit.get("search_embedder"),
-                                reader=mode if reader is None else "bookmarks")
+        session = PagingSession(
+            unit["budget"],
+            unit["boundary"],
+            unit["policy"],
+            search_embedder=unit.get("search_embedder"),
+            reader=mode if reader is None else "bookmarks",
+        )
         persist = protocol == "streaming"
 
         def ask(qi: int) -> dict:
@@ -239,9 +270,13 @@ def timed_unit(conversation: Conversation, unit: dict, *args) -> tuple[list[dict
     """`run_unit`'s rows and the unit's timing row (its wall seconds)."""
     start, cpu = time.perf_counter(), time.process_time()
     rows = run_unit(conversation, unit, *args)
-    return rows, {**unit, "sample_id": conversation.sample_id, "seconds": round(time.perf_counter() - start, 3),
-                  # CPU time of the process (all its threads): comparable between runs on a busy machine
-                  "cpu_seconds": round(time.process_time() - cpu, 3)}
+    return rows, {
+        **unit,
+        "sample_id": conversation.sample_id,
+        "seconds": round(time.perf_counter() - start, 3),
+        # CPU time of the process (all its threads): comparable between runs on a busy machine
+        "cpu_seconds": round(time.process_time() - cpu, 3),
+    }
 
 
 def _map(fn, items: Sequence, workers: int) -> list:
@@ -266,13 +301,22 @@ def _units(config: RunConfig, ablation: bool) -> list[dict]:
     llm = config.reader == "llm"
     if ablation:
         method = "paging" if llm else method_name(config.paging_readers[0])
-        return [{"method": method, "budget": b, "boundary": bd, "policy": p, "protocol": config.protocol}
-                for b in config.budgets for bd in config.boundaries for p in config.policies]
+        return [
+            {"method": method, "budget": b, "boundary": bd, "policy": p, "protocol": config.protocol}
+            for b in config.budgets
+            for bd in config.boundaries
+            for p in config.policies
+        ]
     out = []
     for method in expand_methods(config.methods, config.paging_readers, llm):
         for budget in config.budgets:
-            unit = {"method": method, "budget": budget, "boundary": None, "policy": None,
-                    "protocol": config.protocol}
+            unit = {
+                "method": method,
+                "budget": budget,
+                "boundary": None,
+                "policy": None,
+                "protocol": config.protocol,
+            }
             if method in method_lib.EMBEDDING_METHODS:
                 unit["search_embedder"] = config.search_embedder or "default"
             if reader_of(method) is not None:
@@ -285,8 +329,12 @@ def _units(config: RunConfig, ablation: bool) -> list[dict]:
 
 def unit_questions(conversation: Conversation, protocol: str, max_questions: int | None = None) -> int:
     """How many questions a unit asks (one result row each): what the progress bar counts."""
-    return sum(1 for qis in ask_schedule(conversation, protocol).values() for qi in qis
-               if max_questions is None or qi < max_questions)
+    return sum(
+        1
+        for qis in ask_schedule(conversation, protocol).values()
+        for qi in qis
+        if max_questions is None or qi < max_questions
+    )
 
 
 def _unit_key(sample_id: str, unit: dict) -> str:
@@ -294,8 +342,17 @@ def _unit_key(sample_id: str, unit: dict) -> str:
     return json.dumps([*key, unit["search_embedder"]] if unit.get("search_embedder") else key)
 
 
-def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Path, *, ablation: bool = False,
-        progress: bool = True, reader=None, workers: int = 1, processes: int = 1) -> dict:
+def run(
+    conversations: Sequence[Conversation],
+    config: RunConfig,
+    out: str | Path,
+    *,
+    ablation: bool = False,
+    progress: bool = True,
+    reader=None,
+    workers: int = 1,
+    processes: int = 1,
+) -> dict:
     """Run everything not yet in ``out/results.jsonl``, then write the summaries and plots.
     `reader`: an `LLMReader` for ``config.reader == "llm"``; `workers`: its questions asked at once;
     `processes`: lexical reader, units (conversation x method x budget) run in that many processes
@@ -314,18 +371,28 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
         done = {_unit_key(r["sample_id"], r) for r in lines if r.get("type") == "question"}
     else:
         results.write_text(json.dumps(header(config, reader, ablation)) + "\n")
-    todo = [(c, u) for c in conversations for u in _units(config, ablation) if _unit_key(c.sample_id, u) not in done]
+    todo = [
+        (c, u)
+        for c in conversations
+        for u in _units(config, ablation)
+        if _unit_key(c.sample_id, u) not in done
+    ]
     max_questions = config.extra.get("max_questions")
     total = sum(unit_questions(c, config.protocol, max_questions) for c, _ in todo)
-    with results.open("a") as f, (out / TIMINGS).open("a") as timings, \
-            progress_bar(total, "eval", "question", enabled=progress) as bar:
+    with (
+        results.open("a") as f,
+        (out / TIMINGS).open("a") as timings,
+        progress_bar(total, "eval", "question", enabled=progress) as bar,
+    ):
         if processes > 1 and reader is None and len(todo) > 1:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             # spawn: the parent may have imported torch (semantic reader), which does not survive fork well
             with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(timed_unit, c, u, config.protocol, None, max_questions) for c, u in todo]
+                futures = [
+                    pool.submit(timed_unit, c, u, config.protocol, None, max_questions) for c, u in todo
+                ]
                 for future in as_completed(futures):
                     rows, timing = future.result()
                     f.write("".join(json.dumps(r) + "\n" for r in rows))
@@ -347,5 +414,18 @@ def run(conversations: Sequence[Conversation], config: RunConfig, out: str | Pat
     return write_reports(out, ablation=ablation)
 
 
-__all__ = ["RunConfig", "aggregate", "ask_schedule", "embedder_names", "expand_methods", "header", "progress_bar",
-           "record_wall_times", "run", "run_unit", "timed_unit", "unit_questions", "TIMINGS"]
+__all__ = [
+    "RunConfig",
+    "aggregate",
+    "ask_schedule",
+    "embedder_names",
+    "expand_methods",
+    "header",
+    "progress_bar",
+    "record_wall_times",
+    "run",
+    "run_unit",
+    "timed_unit",
+    "unit_questions",
+    "TIMINGS",
+]

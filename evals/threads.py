@@ -12,8 +12,13 @@ import sys
 
 __all__ = ["THREAD_VARIABLES", "pin_threads", "threads_per_process"]
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-                    "VECLIB_MAXIMUM_THREADS")
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 """Read by BLAS libraries when they load (worker processes inherit them); `DefaultEmbedder` reads
 ``OMP_NUM_THREADS`` for onnxruntime's intra-op threads."""
 

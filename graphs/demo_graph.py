@@ -16,8 +16,9 @@ show, not in its text, which pages and bookmarks are made of."""
 
 
 def _echo(messages):
-    return AIMessage(f"You said: {messages[-1].content}",
-                     response_metadata={"model_name": "scripted-echo", "hint": HINT})
+    return AIMessage(
+        f"You said: {messages[-1].content}", response_metadata={"model_name": "scripted-echo", "hint": HINT}
+    )
 
 
 model = chat_model_from_env() or ScriptedChatModel(responses=[_echo] * 100_000)

@@ -100,37 +100,60 @@ def shown_uri(uri: str) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", default=os.environ.get(STORE_ENV),
-                        help=f"store URI: sqlite:///file.sqlite, sqlite:////abs/file.sqlite, postgresql://... "
-                             f"(default ${STORE_ENV})")
-    common.add_argument("--checkpoints", default=os.environ.get(CHECKPOINTS_ENV),
-                        help="checkpointer URI, or 'none' (default: the store's URI, if it holds checkpoints)")
+    common.add_argument(
+        "--store",
+        default=os.environ.get(STORE_ENV),
+        help=f"store URI: sqlite:///file.sqlite, sqlite:////abs/file.sqlite, postgresql://... "
+        f"(default ${STORE_ENV})",
+    )
+    common.add_argument(
+        "--checkpoints",
+        default=os.environ.get(CHECKPOINTS_ENV),
+        help="checkpointer URI, or 'none' (default: the store's URI, if it holds checkpoints)",
+    )
     json_flag = argparse.ArgumentParser(add_help=False)
     json_flag.add_argument("--json", action="store_true", help="print JSON instead of text")
     encoding = argparse.ArgumentParser(add_help=False)
-    encoding.add_argument("--encoding", default="cl100k_base", choices=OFFLINE_ENCODINGS,
-                          help="tokenizer the agent's recall results were rendered with (default cl100k_base; "
-                               "o200k_base for gpt-4o-family models)")
+    encoding.add_argument(
+        "--encoding",
+        default="cl100k_base",
+        choices=OFFLINE_ENCODINGS,
+        help="tokenizer the agent's recall results were rendered with (default cl100k_base; "
+        "o200k_base for gpt-4o-family models)",
+    )
 
     parser = argparse.ArgumentParser(
-        prog="langmem-paging", description="Look at, check, move and delete the pages of a langmem-paging thread.",
-        epilog=plain(__doc__.split("\n\n")[2]), formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="langmem-paging",
+        description="Look at, check, move and delete the pages of a langmem-paging thread.",
+        epilog=plain(__doc__.split("\n\n")[2]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"langmem-paging {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("threads", parents=[common, json_flag],
-                   help="the threads the store holds pages for, with their page counts")
+    sub.add_parser(
+        "threads",
+        parents=[common, json_flag],
+        help="the threads the store holds pages for, with their page counts",
+    )
 
-    p = sub.add_parser("inspect", parents=[common, json_flag], help="a thread's pages, clusters and paging state")
+    p = sub.add_parser(
+        "inspect", parents=[common, json_flag], help="a thread's pages, clusters and paging state"
+    )
     p.add_argument("thread")
-    p.add_argument("--width", type=int, default=60, help="cut bookmarks to this many characters (text output)")
+    p.add_argument(
+        "--width", type=int, default=60, help="cut bookmarks to this many characters (text output)"
+    )
 
     p = sub.add_parser("show", parents=[common, json_flag], help="one page's exact messages (or a cluster)")
     p.add_argument("thread")
     p.add_argument("page_id", help="a page id (p3) or a cluster id (c2)")
 
-    p = sub.add_parser("verify", parents=[common, json_flag, encoding],
-                       help="check the thread rebuilds losslessly from its checkpoint and the store")
+    p = sub.add_parser(
+        "verify",
+        parents=[common, json_flag, encoding],
+        help="check the thread rebuilds losslessly from its checkpoint and the store",
+    )
     p.add_argument("thread")
 
     p = sub.add_parser("export", parents=[common], help="a thread's store records as JSON lines")
@@ -145,17 +168,26 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("delete", parents=[common], help="delete every store record of a thread")
     p.add_argument("thread")
     p.add_argument("--yes", action="store_true", help="do not ask")
-    p.add_argument("--with-checkpoints", action="store_true",
-                   help="also delete the thread's checkpoints (checkpointer.delete_thread)")
+    p.add_argument(
+        "--with-checkpoints",
+        action="store_true",
+        help="also delete the thread's checkpoints (checkpointer.delete_thread)",
+    )
 
-    p = sub.add_parser("forget", parents=[common],
-                       help="remove one message's text from the thread's pages and search index (privacy)")
+    p = sub.add_parser(
+        "forget",
+        parents=[common],
+        help="remove one message's text from the thread's pages and search index (privacy)",
+    )
     p.add_argument("thread")
     p.add_argument("message_id", help="the id of the message to forget")
     p.add_argument("--yes", action="store_true", help="do not ask")
 
-    p = sub.add_parser("where", parents=[common, json_flag],
-                       help="list every place the thread still holds a text: store records, search index, state")
+    p = sub.add_parser(
+        "where",
+        parents=[common, json_flag],
+        help="list every place the thread still holds a text: store records, search index, state",
+    )
     p.add_argument("thread")
     p.add_argument("--text", required=True, help="the text to look for (a card number, a name)")
 
@@ -224,8 +256,11 @@ def _snapshots(args: argparse.Namespace, *, lineage: bool) -> list[Snapshot]:
 
 
 def _no_such_thread(args: argparse.Namespace) -> _Fail:
-    return _Fail(f"no such thread {args.thread!r} in {shown_uri(_store_uri(args))}: it has no store records and "
-                 "no checkpoints (langmem-paging threads lists the store's threads)", 1)
+    return _Fail(
+        f"no such thread {args.thread!r} in {shown_uri(_store_uri(args))}: it has no store records and "
+        "no checkpoints (langmem-paging threads lists the store's threads)",
+        1,
+    )
 
 
 def _is_unknown(store: Any, args: argparse.Namespace, snapshots: list[Snapshot]) -> bool:
@@ -248,7 +283,9 @@ def _threads(args: argparse.Namespace, out: TextIO) -> int:
     elif not rows:
         out.write(f"no threads: {shown_uri(_store_uri(args))} holds no langmem-paging records\n")
     else:
-        out.write(format_table([r.to_dict() for r in rows], ["thread_id", "pages", "clusters", "records"]) + "\n")
+        out.write(
+            format_table([r.to_dict() for r in rows], ["thread_id", "pages", "clusters", "records"]) + "\n"
+        )
         out.write(f"{len(rows)} thread{'' if len(rows) == 1 else 's'}, {sum(r.pages for r in rows)} pages\n")
     return 0
 
@@ -267,14 +304,21 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _content(message: BaseMessage) -> str:
-    return message.content if isinstance(message.content, str) else json.dumps(message.content, indent=2,
-                                                                               ensure_ascii=False)
+    return (
+        message.content
+        if isinstance(message.content, str)
+        else json.dumps(message.content, indent=2, ensure_ascii=False)
+    )
 
 
 def _format_page(thread_id: str, page: Page) -> str:
-    lines = [(f"page {page.id} of thread {thread_id}: {len(page.messages)} messages, {page.token_count} tokens, "
-              f"formed in turn {page.created_turn} ({page.boundary}), recalled {page.access_count} times"),
-             f"bookmark: {page.bookmark}"]
+    lines = [
+        (
+            f"page {page.id} of thread {thread_id}: {len(page.messages)} messages, {page.token_count} tokens, "
+            f"formed in turn {page.created_turn} ({page.boundary}), recalled {page.access_count} times"
+        ),
+        f"bookmark: {page.bookmark}",
+    ]
     for i, m in enumerate(page.messages, 1):
         head = [f"--- [{i}] {m.type}", f"id={m.id}"]
         if m.name:
@@ -283,8 +327,10 @@ def _format_page(thread_id: str, page: Page) -> str:
             head.append(f"tool_call_id={call_id}")
         lines.append("  ".join(head))
         for call in getattr(m, "tool_calls", None) or []:
-            lines.append(f"tool call {call.get('id')}: {call.get('name')}"
-                         f"({json.dumps(call.get('args', {}), ensure_ascii=False, sort_keys=True)})")
+            lines.append(
+                f"tool call {call.get('id')}: {call.get('name')}"
+                f"({json.dumps(call.get('args', {}), ensure_ascii=False, sort_keys=True)})"
+            )
         lines.append(_content(m))
     return "\n".join(lines)
 
@@ -302,8 +348,10 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
             if args.json:
                 _print(out, {**node.to_dict(), "members": members})
             else:
-                out.write(f"cluster {node.id} of thread {args.thread}: {node.size} pages ({', '.join(members)})\n"
-                          f"children: {', '.join(node.children)}\nbookmark: {node.bookmark}\n")
+                out.write(
+                    f"cluster {node.id} of thread {args.thread}: {node.size} pages ({', '.join(members)})\n"
+                    f"children: {', '.join(node.children)}\nbookmark: {node.bookmark}\n"
+                )
             return 0
         page = page_store.get(args.thread, args.page_id)
         if page is None and _is_unknown(store, args, _snapshots(args, lineage=False)):
@@ -323,11 +371,21 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
         if _is_unknown(store, args, snapshots):
             raise _no_such_thread(args)
         if not snapshots:  # the checkpoints may live elsewhere: not knowing is not a loss (exit 2, not 1)
-            where = ("--checkpoints none" if (args.checkpoints or "").lower() == "none" else
-                     f"thread {args.thread!r} in {shown_uri(args.checkpoints)}" if args.checkpoints else "this store")
-            raise _Fail(f"cannot verify: no checkpoints in {where}; pass --checkpoints PATH (the checkpointer's "
-                        "URI, e.g. sqlite:///checkpoints.sqlite)", 2)
-        result = verify_thread(PageStore(store), args.thread, snapshots, counter=TokenCounter(encoding=args.encoding))
+            where = (
+                "--checkpoints none"
+                if (args.checkpoints or "").lower() == "none"
+                else f"thread {args.thread!r} in {shown_uri(args.checkpoints)}"
+                if args.checkpoints
+                else "this store"
+            )
+            raise _Fail(
+                f"cannot verify: no checkpoints in {where}; pass --checkpoints PATH (the checkpointer's "
+                "URI, e.g. sqlite:///checkpoints.sqlite)",
+                2,
+            )
+        result = verify_thread(
+            PageStore(store), args.thread, snapshots, counter=TokenCounter(encoding=args.encoding)
+        )
     if args.json:
         _print(out, result.to_dict())
     else:
@@ -341,8 +399,11 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
         if not records and _is_unknown(store, args, _snapshots(args, lineage=False)):
             raise _no_such_thread(args)
     if not records:
-        raise _Fail(f"thread {args.thread!r} has no records in {shown_uri(_store_uri(args))} (only checkpoints: "
-                    "nothing was paged out yet)", 1)
+        raise _Fail(
+            f"thread {args.thread!r} has no records in {shown_uri(_store_uri(args))} (only checkpoints: "
+            "nothing was paged out yet)",
+            1,
+        )
     lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
     if args.out:
         Path(args.out).write_text(lines, encoding="utf-8")
@@ -403,7 +464,9 @@ def _delete(args: argparse.Namespace, out: TextIO) -> int:
 
 def _forget(args: argparse.Namespace, out: TextIO) -> int:
     if not args.yes and not sys.stdin.isatty():
-        raise _Fail(f"forgetting message {args.message_id!r} of thread {args.thread!r} cannot be undone; pass --yes")
+        raise _Fail(
+            f"forgetting message {args.message_id!r} of thread {args.thread!r} cannot be undone; pass --yes"
+        )
     if not args.yes:
         answer = input(f"Forget message {args.message_id!r} of thread {args.thread!r}? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
@@ -428,13 +491,21 @@ def _where(args: argparse.Namespace, out: TextIO) -> int:
         if _is_unknown(store, args, snapshots):
             raise _no_such_thread(args)
         latest = snapshots[-1] if snapshots else None
-        places = where_text(PageStore(store), args.thread, args.text, index=passages or default_index(store),
-                            paging=latest.paging if latest else None, messages=latest.messages if latest else ())
+        places = where_text(
+            PageStore(store),
+            args.thread,
+            args.text,
+            index=passages or default_index(store),
+            paging=latest.paging if latest else None,
+            messages=latest.messages if latest else (),
+        )
     if args.json:
         _print(out, [p.to_dict() for p in places])
     elif not places:
-        out.write(f"{args.text!r} is nowhere in thread {args.thread} (store records, search index"
-                  f"{', checkpointed state' if latest else ''})\n")
+        out.write(
+            f"{args.text!r} is nowhere in thread {args.thread} (store records, search index"
+            f"{', checkpointed state' if latest else ''})\n"
+        )
     else:
         out.write(format_table([p.to_dict() for p in places], ["place", "where", "excerpt"]) + "\n")
     return 1 if places else 0
@@ -455,10 +526,18 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         if not any(info.records.values()) and info.checkpoint is None:
             raise _no_such_thread(args)
         pages = {p.id: p for p in page_store.list_pages(args.thread)}
-        verification = (verify_thread(page_store, args.thread, snapshots, counter=TokenCounter(encoding=args.encoding))
-                        if snapshots else None)
-    html = render_report(info, pages, verification=verification,
-                         context=snapshots[-1].messages if snapshots else None, steps=paging_steps(snapshots))
+        verification = (
+            verify_thread(page_store, args.thread, snapshots, counter=TokenCounter(encoding=args.encoding))
+            if snapshots
+            else None
+        )
+    html = render_report(
+        info,
+        pages,
+        verification=verification,
+        context=snapshots[-1].messages if snapshots else None,
+        steps=paging_steps(snapshots),
+    )
     Path(args.out).write_text(html, encoding="utf-8")
     out.write(f"wrote {args.out}: {len(info.pages)} pages, {len(info.clusters)} clusters\n")
     return 0

@@ -35,8 +35,19 @@ if TYPE_CHECKING:  # imported for typing only: embeddings and tiers import numpy
     from langmem_paging.strategies.embeddings import Embedder
     from langmem_paging.strategies.tiers import TierMode
 
-__all__ = ["RECALL_BUDGET_SHARE", "RECALL_MIN_TOKENS", "Budget", "BookmarkFn", "MessageCounter", "PagingConfig",
-           "PagingOptions", "check_call_options", "check_embedder", "check_thread_id", "resolve_max_tokens"]
+__all__ = [
+    "RECALL_BUDGET_SHARE",
+    "RECALL_MIN_TOKENS",
+    "Budget",
+    "BookmarkFn",
+    "MessageCounter",
+    "PagingConfig",
+    "PagingOptions",
+    "check_call_options",
+    "check_embedder",
+    "check_thread_id",
+    "resolve_max_tokens",
+]
 
 Fraction = tuple[Literal["fraction"], float]
 Budget = int | tuple[Literal["tokens"], int] | Fraction
@@ -86,8 +97,9 @@ class PagingOptions(TypedDict, total=False):
 class _Options(BaseModel):
     """The validated fields (internal; `PagingConfig` turns its errors into plain ValueErrors)."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True,
-                              use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, extra="forbid", frozen=True, use_attribute_docstrings=True
+    )
 
     max_tokens: int | Fraction
     """Budget for everything the model receives: messages, bookmarks, recalled text, and (with
@@ -160,14 +172,18 @@ class _Options(BaseModel):
     def _budget(cls, value: Any) -> Any:
         # before pydantic's coercion: True would become a 1-token budget, "4000" an int
         if isinstance(value, bool) or not isinstance(value, (int, tuple, list)):
-            raise ValueError(f"must be an int number of tokens (e.g. 4000), ('tokens', n) or ('fraction', x); "
-                             f"got {value!r} ({type(value).__name__})")
+            raise ValueError(
+                f"must be an int number of tokens (e.g. 4000), ('tokens', n) or ('fraction', x); "
+                f"got {value!r} ({type(value).__name__})"
+            )
         if isinstance(value, (tuple, list)):
             if len(value) == 2 and value[0] == "tokens" and float(value[1]).is_integer() and value[1] > 0:
                 return int(value[1])
             if len(value) != 2 or value[0] != "fraction" or not 0 < float(value[1]) <= 1:
-                raise ValueError("use an int, ('tokens', n) with n > 0, or ('fraction', x) with 0 < x <= 1 of "
-                                 "the model's context window")
+                raise ValueError(
+                    "use an int, ('tokens', n) with n > 0, or ('fraction', x) with 0 < x <= 1 of "
+                    "the model's context window"
+                )
             return ("fraction", float(value[1]))
         if isinstance(value, bool) or value <= 0:
             raise ValueError("must be a positive number of tokens")
@@ -209,7 +225,9 @@ class _Options(BaseModel):
     @classmethod
     def _tool_name(cls, value: Any) -> Any:
         if not isinstance(value, str) or not _TOOL_NAME.fullmatch(value):
-            raise ValueError(f"must be 1-64 letters, digits, '_' or '-' (what chat APIs accept); got {value!r}")
+            raise ValueError(
+                f"must be 1-64 letters, digits, '_' or '-' (what chat APIs accept); got {value!r}"
+            )
         return value
 
     @field_validator("encoding")
@@ -239,10 +257,16 @@ class _Options(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> _Options:
-        if (isinstance(self.max_tokens, int) and self.low_water_tokens is not None
-                and self.low_water_tokens > self.max_tokens):
-            raise _OptionError("low_water_tokens", f"{self.low_water_tokens} is above `max_tokens` "
-                               f"({self.max_tokens}); it must be at most `max_tokens` (default: 75% of it)")
+        if (
+            isinstance(self.max_tokens, int)
+            and self.low_water_tokens is not None
+            and self.low_water_tokens > self.max_tokens
+        ):
+            raise _OptionError(
+                "low_water_tokens",
+                f"{self.low_water_tokens} is above `max_tokens` "
+                f"({self.max_tokens}); it must be at most `max_tokens` (default: 75% of it)",
+            )
         return self
 
 
@@ -268,15 +292,19 @@ def check_embedder(value: Any) -> None:
     if value is None or isinstance(value, (Embedder, Embeddings)):
         return
     if not isinstance(value, str):
-        raise ValueError(f"must be an Embedder, a LangChain Embeddings or an embedder name; got {type(value).__name__}")
+        raise ValueError(
+            f"must be an Embedder, a LangChain Embeddings or an embedder name; got {type(value).__name__}"
+        )
     family, _, model = value.partition(":")
     if family == "openai" or (value in EMBEDDERS and not model):
         if family == "minilm" and importlib.util.find_spec("sentence_transformers") is None:
             raise ValueError("'minilm' needs sentence-transformers: pip install 'langmem-paging[minilm]'")
         return
     available = ", ".join(repr(name) for name in EMBEDDERS)
-    raise ValueError(f"Unknown embedder {value!r}. Available: {available} (or 'openai:<model>'), "
-                     "an Embedder instance or a LangChain Embeddings")
+    raise ValueError(
+        f"Unknown embedder {value!r}. Available: {available} (or 'openai:<model>'), "
+        "an Embedder instance or a LangChain Embeddings"
+    )
 
 
 def check_call_options(*, ttl: Any, index: Any) -> None:
@@ -289,12 +317,20 @@ def check_call_options(*, ttl: Any, index: Any) -> None:
     from langmem_paging.index.base import SearchIndex
 
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
-        raise ValueError(f"Invalid paging option `ttl`: must be a positive number of minutes, or None; got {ttl!r}.")
+        raise ValueError(
+            f"Invalid paging option `ttl`: must be a positive number of minutes, or None; got {ttl!r}."
+        )
     if index is not None and not isinstance(index, SearchIndex):
-        hint = (" The SQLite index is the default for a SqliteStore: drop `index=`, or pass "
-                "`SqliteSearchIndex(path)`." if isinstance(index, str) else "")
-        raise TypeError(f"Invalid paging option `index`: must be a SearchIndex (InMemoryBM25Index, "
-                        f"SqliteSearchIndex, PostgresSearchIndex), got {index!r}.{hint}")
+        hint = (
+            " The SQLite index is the default for a SqliteStore: drop `index=`, or pass "
+            "`SqliteSearchIndex(path)`."
+            if isinstance(index, str)
+            else ""
+        )
+        raise TypeError(
+            f"Invalid paging option `index`: must be a SearchIndex (InMemoryBM25Index, "
+            f"SqliteSearchIndex, PostgresSearchIndex), got {index!r}.{hint}"
+        )
 
 
 def check_thread_id(thread_id: str) -> str:
@@ -305,8 +341,10 @@ def check_thread_id(thread_id: str) -> str:
         ValueError: Naming the thread id.
     """
     if "\x00" in thread_id:
-        raise ValueError(f"Invalid thread_id {thread_id!r}: it contains a NUL character, which stores cannot "
-                         "key. Use printable thread ids (config={'configurable': {'thread_id': '...'}}).")
+        raise ValueError(
+            f"Invalid thread_id {thread_id!r}: it contains a NUL character, which stores cannot "
+            "key. Use printable thread ids (config={'configurable': {'thread_id': '...'}})."
+        )
     return thread_id
 
 
@@ -365,7 +403,9 @@ class PagingConfig:
         unknown = sorted(set(options) - set(_Options.model_fields))
         if unknown:
             available = ", ".join(f"`{name}`" for name in _Options.model_fields)
-            raise TypeError(f"Unknown paging option {', '.join(f'`{u}`' for u in unknown)}. Available: {available}.")
+            raise TypeError(
+                f"Unknown paging option {', '.join(f'`{u}`' for u in unknown)}. Available: {available}."
+            )
         if "max_tokens" not in options:
             raise TypeError("Paging needs `max_tokens`: the token budget of the model's context (e.g. 4000).")
         try:
@@ -373,8 +413,11 @@ class PagingConfig:
         except ValidationError as error:
             first = error.errors()[0]
             cause = (first.get("ctx") or {}).get("error")
-            name = (cause.option if isinstance(cause, _OptionError)
-                    else ".".join(str(p) for p in first["loc"]) or "options")
+            name = (
+                cause.option
+                if isinstance(cause, _OptionError)
+                else ".".join(str(p) for p in first["loc"]) or "options"
+            )
             message = first["msg"].removeprefix("Value error, ")
             raise ValueError(f"Invalid paging option `{name}`: {message}") from None
 
@@ -405,7 +448,9 @@ class PagingConfig:
     @staticmethod
     def documented() -> dict[str, tuple[str, Any]]:
         """Option name -> (its documentation, its default): the one option list the docs derive from."""
-        return {name: (field.description or "", field.default) for name, field in _Options.model_fields.items()}
+        return {
+            name: (field.description or "", field.default) for name, field in _Options.model_fields.items()
+        }
 
     # -- resolved values ---------------------------------------------------------------------
     def low_water_for(self, budget: int) -> int:
@@ -418,8 +463,10 @@ class PagingConfig:
     def effective_low_water(self) -> int:
         """The low-water mark for the whole `max_tokens` (an int budget)."""
         if not isinstance(self.max_tokens, int):
-            raise ValueError("`effective_low_water` needs an int `max_tokens`; resolve a fraction with "
-                             "`low_water_for(resolve_max_tokens(max_tokens, model))`.")
+            raise ValueError(
+                "`effective_low_water` needs an int `max_tokens`; resolve a fraction with "
+                "`low_water_for(resolve_max_tokens(max_tokens, model))`."
+            )
         return self.low_water_for(self.max_tokens)
 
     def recall_cap_for(self, budget: int) -> int:
@@ -455,4 +502,3 @@ def resolve_max_tokens(max_tokens: int | tuple[str, float], model: Any) -> int:
             "has no profile with `max_input_tokens`. Pass an int `max_tokens` instead."
         )
     return max(1, int(window * max_tokens[1]))
-

@@ -127,8 +127,11 @@ class DeletePagesWithThreads:
                     n = await adelete_thread_pages(self.client(), thread_id)
                     logger.info("deleted %d page records of deleted thread %s", n, thread_id)
                 except Exception:  # the thread is gone either way: say so loudly
-                    logger.exception("could not delete the pages of deleted thread %s (namespace %r)",
-                                     thread_id, (NAMESPACE_ROOT, thread_id))
+                    logger.exception(
+                        "could not delete the pages of deleted thread %s (namespace %r)",
+                        thread_id,
+                        (NAMESPACE_ROOT, thread_id),
+                    )
             for message in held:
                 await send(message)
 

@@ -18,8 +18,11 @@ STORE_FACTORIES = LOCAL_FACTORIES  # the in-process backends; Postgres ones come
 
 
 def _postgres_driver_missing() -> str | None:
-    for module, package in [("psycopg", "psycopg[binary]"), ("psycopg_pool", "psycopg-pool"),
-                            ("langgraph.store.postgres", "langgraph-checkpoint-postgres")]:
+    for module, package in [
+        ("psycopg", "psycopg[binary]"),
+        ("psycopg_pool", "psycopg-pool"),
+        ("langgraph.store.postgres", "langgraph-checkpoint-postgres"),
+    ]:
         try:
             found = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:

@@ -14,7 +14,9 @@ TESTS = Path(__file__).resolve().parent
 
 def _registers_postgres_uri(tree: ast.Module) -> bool:
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and any(alias.name == "postgres_uri_fixture" for alias in node.names):
+        if isinstance(node, ast.ImportFrom) and any(
+            alias.name == "postgres_uri_fixture" for alias in node.names
+        ):
             return True
         if isinstance(node, ast.FunctionDef) and node.name in {"postgres_uri", "postgres_uri_fixture"}:
             return True

@@ -50,14 +50,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3, help="passes; the median is shown")
     parser.add_argument("--embedders", default="default,hashing", help="comma-separated get_embedder names")
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
-    parser.add_argument("--batch", type=int, default=64, help="texts per embed call (the index embeds a page at a time)")
+    parser.add_argument(
+        "--batch", type=int, default=64, help="texts per embed call (the index embeds a page at a time)"
+    )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     texts = _turns(args.turns)
     rows = []
-    print(f"{len(texts)} LoCoMo dev turns, {sum(map(len, texts)) / len(texts):.0f} characters on average; "
-          f"{args.batch} texts per call; median of {args.reps}")
-    print("| embedder | threads | load s | texts/s (wall) | texts per CPU second | mean cosine of neighbours |")
+    print(
+        f"{len(texts)} LoCoMo dev turns, {sum(map(len, texts)) / len(texts):.0f} characters on average; "
+        f"{args.batch} texts per call; median of {args.reps}"
+    )
+    print(
+        "| embedder | threads | load s | texts/s (wall) | texts per CPU second | mean cosine of neighbours |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     for name in [n for n in args.embedders.split(",") if n]:
         for threads in [int(t) for t in args.threads.split(",") if t]:
@@ -67,18 +73,28 @@ def main(argv: list[str] | None = None) -> int:
             times, cpu_times, vectors = [], [], None
             for _ in range(args.reps):
                 start, cpu = time.perf_counter(), time.process_time()
-                vectors = np.concatenate([embedder.embed(texts[i : i + args.batch])
-                                          for i in range(0, len(texts), args.batch)])
+                vectors = np.concatenate(
+                    [embedder.embed(texts[i : i + args.batch]) for i in range(0, len(texts), args.batch)]
+                )
                 times.append(time.perf_counter() - start)
                 cpu_times.append(time.process_time() - cpu)
             assert vectors is not None
             rate = len(texts) / statistics.median(times)
             cpu_rate = len(texts) / max(statistics.median(cpu_times), 1e-9)
             cosine = float(np.mean(np.sum(vectors[1:] * vectors[:-1], axis=1)))
-            rows.append({"embedder": embedder.name, "threads": threads, "load_seconds": round(load, 3),
-                         "texts_per_second": round(rate, 1), "texts_per_cpu_second": round(cpu_rate, 1),
-                         "neighbour_cosine": round(cosine, 3)})
-            print(f"| {embedder.name} | {threads} | {load:.2f} | {rate:.0f} | {cpu_rate:.0f} | {cosine:.3f} |")
+            rows.append(
+                {
+                    "embedder": embedder.name,
+                    "threads": threads,
+                    "load_seconds": round(load, 3),
+                    "texts_per_second": round(rate, 1),
+                    "texts_per_cpu_second": round(cpu_rate, 1),
+                    "neighbour_cosine": round(cosine, 3),
+                }
+            )
+            print(
+                f"| {embedder.name} | {threads} | {load:.2f} | {rate:.0f} | {cpu_rate:.0f} | {cosine:.3f} |"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

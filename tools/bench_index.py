@@ -33,7 +33,32 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-WORDS = ["lake", "harbor", "violin", "festival", "orchard", "pottery", "marathon", "glacier", "saffron", "museum", "lantern", "cobalt", "meadow", "canyon", "tundra", "falcon", "puppy", "bicycle", "recipe", "painting", "garden", "concert", "adoption", "chess"]
+WORDS = [
+    "lake",
+    "harbor",
+    "violin",
+    "festival",
+    "orchard",
+    "pottery",
+    "marathon",
+    "glacier",
+    "saffron",
+    "museum",
+    "lantern",
+    "cobalt",
+    "meadow",
+    "canyon",
+    "tundra",
+    "falcon",
+    "puppy",
+    "bicycle",
+    "recipe",
+    "painting",
+    "garden",
+    "concert",
+    "adoption",
+    "chess",
+]
 MESSAGES_PER_PAGE = 10
 QUERIES = ["How many swans did Mirela{n} count?", "Where did Ivo{n} play the violin?", "orchard harvest {n}"]
 INDEXES = ("memory", "sqlite", "postgres")
@@ -73,8 +98,18 @@ def _pages(n_pages: int, seed: int = 0) -> Iterator[list]:
             for k in range(MESSAGES_PER_PAGE):
                 text = f"Day {n}.{k}: Mirela{n} and Ivo{n} " + " ".join(rng.choice(WORDS) for _ in range(18))
                 messages.append((HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}"))
-            batch.append(Page(id=f"p{n}", messages=messages, bookmark=f"[p{n}:x]", keywords=[], token_count=300,
-                              boundary="fixed_10", created_turn=n, order=n * MESSAGES_PER_PAGE))
+            batch.append(
+                Page(
+                    id=f"p{n}",
+                    messages=messages,
+                    bookmark=f"[p{n}:x]",
+                    keywords=[],
+                    token_count=300,
+                    boundary="fixed_10",
+                    created_turn=n,
+                    order=n * MESSAGES_PER_PAGE,
+                )
+            )
         yield batch
 
 
@@ -150,10 +185,16 @@ def _timings(store: Any, index: Any, kind: str, n_pages: int, searches: int) -> 
         by_id.append((time.perf_counter() - start) * 1000)
         assert page_id in found, f"{page_id} missing from the {kind} store"
     by_id.sort()
-    return {"index": kind, "pages": n_pages, "first_search_ms": round(cold, 1),
-            "warm_p50_ms": round(statistics.median(warm), 2), "warm_p95_ms": round(_p95(warm), 2),
-            "recall_by_id_p50_ms": round(statistics.median(by_id), 2), "recall_by_id_p95_ms": round(_p95(by_id), 2),
-            "cold_over_warm": round(cold / max(statistics.median(warm), 1e-9), 1)}
+    return {
+        "index": kind,
+        "pages": n_pages,
+        "first_search_ms": round(cold, 1),
+        "warm_p50_ms": round(statistics.median(warm), 2),
+        "warm_p95_ms": round(_p95(warm), 2),
+        "recall_by_id_p50_ms": round(statistics.median(by_id), 2),
+        "recall_by_id_p95_ms": round(_p95(by_id), 2),
+        "cold_over_warm": round(cold / max(statistics.median(warm), 1e-9), 1),
+    }
 
 
 def _p95(sorted_ms: list[float]) -> float:
@@ -161,8 +202,13 @@ def _p95(sorted_ms: list[float]) -> float:
 
 
 def _child(where: str, kind: str, n_pages: int, timeout: float) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", where, kind, str(n_pages)],
-                         capture_output=True, text=True, check=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", where, kind, str(n_pages)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=timeout,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -182,14 +228,17 @@ def run(sizes: list[int], kinds: list[str], timeout: float) -> tuple[list[dict],
                 path = str(Path(tmp) / f"thread-{n_pages}.db")
                 start = time.perf_counter()
                 write_sqlite(path, n_pages)
-                ingest.append({"store": "sqlite", "pages": n_pages, "seconds": round(time.perf_counter() - start, 1)})
+                ingest.append(
+                    {"store": "sqlite", "pages": n_pages, "seconds": round(time.perf_counter() - start, 1)}
+                )
                 where["memory"] = where["sqlite"] = path
             if server is not None:
                 uri = fresh_database(server, f"bench_{n_pages}")
                 start = time.perf_counter()
                 write_postgres(uri, n_pages)
-                ingest.append({"store": "postgres", "pages": n_pages,
-                               "seconds": round(time.perf_counter() - start, 1)})
+                ingest.append(
+                    {"store": "postgres", "pages": n_pages, "seconds": round(time.perf_counter() - start, 1)}
+                )
                 where["postgres"] = uri
             for kind in kinds:  # each in a fresh process: a restarted worker
                 try:
@@ -200,15 +249,19 @@ def run(sizes: list[int], kinds: list[str], timeout: float) -> tuple[list[dict],
 
 
 def table(rows: list[dict], ingest: list[dict]) -> str:
-    lines = ["| index | pages | first search (ms) | warm p50 | warm p95 | first/warm | recall by id p50 | p95 |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| index | pages | first search (ms) | warm p50 | warm p95 | first/warm | recall by id p50 | p95 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if "timed_out_s" in r:
             lines.append(f"| {r['index']} | {r['pages']} | timed out after {r['timed_out_s']} s | | | | | |")
             continue
-        lines.append(f"| {r['index']} | {r['pages']} | {r['first_search_ms']} | {r['warm_p50_ms']} | "
-                     f"{r['warm_p95_ms']} | {r['cold_over_warm']}x | {r['recall_by_id_p50_ms']} | "
-                     f"{r['recall_by_id_p95_ms']} |")
+        lines.append(
+            f"| {r['index']} | {r['pages']} | {r['first_search_ms']} | {r['warm_p50_ms']} | "
+            f"{r['warm_p95_ms']} | {r['cold_over_warm']}x | {r['recall_by_id_p50_ms']} | "
+            f"{r['recall_by_id_p95_ms']} |"
+        )
     lines += ["", "| store | pages | ingest (s) |", "|---|---|---|"]
     lines += [f"| {i['store']} | {i['pages']} | {i['seconds']} |" for i in ingest]
     return "\n".join(lines)
@@ -218,8 +271,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--pages", default="1000,10000,100000", help="thread sizes in pages, comma-separated")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
-    parser.add_argument("--indexes", default=",".join(INDEXES), help=f"indexes to measure ({', '.join(INDEXES)})")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds one index's measurement may take")
+    parser.add_argument(
+        "--indexes", default=",".join(INDEXES), help=f"indexes to measure ({', '.join(INDEXES)})"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800, help="seconds one index's measurement may take"
+    )
     parser.add_argument("--child", nargs=3, metavar=("WHERE", "INDEX", "PAGES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

@@ -59,15 +59,22 @@ def _paired(ours: Callable[[], Any], lib: Callable[[], Any], repeats: int, inner
 def _import_seconds(module: str) -> float | None:
     """First-import time of `module` in a fresh interpreter (what a CLI run or a worker pays)."""
     import subprocess
+
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     return float(done.stdout) if done.returncode == 0 else None
 
 
 def _row(item: str, ours: float, lib: float | None, library: str, exact: str, note: str = "") -> dict:
-    return {"item": item, "library": library, "ours_us": round(ours * 1e6, 1),
-            "library_us": None if lib is None else round(lib * 1e6, 1),
-            "library_over_ours": None if lib is None else round(lib / ours, 2), "exact": exact, "note": note}
+    return {
+        "item": item,
+        "library": library,
+        "ours_us": round(ours * 1e6, 1),
+        "library_us": None if lib is None else round(lib * 1e6, 1),
+        "library_over_ours": None if lib is None else round(lib / ours, 2),
+        "exact": exact,
+        "note": note,
+    }
 
 
 # -- 1. store retries ------------------------------------------------------------------------
@@ -88,14 +95,24 @@ def bench_retries(repeats: int) -> list[dict]:
     def ours() -> Any:
         return pages._batch(ops)
 
-    retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(3),
-                                 wait=tenacity.wait_exponential(multiplier=0.01, min=0.01), reraise=True)
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(3),
+        wait=tenacity.wait_exponential(multiplier=0.01, min=0.01),
+        reraise=True,
+    )
 
     def library() -> Any:
         return retrying(store.batch, ops)
 
-    rows = [_row("store retries (call succeeds)", *_paired(ours, library, repeats, 2000), "tenacity",
-                 "same result", "no failure: the common path, pure overhead of the wrapper")]
+    rows = [
+        _row(
+            "store retries (call succeeds)",
+            *_paired(ours, library, repeats, 2000),
+            "tenacity",
+            "same result",
+            "no failure: the common path, pure overhead of the wrapper",
+        )
+    ]
 
     class Flaky:
         """Fails every other call (one retry per call)."""
@@ -110,25 +127,36 @@ def bench_retries(repeats: int) -> list[dict]:
             return store.batch(ops)
 
     import logging
+
     logging.getLogger("langmem_paging").setLevel(logging.ERROR)
     flaky_ours, flaky_lib = Flaky(), Flaky()
     mine = PageStore(store, retries=2)
     mine.store = type("FlakyStore", (type(store),), {"batch": lambda self, o: flaky_ours(o)})()  # type: ignore[misc]
     import langmem_paging.storage.page_store as store_module
+
     sleep = store_module.time.sleep
     store_module.time.sleep = lambda s: None  # the backoff itself is the same sleep for both: leave it out
     try:
-        retry_nowait = tenacity.Retrying(stop=tenacity.stop_after_attempt(3), wait=tenacity.wait_none(),
-                                         reraise=True)
-        ours_failing, lib_failing = _paired(lambda: mine._batch(ops), lambda: retry_nowait(flaky_lib, ops),
-                                            repeats, 500)
+        retry_nowait = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(3), wait=tenacity.wait_none(), reraise=True
+        )
+        ours_failing, lib_failing = _paired(
+            lambda: mine._batch(ops), lambda: retry_nowait(flaky_lib, ops), repeats, 500
+        )
     finally:
         store_module.time.sleep = sleep
     # Both ran repeats*500 calls; two store calls each (one failure, one success) is the same behaviour.
     per_call = (flaky_ours.calls / (repeats * 500), flaky_lib.calls / (repeats * 500))
-    rows.append(_row("store retries (one retry)", ours_failing, lib_failing, "tenacity",
-                     "same attempts" if per_call == (2.0, 2.0) else f"attempts per call {per_call}",
-                     "backoff sleep excluded from both"))
+    rows.append(
+        _row(
+            "store retries (one retry)",
+            ours_failing,
+            lib_failing,
+            "tenacity",
+            "same attempts" if per_call == (2.0, 2.0) else f"attempts per call {per_call}",
+            "backoff sleep excluded from both",
+        )
+    )
     return rows
 
 
@@ -145,8 +173,14 @@ def bench_bootstrap(repeats: int) -> list[dict]:
     clusters = np.repeat(np.arange(10), 150)  # LoCoMo: 10 conversations
 
     def scipy_plain() -> list[float]:
-        res = stats.bootstrap((values,), np.mean, n_resamples=2000, method="percentile", rng=np.random.default_rng(0),
-                              vectorized=True)
+        res = stats.bootstrap(
+            (values,),
+            np.mean,
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(0),
+            vectorized=True,
+        )
         return [round(float(res.confidence_interval.low), 4), round(float(res.confidence_interval.high), 4)]
 
     labels = {c: k for k, c in enumerate(dict.fromkeys(clusters.tolist()))}
@@ -158,21 +192,39 @@ def bench_bootstrap(repeats: int) -> list[dict]:
         return s.sum(axis=axis) / c.sum(axis=axis)
 
     def scipy_clustered() -> list[float]:
-        res = stats.bootstrap((sums, counts), ratio, paired=True, n_resamples=2000, method="percentile",
-                              rng=np.random.default_rng(0), vectorized=True)
+        res = stats.bootstrap(
+            (sums, counts),
+            ratio,
+            paired=True,
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(0),
+            vectorized=True,
+        )
         return [round(float(res.confidence_interval.low), 4), round(float(res.confidence_interval.high), 4)]
 
     rows = []
     for name, ours_call, lib_call in (
         ("bootstrap CI (1500 questions)", lambda: mean_interval(values), scipy_plain),
-        ("bootstrap CI (clustered, 10 conv.)", lambda: mean_interval(values, clusters=clusters), scipy_clustered),
+        (
+            "bootstrap CI (clustered, 10 conv.)",
+            lambda: mean_interval(values, clusters=clusters),
+            scipy_clustered,
+        ),
     ):
         a, b = ours_call(), lib_call()
         assert a is not None
         width = a[1] - a[0]
         gap = max(abs(a[0] - b[0]), abs(a[1] - b[1]))
-        rows.append(_row(name, *_paired(ours_call, lib_call, repeats, 10), "scipy", f"ends differ {gap:.4f} ({gap / width:.0%} of width)",
-                         f"ours {a}, scipy {b}; different random draws, so equal only within Monte Carlo error"))
+        rows.append(
+            _row(
+                name,
+                *_paired(ours_call, lib_call, repeats, 10),
+                "scipy",
+                f"ends differ {gap:.4f} ({gap / width:.0%} of width)",
+                f"ours {a}, scipy {b}; different random draws, so equal only within Monte Carlo error",
+            )
+        )
     return rows
 
 
@@ -183,11 +235,13 @@ def bench_chart(repeats: int) -> list[dict]:
 
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return [_row("report chart", 0.0, None, "matplotlib", "missing")]
     import io
+
     steps = [PagingStep(i, i, 300 + (i * 37) % 400, 600, f"t{i}") for i in range(1, 201)]
 
     def library() -> str:
@@ -201,11 +255,17 @@ def bench_chart(repeats: int) -> list[dict]:
         return buf.getvalue()
 
     ours_svg, lib_svg = tokens_chart(steps), library()
-    return [_row("report chart (200 calls)", _median_seconds(lambda: tokens_chart(steps), repeats, 20),
-                 _median_seconds(library, repeats, 2), "matplotlib",
-                 "different markup",
-                 f"svg bytes ours {len(ours_svg)} vs {len(lib_svg)}; matplotlib has no per-mark data-*/title "
-                 f"(the report's hover text, tests), and is an evals-only extra")]
+    return [
+        _row(
+            "report chart (200 calls)",
+            _median_seconds(lambda: tokens_chart(steps), repeats, 20),
+            _median_seconds(library, repeats, 2),
+            "matplotlib",
+            "different markup",
+            f"svg bytes ours {len(ours_svg)} vs {len(lib_svg)}; matplotlib has no per-mark data-*/title "
+            f"(the report's hover text, tests), and is an evals-only extra",
+        )
+    ]
 
 
 # -- 4. k-means ------------------------------------------------------------------------------
@@ -228,9 +288,16 @@ def bench_kmeans(repeats: int) -> list[dict]:
         return KMeans(6, n_init=4, random_state=0).fit(points)
 
     a, b = ours_k(), lib_k()
-    rows = [_row("k-means k=6 (120x384)", *_paired(ours_k, lib_k, repeats, 10), "scikit-learn", f"ARI {adjusted_rand_score(a.labels, b.labels_):.3f}, inertia ours "
-                 f"{a.inertia:.1f} vs {b.inertia_:.1f}",
-                 "same seed does not give the same draws (different RNGs)")]
+    rows = [
+        _row(
+            "k-means k=6 (120x384)",
+            *_paired(ours_k, lib_k, repeats, 10),
+            "scikit-learn",
+            f"ARI {adjusted_rand_score(a.labels, b.labels_):.3f}, inertia ours "
+            f"{a.inertia:.1f} vs {b.inertia_:.1f}",
+            "same seed does not give the same draws (different RNGs)",
+        )
+    ]
     sq = pairwise_sq_distances(points)
 
     def ours_choose() -> Any:
@@ -247,9 +314,15 @@ def bench_kmeans(repeats: int) -> list[dict]:
 
     ca, cb = ours_choose(), lib_choose()
     assert cb is not None
-    rows.append(_row("choose_k 2..12 (120x384)", *_paired(ours_choose, lib_choose, repeats, 1), "scikit-learn",
-                     f"k ours {ca.k} vs {int(cb[1].max()) + 1}, ARI {adjusted_rand_score(ca.labels, cb[1]):.3f}, "
-                     f"silhouette {ca.silhouette:.4f} vs {cb[0]:.4f}"))
+    rows.append(
+        _row(
+            "choose_k 2..12 (120x384)",
+            *_paired(ours_choose, lib_choose, repeats, 1),
+            "scikit-learn",
+            f"k ours {ca.k} vs {int(cb[1].max()) + 1}, ARI {adjusted_rand_score(ca.labels, cb[1]):.3f}, "
+            f"silhouette {ca.silhouette:.4f} vs {cb[0]:.4f}",
+        )
+    )
     return rows
 
 
@@ -261,7 +334,9 @@ def bench_tables(repeats: int) -> list[dict]:
         from tabulate import tabulate
     except ImportError:
         return [_row("CLI table", 0.0, None, "tabulate", "missing")]
-    rows = [{"thread_id": f"thread-{i}", "pages": i * 3, "clusters": i, "records": i * 11} for i in range(200)]
+    rows = [
+        {"thread_id": f"thread-{i}", "pages": i * 3, "clusters": i, "records": i * 11} for i in range(200)
+    ]
     columns = ["thread_id", "pages", "clusters", "records"]
 
     def lib() -> str:
@@ -269,8 +344,15 @@ def bench_tables(repeats: int) -> list[dict]:
 
     ours_text, lib_text = format_table(rows, columns), lib()
     same = ours_text == lib_text
-    return [_row("CLI table (200 rows)", *_paired(lambda: format_table(rows, columns), lib, repeats, 50), "tabulate", "same text" if same else "different text",
-                 "tabulate right-aligns numeric headers; ours keeps the '-' cell, yes/no and width cuts")]
+    return [
+        _row(
+            "CLI table (200 rows)",
+            *_paired(lambda: format_table(rows, columns), lib, repeats, 50),
+            "tabulate",
+            "same text" if same else "different text",
+            "tabulate right-aligns numeric headers; ours keeps the '-' cell, yes/no and width cuts",
+        )
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,8 +363,11 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for bench in (bench_retries, bench_bootstrap, bench_chart, bench_kmeans, bench_tables):
         rows.extend(bench(args.repeats))
-    imports = {m: _import_seconds(m) for m in ("tenacity", "scipy.stats", "matplotlib.pyplot", "sklearn.cluster",
-                                               "tabulate") if importlib.util.find_spec(m.split(".")[0])}
+    imports = {
+        m: _import_seconds(m)
+        for m in ("tenacity", "scipy.stats", "matplotlib.pyplot", "sklearn.cluster", "tabulate")
+        if importlib.util.find_spec(m.split(".")[0])
+    }
     header = f"{'item':38} {'library':12} {'ours us':>10} {'lib us':>10} {'lib/ours':>8}  exact"
     print(header)
     print("-" * len(header))
@@ -290,8 +375,10 @@ def main(argv: list[str] | None = None) -> int:
         lib = "-" if r["library_us"] is None else f"{r['library_us']:.1f}"
         ratio = "-" if r["library_over_ours"] is None else f"{r['library_over_ours']:.2f}"
         print(f"{r['item']:38} {r['library']:12} {r['ours_us']:>10.1f} {lib:>10} {ratio:>8}  {r['exact']}")
-    print("\nfirst import in a fresh interpreter (s):",
-          ", ".join(f"{m} {t:.3f}" for m, t in imports.items() if t is not None))
+    print(
+        "\nfirst import in a fresh interpreter (s):",
+        ", ".join(f"{m} {t:.3f}" for m, t in imports.items() if t is not None),
+    )
     out = {"rows": rows, "import_seconds": imports}
     print(json.dumps(out, indent=1))
     if args.json:

@@ -33,17 +33,35 @@ def _thread(pages: PageStore, thread: str, n: int) -> None:
         if i == n // 2:
             text = "My card is 4929 1234 5678 9012, under the name Quixotrix."
         messages = [HumanMessage(text, id=f"m{i}"), AIMessage("Noted.", id=f"a{i}")]
-        records.append(Page(id=f"p{i}", messages=messages, bookmark=f"[p{i}:Zarko{i},beehives]",
-                            keywords=[f"Zarko{i}", "beehives"], token_count=30, boundary="fixed_2",
-                            created_turn=i, digest=messages_digest(messages)))
-    node = ClusterNode(id="c1", children=[p.id for p in records], size=n, first_page=1, last_page=n,
-                       bookmark=f"[c1:Quixotrix,beehives|p1-p{n}]", keywords=["Quixotrix", "beehives"],
-                       terms={"Quixotrix": 1.0, "beehives": 0.9})
+        records.append(
+            Page(
+                id=f"p{i}",
+                messages=messages,
+                bookmark=f"[p{i}:Zarko{i},beehives]",
+                keywords=[f"Zarko{i}", "beehives"],
+                token_count=30,
+                boundary="fixed_2",
+                created_turn=i,
+                digest=messages_digest(messages),
+            )
+        )
+    node = ClusterNode(
+        id="c1",
+        children=[p.id for p in records],
+        size=n,
+        first_page=1,
+        last_page=n,
+        bookmark=f"[c1:Quixotrix,beehives|p1-p{n}]",
+        keywords=["Quixotrix", "beehives"],
+        terms={"Quixotrix": 1.0, "beehives": 0.9},
+    )
     state = PagingState()
     state.allocate("p", n)
     state.allocate("c", 1)
     for start in range(0, n, 500):
-        pages.commit(thread, pages=records[start:start + 500], nodes=[node] if start == 0 else [], state=state)
+        pages.commit(
+            thread, pages=records[start : start + 500], nodes=[node] if start == 0 else [], state=state
+        )
     default_index(pages.store).load(thread, records)
 
 
@@ -55,8 +73,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in [int(x) for x in args.pages.split(",")]:
-            conn = sqlite3.connect(str(Path(tmp) / f"bench_{n}.sqlite"), check_same_thread=False,
-                                   isolation_level=None)
+            conn = sqlite3.connect(
+                str(Path(tmp) / f"bench_{n}.sqlite"), check_same_thread=False, isolation_level=None
+            )
             store = SqliteStore(conn)
             store.setup()
             pages = PageStore(store)
@@ -69,8 +88,14 @@ def main() -> None:
             start = time.perf_counter()
             deleted = pages.delete_thread("t")
             delete_s = time.perf_counter() - start
-            rows.append({"pages": n, "forget_ms": round(forget_s * 1000, 1), "delete_ms": round(delete_s * 1000, 1),
-                         "records_deleted": deleted})
+            rows.append(
+                {
+                    "pages": n,
+                    "forget_ms": round(forget_s * 1000, 1),
+                    "delete_ms": round(delete_s * 1000, 1),
+                    "records_deleted": deleted,
+                }
+            )
             conn.close()
     print(f"{'pages':>7} {'forget ms':>10} {'delete ms':>10} {'records':>8}")
     for row in rows:

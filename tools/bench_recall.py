@@ -85,20 +85,32 @@ def measure(budget: int, conversation: Any, questions: int, embedder: str | None
         q = HumanMessage(qa.question, id=f"q{k}")
         first = session.step([*session.state, q], session.paging)
         paging = first.state.to_value()
-        call = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": qa.question}, "id": "c"}], id="a")
+        call = AIMessage(
+            "", tool_calls=[{"name": "recall", "args": {"query": qa.question}, "id": "c"}], id="a"
+        )
         call_tokens = session.pager.counter_for().count_message(call)
         room = session.pager.room_for(PagingState.from_value(paging), call_tokens=call_tokens)
         clock = _Clock()
         with _instrumented(clock, session):
-            answer = session.pager.recall(THREAD, paging, query=qa.question, call_tokens=call_tokens,
-                                          context=first.view)
+            answer = session.pager.recall(
+                THREAD, paging, query=qa.question, call_tokens=call_tokens, context=first.view
+            )
         # turns still in the context that rank are kept there: their tokens are part of the room used
         kept = {key: tokens for key, _, tokens in resident_turns(first.view, session.pager.counter_for())}
         used = COUNTER.count_text(answer.content) + sum(kept.get(key, 0) for key in answer.kept)
-        rows.append({"budget": budget, "conversation": conversation.sample_id, "question": k,
-                     "embed_ms": clock.spent.get("embed_ms", 0.0), "search_ms": clock.spent.get("search_ms", 0.0),
-                     "packing_ms": clock.spent.get("packing_ms", 0.0), "room": room, "used": used,
-                     "used_share": used / room if room else 0.0})
+        rows.append(
+            {
+                "budget": budget,
+                "conversation": conversation.sample_id,
+                "question": k,
+                "embed_ms": clock.spent.get("embed_ms", 0.0),
+                "search_ms": clock.spent.get("search_ms", 0.0),
+                "packing_ms": clock.spent.get("packing_ms", 0.0),
+                "room": room,
+                "used": used,
+                "used_share": used / room if room else 0.0,
+            }
+        )
     return rows
 
 
@@ -109,15 +121,22 @@ def _p95(values: list[float]) -> float:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """Median (and p95 for times) per budget, one line per budget."""
-    lines = ["| budget | searches | " + " | ".join(f"{c} p50" + (f" | {c} p95" if c.endswith("_ms") else "")
-                                                for c in COLUMNS) + " |"]
+    lines = [
+        "| budget | searches | "
+        + " | ".join(f"{c} p50" + (f" | {c} p95" if c.endswith("_ms") else "") for c in COLUMNS)
+        + " |"
+    ]
     lines.append("|" + "---|" * (2 + len(COLUMNS) + sum(c.endswith("_ms") for c in COLUMNS)))
     for budget in sorted({r["budget"] for r in rows}):
         mine = [r for r in rows if r["budget"] == budget]
         cells = []
         for column in COLUMNS:
             values = [float(r[column]) for r in mine]
-            cells.append(f"{statistics.median(values):.3f}" if column == "used_share" else f"{statistics.median(values):.1f}")
+            cells.append(
+                f"{statistics.median(values):.3f}"
+                if column == "used_share"
+                else f"{statistics.median(values):.1f}"
+            )
             if column.endswith("_ms"):
                 cells.append(f"{_p95(values):.1f}")
         lines.append(f"| {budget} | {len(mine)} | " + " | ".join(cells) + " |")
@@ -129,16 +148,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budgets", default="2000,4000,8000")
     parser.add_argument("--conversations", type=int, default=1, help="first N LoCoMo dev conversations")
     parser.add_argument("--questions", type=int, default=60, help="questions per conversation")
-    parser.add_argument("--search-embedder", default=None, help="hybrid search with this embedder (fills embed_ms)")
+    parser.add_argument(
+        "--search-embedder", default=None, help="hybrid search with this embedder (fills embed_ms)"
+    )
     parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args(argv)
 
     from evals.datasets.locomo import load_locomo
 
     conversations = load_locomo(limit=args.conversations)
-    rows = [row for budget in (int(b) for b in args.budgets.split(","))
-            for conversation in conversations
-            for row in measure(budget, conversation, args.questions, args.search_embedder)]
+    rows = [
+        row
+        for budget in (int(b) for b in args.budgets.split(","))
+        for conversation in conversations
+        for row in measure(budget, conversation, args.questions, args.search_embedder)
+    ]
     print(table(rows))
     summary = {"embedder": args.search_embedder, "rows": rows}
     if args.json:

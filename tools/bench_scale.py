@@ -106,7 +106,7 @@ class Vocabulary:
         rows.sort(key=lambda r: -r[0])
         common = rows[:size]
         self.words = [w for _, w in common]
-        weights = [10 ** z for z, _ in common]
+        weights = [10**z for z, _ in common]
         total = 0.0
         self.cumulative = []
         for w in weights:
@@ -159,19 +159,29 @@ class Chat:
         topic = self._next_topic()
         segments = [[HumanMessage(vocab.sentence(rng, rng.randint(14, 44), topic) + "?", id=f"u{k}")]]
         if rng.random() < self.tool_share:
-            calls = [{"name": "search_notes", "args": {"query": " ".join(topic), "limit": 5}, "id": f"call{k}_{j}"}
-                     for j in range(rng.choice([1, 1, 2]))]
+            calls = [
+                {"name": "search_notes", "args": {"query": " ".join(topic), "limit": 5}, "id": f"call{k}_{j}"}
+                for j in range(rng.choice([1, 1, 2]))
+            ]
             group: list[BaseMessage] = [AIMessage("", tool_calls=calls, id=f"c{k}")]
             for j, call in enumerate(calls):
-                group.append(ToolMessage(vocab.sentence(rng, rng.randint(22, 60), topic[j:j + 1]),
-                                         tool_call_id=call["id"], name="search_notes", id=f"r{k}_{j}"))
+                group.append(
+                    ToolMessage(
+                        vocab.sentence(rng, rng.randint(22, 60), topic[j : j + 1]),
+                        tool_call_id=call["id"],
+                        name="search_notes",
+                        id=f"r{k}_{j}",
+                    )
+                )
             segments.append(group)
         self._answer = AIMessage(vocab.sentence(rng, rng.randint(14, 44), topic[:1]), id=f"a{k}")
         return segments
 
     def segments(self) -> Iterator[list[BaseMessage]]:
         """Forever: what the graph adds before each model call (the first one has the system prompt)."""
-        pending: list[BaseMessage] = [SystemMessage("You are a helpful assistant with a notes tool.", id="sys")]
+        pending: list[BaseMessage] = [
+            SystemMessage("You are a helpful assistant with a notes tool.", id="sys")
+        ]
         while True:
             parts = self.exchange()
             parts[0] = pending + parts[0]
@@ -221,8 +231,13 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def summary(values: list[float]) -> dict[str, Any]:
-    return {"n": len(values), "p50": percentile(values, 50), "p95": percentile(values, 95),
-            "mean": statistics.fmean(values) if values else None, "max": max(values) if values else None}
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "mean": statistics.fmean(values) if values else None,
+        "max": max(values) if values else None,
+    }
 
 
 def rss_bytes() -> int:
@@ -241,12 +256,21 @@ def rss_bytes() -> int:
 def header() -> dict[str, Any]:
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+            return subprocess.run(
+                ["git", *args], cwd=REPO, capture_output=True, text=True, check=True
+            ).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             return ""
 
     versions = {}
-    packages = ("langmem-paging", "langchain-core", "langgraph", "langgraph-checkpoint-sqlite", "tiktoken", "numpy")
+    packages = (
+        "langmem-paging",
+        "langchain-core",
+        "langgraph",
+        "langgraph-checkpoint-sqlite",
+        "tiktoken",
+        "numpy",
+    )
     for package in packages:
         try:
             versions[package] = metadata.version(package)
@@ -309,8 +333,13 @@ class Runner:
             self.messages = add_messages(self.messages, update["messages"])
         self.paging = update.get("paging", self.paging)
         t4 = time.perf_counter()
-        return {"prepare": (t1 - t0) * 1e3, "pager": (t2 - t1) * 1e3, "update": (t3 - t2) * 1e3,
-                "middleware": (t3 - t0) * 1e3, "reducer": (t4 - t3) * 1e3}, result
+        return {
+            "prepare": (t1 - t0) * 1e3,
+            "pager": (t2 - t1) * 1e3,
+            "update": (t3 - t2) * 1e3,
+            "middleware": (t3 - t0) * 1e3,
+            "reducer": (t4 - t3) * 1e3,
+        }, result
 
 
 def _pages_of(result) -> bool:
@@ -331,8 +360,16 @@ def _profile_top(profile: cProfile.Profile, limit: int) -> list[dict[str, Any]]:
         short = filename.replace(str(REPO) + "/", "")
         if "site-packages/" in short:
             short = short.split("site-packages/", 1)[1]
-        rows.append({"function": f"{short}:{line}({name})", "ncalls": ncalls, "tottime_s": tottime,
-                     "cumtime_s": cumtime, "tottime_share": tottime / total, "cumtime_share": cumtime / total})
+        rows.append(
+            {
+                "function": f"{short}:{line}({name})",
+                "ncalls": ncalls,
+                "tottime_s": tottime,
+                "cumtime_s": cumtime,
+                "tottime_share": tottime / total,
+                "cumtime_share": cumtime / total,
+            }
+        )
     by_tot = sorted(rows, key=lambda r: -r["tottime_s"])[:limit]
     by_cum = sorted(rows, key=lambda r: -r["cumtime_s"])[:limit]
     return [{"by": "tottime", "rows": by_tot}, {"by": "cumtime", "rows": by_cum, "total_s": total}]
@@ -344,20 +381,37 @@ def bench_steps(args, workdir: Path) -> dict[str, Any]:
     chat = Chat(vocabulary, seed=args.seed)
     stream = chat.segments()
     history: list[BaseMessage] = []
-    configs = [("replace", args.policy), ("view", args.policy)] + [("replace", p) for p in args.extra_policies]
+    configs = [("replace", args.policy), ("view", args.policy)] + [
+        ("replace", p) for p in args.extra_policies
+    ]
     runners = []
     for mode, policy in configs:
         name = f"{mode}/{policy}"
         store = sqlite_store(workdir / f"steps-{mode}-{policy}.sqlite")
-        runners.append(Runner(name, mode, policy, make_pager(store, policy=policy, mode=mode), history,
-                              thread_id=f"bench-{mode}-{policy}"))
+        runners.append(
+            Runner(
+                name,
+                mode,
+                policy,
+                make_pager(store, policy=policy, mode=mode),
+                history,
+                thread_id=f"bench-{mode}-{policy}",
+            )
+        )
     tiktoken_counter = TokenCounter()
-    out: dict[str, Any] = {"sizes": [], "config": {
-        "max_tokens": MAX_TOKENS, "boundary": BOUNDARY, "policies": [c[1] for c in configs],
-        "modes": [c[0] for c in configs],
-        "window": args.repeats, "build_every": args.build_every, "trim": {**TRIM_KWARGS, "max_tokens": MAX_TOKENS},
-        "store": "SqliteStore on a file (isolation_level=None, check_same_thread=False)",
-    }}
+    out: dict[str, Any] = {
+        "sizes": [],
+        "config": {
+            "max_tokens": MAX_TOKENS,
+            "boundary": BOUNDARY,
+            "policies": [c[1] for c in configs],
+            "modes": [c[0] for c in configs],
+            "window": args.repeats,
+            "build_every": args.build_every,
+            "trim": {**TRIM_KWARGS, "max_tokens": MAX_TOKENS},
+            "store": "SqliteStore on a file (isolation_level=None, check_same_thread=False)",
+        },
+    }
     max_seen = {"tokens": 0, "over_budget_calls": 0, "calls": 0}
     bucket = max(100, min(args.sizes) // 2)
     calls = 0
@@ -385,10 +439,17 @@ def bench_steps(args, workdir: Path) -> dict[str, Any]:
                 runner.curve.setdefault(len(history) // bucket * bucket, []).append(timing["middleware"])
         build_wall += time.perf_counter() - t_build
         row: dict[str, Any] = {
-            "history_messages": len(history), "target": size, "build_wall_s_cumulative": build_wall,
-            "build": {r.name: {"step_s": r.build_step_s - steps_before[r.name][0],
-                               "steps": r.build_steps - steps_before[r.name][1],
-                               "step_s_cumulative": r.build_step_s} for r in runners},
+            "history_messages": len(history),
+            "target": size,
+            "build_wall_s_cumulative": build_wall,
+            "build": {
+                r.name: {
+                    "step_s": r.build_step_s - steps_before[r.name][0],
+                    "steps": r.build_steps - steps_before[r.name][1],
+                    "step_s_cumulative": r.build_step_s,
+                }
+                for r in runners
+            },
             "runners": {},
         }
         # Warm the trim counter's cache as a long-running agent's would be (not timed).
@@ -404,8 +465,15 @@ def bench_steps(args, workdir: Path) -> dict[str, Any]:
             trims["tiktoken"].append(_time_trim(history, tiktoken_counter)[0])
             for runner in runners:
                 timing, result = runner.step()
-                samples[runner.name].append({**timing, "pages": _pages_of(result), "tokens": result.tokens,
-                                             "over_budget": result.over_budget, "view": len(result.view)})
+                samples[runner.name].append(
+                    {
+                        **timing,
+                        "pages": _pages_of(result),
+                        "tokens": result.tokens,
+                        "over_budget": result.over_budget,
+                        "view": len(result.view),
+                    }
+                )
                 max_seen["tokens"] = max(max_seen["tokens"], result.tokens)
                 max_seen["over_budget_calls"] += int(result.over_budget)
                 max_seen["calls"] += 1
@@ -422,8 +490,9 @@ def bench_steps(args, workdir: Path) -> dict[str, Any]:
                 "all": summary([s["middleware"] for s in rows]),
                 "paging": summary([s["middleware"] for s in paging]),
                 "not_paging": summary([s["middleware"] for s in quiet]),
-                "parts_p50": {k: percentile([s[k] for s in rows], 50)
-                              for k in ("prepare", "pager", "update", "reducer")},
+                "parts_p50": {
+                    k: percentile([s[k] for s in rows], 50) for k in ("prepare", "pager", "update", "reducer")
+                },
                 "max_tokens_received": max((s["tokens"] for s in rows), default=0),
                 "view_messages_mean": statistics.fmean(s["view"] for s in rows) if rows else 0,
                 "state_json_bytes": len(json.dumps(runner.paging)),
@@ -449,14 +518,27 @@ def bench_steps(args, workdir: Path) -> dict[str, Any]:
                             other.step()
                 path = args.profile / f"{runner.mode}_{runner.policy}_{size}.prof"
                 profile.dump_stats(str(path))
-                row["profiles"][runner.name] = {"file": str(path), "steps": args.profile_steps,
-                                                "top": _profile_top(profile, args.profile_top)}
+                row["profiles"][runner.name] = {
+                    "file": str(path),
+                    "steps": args.profile_steps,
+                    "top": _profile_top(profile, args.profile_top),
+                }
         out["sizes"].append(row)
         if args.verbose:
-            print(f"  size {size}: history {len(history)}, build wall {build_wall:.1f}s", file=sys.stderr, flush=True)
-    out["build_curve_ms"] = {r.name: {str(k): statistics.fmean(v) for k, v in sorted(r.curve.items())} for r in runners}
+            print(
+                f"  size {size}: history {len(history)}, build wall {build_wall:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
+    out["build_curve_ms"] = {
+        r.name: {str(k): statistics.fmean(v) for k, v in sorted(r.curve.items())} for r in runners
+    }
     out["build_curve_bucket"] = bucket
-    out["max_tokens_received"] = {**max_seen, "max_tokens": MAX_TOKENS, "exceeded": max_seen["tokens"] > MAX_TOKENS}
+    out["max_tokens_received"] = {
+        **max_seen,
+        "max_tokens": MAX_TOKENS,
+        "exceeded": max_seen["tokens"] > MAX_TOKENS,
+    }
     return out
 
 
@@ -485,12 +567,20 @@ def bench_recall(args, workdir: Path) -> list[dict[str, Any]]:
                 msgs = chat.messages(PAGE_MESSAGES)
                 text = "\n".join(str(m.content) for m in msgs)
                 topics.append(chat._topic)
-                pages.append(Page(
-                    id=f"p{number}", messages=msgs, bookmark=format_bookmark(f"p{number}", list(chat._topic)),
-                    keywords=list(chat._topic), token_count=counter.count_text(text) + 3 * len(msgs),
-                    boundary=BOUNDARY, created_turn=number, order=number * PAGE_MESSAGES,
-                    digest=messages_digest(msgs), features={"terms": dict.fromkeys(chat._topic, 1.0)},
-                ))
+                pages.append(
+                    Page(
+                        id=f"p{number}",
+                        messages=msgs,
+                        bookmark=format_bookmark(f"p{number}", list(chat._topic)),
+                        keywords=list(chat._topic),
+                        token_count=counter.count_text(text) + 3 * len(msgs),
+                        boundary=BOUNDARY,
+                        created_turn=number,
+                        order=number * PAGE_MESSAGES,
+                        digest=messages_digest(msgs),
+                        features={"terms": dict.fromkeys(chat._topic, 1.0)},
+                    )
+                )
             generate_s += time.perf_counter() - g0
             pager.page_store.commit(thread, pages=pages, nodes=[], state=state)
         write_s = time.perf_counter() - t0 - generate_s
@@ -523,22 +613,32 @@ def bench_recall(args, workdir: Path) -> list[dict[str, Any]]:
             searches.append((time.perf_counter() - t) * 1e3)
             hits += bool(answer.accessed)
         index_thread = index._threads.get(thread)
-        rows.append({
-            "pages": n, "messages": n * PAGE_MESSAGES, "generate_s": generate_s, "write_s": write_s,
-            "db_bytes": (workdir / f"recall-{n}.sqlite").stat().st_size,
-            "recall_by_id_ms": summary(by_id), "search_cold_ms": cold_ms,
-            "search_cold_found": bool(cold_answer.accessed),
-            "search_warm_ms": summary(searches), "search_queries_with_hits": hits,
-            "index_postings": index_thread.size if index_thread else 0,
-            "rss_growth_cold_start_bytes": rss_after - rss_before,
-            "raw": {"by_id_ms": by_id, "search_ms": searches},
-        })
+        rows.append(
+            {
+                "pages": n,
+                "messages": n * PAGE_MESSAGES,
+                "generate_s": generate_s,
+                "write_s": write_s,
+                "db_bytes": (workdir / f"recall-{n}.sqlite").stat().st_size,
+                "recall_by_id_ms": summary(by_id),
+                "search_cold_ms": cold_ms,
+                "search_cold_found": bool(cold_answer.accessed),
+                "search_warm_ms": summary(searches),
+                "search_queries_with_hits": hits,
+                "index_postings": index_thread.size if index_thread else 0,
+                "rss_growth_cold_start_bytes": rss_after - rss_before,
+                "raw": {"by_id_ms": by_id, "search_ms": searches},
+            }
+        )
         store.conn.close()
         del index, pager, store
         gc.collect()
         if args.verbose:
-            print(f"  recall {n} pages: write {write_s:.1f}s, cold search {cold_ms:.0f} ms", file=sys.stderr,
-                  flush=True)
+            print(
+                f"  recall {n} pages: write {write_s:.1f}s, cold search {cold_ms:.0f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
     return rows
 
 
@@ -590,8 +690,12 @@ def rss_worker(params: dict[str, Any]) -> dict[str, Any]:
     searched = rss_bytes()
     counter = pager.counter_for()
     return {
-        "threads": params["threads"], "pages_per_thread": params["pages"], "step_every": params["every"],
-        "rss_base_bytes": base, "rss_idle_bytes": idle, "rss_searched_bytes": searched,
+        "threads": params["threads"],
+        "pages_per_thread": params["pages"],
+        "step_every": params["every"],
+        "rss_base_bytes": base,
+        "rss_idle_bytes": idle,
+        "rss_searched_bytes": searched,
         "idle_bytes_per_thread": (idle - base) / params["threads"],
         "searched_bytes_per_thread": (searched - idle) / params["threads"],
         "token_cache_entries": len(counter._cache),
@@ -605,10 +709,19 @@ def rss_worker(params: dict[str, Any]) -> dict[str, Any]:
 def bench_rss(args, workdir: Path) -> list[dict[str, Any]]:
     rows = []
     for pages in args.rss_pages:
-        params = {"workdir": str(workdir), "threads": args.rss_threads, "pages": pages, "policy": args.policy,
-                  "every": args.rss_every}
-        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--rss-worker", json.dumps(params)],
-                              capture_output=True, text=True, check=False)
+        params = {
+            "workdir": str(workdir),
+            "threads": args.rss_threads,
+            "pages": pages,
+            "policy": args.policy,
+            "every": args.rss_every,
+        }
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--rss-worker", json.dumps(params)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode:
             raise RuntimeError(f"rss worker failed:\n{done.stderr[-4000:]}")
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -624,8 +737,11 @@ def bench_weight(args, workdir: Path) -> list[dict[str, Any]]:
     rows = []
     for budget in args.weight_budgets:
         chat = Chat(shared_vocabulary(), seed=args.seed)
-        pager = Pager(PagingConfig(max_tokens=budget, boundary=BOUNDARY), PageStore(InMemoryStore()),
-                      index=InMemoryBM25Index())
+        pager = Pager(
+            PagingConfig(max_tokens=budget, boundary=BOUNDARY),
+            PageStore(InMemoryStore()),
+            index=InMemoryBM25Index(),
+        )
         messages: list[BaseMessage] = []
         paging: Any = None
         seen = 0
@@ -639,8 +755,15 @@ def bench_weight(args, workdir: Path) -> list[dict[str, Any]]:
                     break
             paging_bytes = len(json.dumps(paging, default=str))
             messages_bytes = len(json.dumps(dump_messages(messages), default=str))
-            rows.append({"budget": budget, "history_messages": seen, "paging_bytes": paging_bytes,
-                         "messages_bytes": messages_bytes, "ratio": round(paging_bytes / messages_bytes, 3)})
+            rows.append(
+                {
+                    "budget": budget,
+                    "history_messages": seen,
+                    "paging_bytes": paging_bytes,
+                    "messages_bytes": messages_bytes,
+                    "ratio": round(paging_bytes / messages_bytes, 3),
+                }
+            )
     return rows
 
 
@@ -683,8 +806,13 @@ def bench_quiet(args, workdir: Path) -> dict[str, Any]:
         return spent, result.changed
 
     def graph_call() -> tuple[int, bool]:
-        request = ModelRequest(model=model, messages=graph["messages"], tools=[], runtime=runtime,
-                               state={"messages": graph["messages"], "paging": graph["paging"]})
+        request = ModelRequest(
+            model=model,
+            messages=graph["messages"],
+            tools=[],
+            runtime=runtime,
+            state={"messages": graph["messages"], "paging": graph["paging"]},
+        )
         t0 = time.thread_time_ns()
         response = middleware.wrap_model_call(request, lambda _: answer)
         spent = time.thread_time_ns() - t0
@@ -704,34 +832,56 @@ def bench_quiet(args, workdir: Path) -> dict[str, Any]:
         p_ns, p_paged = pure_call()
         m_ns, m_paged = graph_call()
         if i >= args.quiet_warmup:
-            rows.append({"new_messages": len(segment), "floor_us": base / 1e3, "page_messages_us": p_ns / 1e3,
-                         "middleware_us": m_ns / 1e3, "page_messages_paged": p_paged, "middleware_paged": m_paged})
+            rows.append(
+                {
+                    "new_messages": len(segment),
+                    "floor_us": base / 1e3,
+                    "page_messages_us": p_ns / 1e3,
+                    "middleware_us": m_ns / 1e3,
+                    "page_messages_paged": p_paged,
+                    "middleware_paged": m_paged,
+                }
+            )
 
     def ratios(path: str) -> list[float]:
         return [r[f"{path}_us"] / r["floor_us"] for r in rows if not r[f"{path}_paged"] and r["floor_us"] > 0]
 
-    out: dict[str, Any] = {"max_tokens": MAX_TOKENS, "options": options, "calls": len(rows),
-                           "warmup": args.quiet_warmup, "floor_us": summary([r["floor_us"] for r in rows])}
+    out: dict[str, Any] = {
+        "max_tokens": MAX_TOKENS,
+        "options": options,
+        "calls": len(rows),
+        "warmup": args.quiet_warmup,
+        "floor_us": summary([r["floor_us"] for r in rows]),
+    }
     for path, target in (("page_messages", 10), ("middleware", 15)):
         quiet = [r[f"{path}_us"] for r in rows if not r[f"{path}_paged"]]
         r = ratios(path)
-        out[path] = {"quiet_us": summary(quiet), "paging_calls": sum(x[f"{path}_paged"] for x in rows),
-                     "ratio_to_floor": summary(r), "target": target,
-                     "met": None if not r else statistics.median(r) <= target}
+        out[path] = {
+            "quiet_us": summary(quiet),
+            "paging_calls": sum(x[f"{path}_paged"] for x in rows),
+            "ratio_to_floor": summary(r),
+            "target": target,
+            "met": None if not r else statistics.median(r) <= target,
+        }
     out["raw"] = rows
     return out
 
 
 def render_quiet(quiet: dict[str, Any]) -> list[str]:
-    lines = [f"### A call that pages nothing: CPU time against the tiktoken floor (budget {quiet['max_tokens']}, "
-             f"{quiet['calls']} calls after {quiet['warmup']} warm-up calls)", "",
-             "| path | quiet calls | paging calls | quiet p50 us | floor p50 us | ratio p50 | ratio p95 | target |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"### A call that pages nothing: CPU time against the tiktoken floor (budget {quiet['max_tokens']}, "
+        f"{quiet['calls']} calls after {quiet['warmup']} warm-up calls)",
+        "",
+        "| path | quiet calls | paging calls | quiet p50 us | floor p50 us | ratio p50 | ratio p95 | target |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for path in ("page_messages", "middleware"):
         q = quiet[path]
-        lines.append(f"| {path} | {q['quiet_us']['n']} | {q['paging_calls']} | {_ms(q['quiet_us']['p50'])} | "
-                     f"{_ms(quiet['floor_us']['p50'])} | {_ms(q['ratio_to_floor']['p50'])} | "
-                     f"{_ms(q['ratio_to_floor']['p95'])} | <= {q['target']}x |")
+        lines.append(
+            f"| {path} | {q['quiet_us']['n']} | {q['paging_calls']} | {_ms(q['quiet_us']['p50'])} | "
+            f"{_ms(quiet['floor_us']['p50'])} | {_ms(q['ratio_to_floor']['p50'])} | "
+            f"{_ms(q['ratio_to_floor']['p95'])} | <= {q['target']}x |"
+        )
     return lines
 
 
@@ -755,51 +905,98 @@ def targets(report: dict[str, Any], policy: str) -> list[dict[str, Any]]:
         first, last = sizes[0], sizes[-1]
         for kind in ("all", "not_paging", "paging"):
             r = _ratio(last["runners"][replace][kind]["p50"], first["runners"][replace][kind]["p50"])
-            out.append({"target": f"replace p50 ({kind}) at {last['target']} <= 1.5x p50 at {first['target']}",
-                        "value": r, "met": None if r is None else r <= 1.5})
+            out.append(
+                {
+                    "target": f"replace p50 ({kind}) at {last['target']} <= 1.5x p50 at {first['target']}",
+                    "value": r,
+                    "met": None if r is None else r <= 1.5,
+                }
+            )
     for row in sizes:
         if row["target"] == 10_000 or len(sizes) == 1 or row is sizes[len(sizes) // 2]:
             a, b = row["runners"][replace]["all"]["p50"], row["trim"]["approximate"]["p50"]
-            out.append({"target": f"replace step p50 < trim approximate p50 at {row['target']}",
-                        "value": _ratio(a, b), "met": a < b})
+            out.append(
+                {
+                    "target": f"replace step p50 < trim approximate p50 at {row['target']}",
+                    "value": _ratio(a, b),
+                    "met": a < b,
+                }
+            )
             break
     for row in sizes:
         a, b = row["runners"][view]["all"]["p50"], row["trim"]["approximate"]["p50"]
-        out.append({"target": f"view step p50 <= trim approximate p50 at {row['target']}",
-                    "value": _ratio(a, b), "met": a <= b})
+        out.append(
+            {
+                "target": f"view step p50 <= trim approximate p50 at {row['target']}",
+                "value": _ratio(a, b),
+                "met": a <= b,
+            }
+        )
     for row in report.get("recall", []):
-        out.append({"target": f"recall by id p95 <= 5 ms at {row['pages']} pages",
-                    "value": row["recall_by_id_ms"]["p95"], "met": row["recall_by_id_ms"]["p95"] <= 5})
-        out.append({"target": f"search p95 <= 50 ms at {row['pages']} pages (warm)",
-                    "value": row["search_warm_ms"]["p95"], "met": row["search_warm_ms"]["p95"] <= 50})
+        out.append(
+            {
+                "target": f"recall by id p95 <= 5 ms at {row['pages']} pages",
+                "value": row["recall_by_id_ms"]["p95"],
+                "met": row["recall_by_id_ms"]["p95"] <= 5,
+            }
+        )
+        out.append(
+            {
+                "target": f"search p95 <= 50 ms at {row['pages']} pages (warm)",
+                "value": row["search_warm_ms"]["p95"],
+                "met": row["search_warm_ms"]["p95"] <= 50,
+            }
+        )
     if "steps" in report:
         m = report["steps"]["max_tokens_received"]
-        out.append({"target": f"the model never receives more than max_tokens={m['max_tokens']}",
-                    "value": m["tokens"], "met": not m["exceeded"]})
+        out.append(
+            {
+                "target": f"the model never receives more than max_tokens={m['max_tokens']}",
+                "value": m["tokens"],
+                "met": not m["exceeded"],
+            }
+        )
     return out
 
 
 def _section_table(title: str, columns: list[str], rows: list[list[str]]) -> list[str]:
     """Lines of a Markdown section: a heading and a table."""
-    return ["", f"### {title}", "", "| " + " | ".join(columns) + " |", "| " + " | ".join(["---"] * len(columns)) + " |",
-            *("| " + " | ".join(row) + " |" for row in rows)]
+    return [
+        "",
+        f"### {title}",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join(["---"] * len(columns)) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
 
 
 def render(report: dict[str, Any], policy: str) -> str:
     h = report["header"]
-    lines = [f"Scale benchmark (`tools/bench_scale.py {' '.join(h['argv'])}`), commit {str(h['git_commit'])[:10]}"
-             f"{' (dirty)' if h['git_dirty'] else ''}, {h['cores']} cores, Python {h['python']}, {h['date']}, "
-             f"load average {' / '.join(f'{x:.1f}' for x in h.get('loadavg_at_start') or [])}.", ""]
+    lines = [
+        f"Scale benchmark (`tools/bench_scale.py {' '.join(h['argv'])}`), commit {str(h['git_commit'])[:10]}"
+        f"{' (dirty)' if h['git_dirty'] else ''}, {h['cores']} cores, Python {h['python']}, {h['date']}, "
+        f"load average {' / '.join(f'{x:.1f}' for x in h.get('loadavg_at_start') or [])}.",
+        "",
+    ]
     steps = report.get("steps")
     if steps:
         c = steps["config"]
-        lines += [f"### Per model call (ms): budget {c['max_tokens']}, {c['boundary']}, SQLite file store; "
-                  f"window of {c['window']} calls per size; trim_messages(strategy='last') on the full history", ""]
+        lines += [
+            f"### Per model call (ms): budget {c['max_tokens']}, {c['boundary']}, SQLite file store; "
+            f"window of {c['window']} calls per size; trim_messages(strategy='last') on the full history",
+            "",
+        ]
         if c["build_every"] != 1:
-            lines += [f"History built by paging every {c['build_every']} model calls (steady state: every call).", ""]
-        lines += ["| history msgs | config | calls paging / not | paging p50 | paging p95 | not paging p50 | "
-                  "not paging p95 | all p50 | trim approx p50 | p95 | trim tiktoken p50 | p95 |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            lines += [
+                f"History built by paging every {c['build_every']} model calls (steady state: every call).",
+                "",
+            ]
+        lines += [
+            "| history msgs | config | calls paging / not | paging p50 | paging p95 | not paging p50 | "
+            "not paging p95 | all p50 | trim approx p50 | p95 | trim tiktoken p50 | p95 |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for row in steps["sizes"]:
             t = row["trim"]
             for name, r in row["runners"].items():
@@ -807,66 +1004,135 @@ def render(report: dict[str, Any], policy: str) -> str:
                     f"| {row['history_messages']:,} | {name} | {r['paging']['n']} / {r['not_paging']['n']} | "
                     f"{_ms(r['paging']['p50'])} | {_ms(r['paging']['p95'])} | {_ms(r['not_paging']['p50'])} | "
                     f"{_ms(r['not_paging']['p95'])} | {_ms(r['all']['p50'])} | {_ms(t['approximate']['p50'])} | "
-                    f"{_ms(t['approximate']['p95'])} | {_ms(t['tiktoken']['p50'])} | {_ms(t['tiktoken']['p95'])} |")
-        lines += ["", "Where a call's time goes (p50 ms: GraphCall.prepare / Pager.step / GraphCall.update; then LangGraph's "
-                  "add_messages of the updates, not counted above), state size:", "",
-                  "| history msgs | config | prepare | pager | update | add_messages | state msgs | paging state KB "
-                  "| pages | clusters |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                    f"{_ms(t['approximate']['p95'])} | {_ms(t['tiktoken']['p50'])} | {_ms(t['tiktoken']['p95'])} |"
+                )
+        lines += [
+            "",
+            "Where a call's time goes (p50 ms: GraphCall.prepare / Pager.step / GraphCall.update; then LangGraph's "
+            "add_messages of the updates, not counted above), state size:",
+            "",
+            "| history msgs | config | prepare | pager | update | add_messages | state msgs | paging state KB "
+            "| pages | clusters |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for row in steps["sizes"]:
             for name, r in row["runners"].items():
                 p = r["parts_p50"]
-                lines.append(f"| {row['history_messages']:,} | {name} | {_ms(p['prepare'])} | {_ms(p['pager'])} | "
-                             f"{_ms(p['update'])} | {_ms(p['reducer'])} | {r['state_messages']:,} | "
-                             f"{r['state_json_bytes'] / 1024:.1f} | {r['pages_formed']:,} | {r['clusters_made']:,} |")
-        lines += ["", "Time to build each size (the middleware's work summed over the build's calls; wall includes "
-                  "generating the chat and trim warm-up):", "",
-                  "| history msgs | wall s (cumulative) | "
-                  + " | ".join(f"{n} s (calls)" for n in steps["sizes"][0]["build"]) + " |",
-                  "| --- | --- | " + " | ".join("---" for _ in steps["sizes"][0]["build"]) + " |"]
+                lines.append(
+                    f"| {row['history_messages']:,} | {name} | {_ms(p['prepare'])} | {_ms(p['pager'])} | "
+                    f"{_ms(p['update'])} | {_ms(p['reducer'])} | {r['state_messages']:,} | "
+                    f"{r['state_json_bytes'] / 1024:.1f} | {r['pages_formed']:,} | {r['clusters_made']:,} |"
+                )
+        lines += [
+            "",
+            "Time to build each size (the middleware's work summed over the build's calls; wall includes "
+            "generating the chat and trim warm-up):",
+            "",
+            "| history msgs | wall s (cumulative) | "
+            + " | ".join(f"{n} s (calls)" for n in steps["sizes"][0]["build"])
+            + " |",
+            "| --- | --- | " + " | ".join("---" for _ in steps["sizes"][0]["build"]) + " |",
+        ]
         for row in steps["sizes"]:
-            lines.append(f"| {row['history_messages']:,} | {row['build_wall_s_cumulative']:.1f} | " + " | ".join(
-                f"{b['step_s']:.1f} ({b['steps']:,})" for b in row["build"].values()) + " |")
+            lines.append(
+                f"| {row['history_messages']:,} | {row['build_wall_s_cumulative']:.1f} | "
+                + " | ".join(f"{b['step_s']:.1f} ({b['steps']:,})" for b in row["build"].values())
+                + " |"
+            )
         m = steps["max_tokens_received"]
-        lines += ["", f"Most tokens the model received over {m['calls']:,} measured calls: {m['tokens']:,} "
-                  f"(max_tokens {m['max_tokens']:,}; {'EXCEEDED' if m['exceeded'] else 'never exceeded'}; "
-                  f"over-budget calls: {m['over_budget_calls']})."]
+        lines += [
+            "",
+            f"Most tokens the model received over {m['calls']:,} measured calls: {m['tokens']:,} "
+            f"(max_tokens {m['max_tokens']:,}; {'EXCEEDED' if m['exceeded'] else 'never exceeded'}; "
+            f"over-budget calls: {m['over_budget_calls']}).",
+        ]
         curve = steps.get("build_curve_ms", {})
         if curve:
-            lines += ["", "Mean ms per call while building, by history length "
-                      f"(buckets of {steps['build_curve_bucket']:,}; "
-                      "a flat row means a call's work does not grow with the history):", ""]
+            lines += [
+                "",
+                "Mean ms per call while building, by history length "
+                f"(buckets of {steps['build_curve_bucket']:,}; "
+                "a flat row means a call's work does not grow with the history):",
+                "",
+            ]
             for name, points in curve.items():
                 keys = list(points)
-                picks = sorted({keys[int(i * (len(keys) - 1) / 7)] for i in range(8)}, key=int) if keys else []
+                picks = (
+                    sorted({keys[int(i * (len(keys) - 1) / 7)] for i in range(8)}, key=int) if keys else []
+                )
                 lines.append(f"- {name}: " + ", ".join(f"{int(k):,}: {points[k]:.2f}" for k in picks))
     recall = report.get("recall")
     if recall:
         lines += _section_table(
             "Recall on a SQLite file store (ms)",
-            ["pages", "messages", "write s", "recall by id p50", "p95", "search cold (index rebuild)",
-             "search p50", "p95", "index postings", "RSS + cold start MB"],
-            [[f"{r['pages']:,}", f"{r['messages']:,}", f"{r['write_s']:.1f}", _ms(r["recall_by_id_ms"]["p50"]),
-              _ms(r["recall_by_id_ms"]["p95"]), _ms(r["search_cold_ms"]), _ms(r["search_warm_ms"]["p50"]),
-              _ms(r["search_warm_ms"]["p95"]), f"{r['index_postings']:,}",
-              f"{r['rss_growth_cold_start_bytes'] / 2**20:.0f}"] for r in recall])
+            [
+                "pages",
+                "messages",
+                "write s",
+                "recall by id p50",
+                "p95",
+                "search cold (index rebuild)",
+                "search p50",
+                "p95",
+                "index postings",
+                "RSS + cold start MB",
+            ],
+            [
+                [
+                    f"{r['pages']:,}",
+                    f"{r['messages']:,}",
+                    f"{r['write_s']:.1f}",
+                    _ms(r["recall_by_id_ms"]["p50"]),
+                    _ms(r["recall_by_id_ms"]["p95"]),
+                    _ms(r["search_cold_ms"]),
+                    _ms(r["search_warm_ms"]["p50"]),
+                    _ms(r["search_warm_ms"]["p95"]),
+                    f"{r['index_postings']:,}",
+                    f"{r['rss_growth_cold_start_bytes'] / 2**20:.0f}",
+                ]
+                for r in recall
+            ],
+        )
     rss = report.get("rss")
     if rss:
         lines += _section_table(
             "Memory per idle thread (fresh process; RSS delta / threads)",
-            ["pages per thread", "threads", "idle KB per thread", "+ after one search, KB per thread",
-             "token cache entries (cap)", "index postings (cap)"],
-            [[str(r["pages_per_thread"]), str(r["threads"]), f"{r['idle_bytes_per_thread'] / 1024:.0f}",
-              f"{r['searched_bytes_per_thread'] / 1024:.0f}",
-              f"{r['token_cache_entries']:,} ({r['token_cache_cap']:,})",
-              f"{r['index_postings']:,} ({r['index_max_postings']:,})"] for r in rss])
+            [
+                "pages per thread",
+                "threads",
+                "idle KB per thread",
+                "+ after one search, KB per thread",
+                "token cache entries (cap)",
+                "index postings (cap)",
+            ],
+            [
+                [
+                    str(r["pages_per_thread"]),
+                    str(r["threads"]),
+                    f"{r['idle_bytes_per_thread'] / 1024:.0f}",
+                    f"{r['searched_bytes_per_thread'] / 1024:.0f}",
+                    f"{r['token_cache_entries']:,} ({r['token_cache_cap']:,})",
+                    f"{r['index_postings']:,} ({r['index_max_postings']:,})",
+                ]
+                for r in rss
+            ],
+        )
     weight = report.get("weight")
     if weight:
         lines += _section_table(
             "Checkpoint weight (bytes of each channel, JSON; written at every step)",
             ["budget", "history messages", "paging", "messages", "paging / messages"],
-            [[str(r["budget"]), f"{r['history_messages']:,}", f"{r['paging_bytes']:,}", f"{r['messages_bytes']:,}",
-              f"{r['ratio']:.2f}"] for r in weight])
+            [
+                [
+                    str(r["budget"]),
+                    f"{r['history_messages']:,}",
+                    f"{r['paging_bytes']:,}",
+                    f"{r['messages_bytes']:,}",
+                    f"{r['ratio']:.2f}",
+                ]
+                for r in weight
+            ],
+        )
     if report.get("quiet"):
         lines += ["", *render_quiet(report["quiet"])]
     if report.get("targets"):
@@ -878,11 +1144,17 @@ def render(report: dict[str, Any], policy: str) -> str:
             lines.append(f"- {t['target']}: {shown} ({verdict})")
     for row in (steps or {}).get("sizes", []):
         for name, prof in row.get("profiles", {}).items():
-            lines += ["", f"Profile {name} at {row['history_messages']:,} messages ({prof['steps']} calls, "
-                      f"cProfile, top by own time; {prof['file']}):", ""]
+            lines += [
+                "",
+                f"Profile {name} at {row['history_messages']:,} messages ({prof['steps']} calls, "
+                f"cProfile, top by own time; {prof['file']}):",
+                "",
+            ]
             for r in prof["top"][0]["rows"][:12]:
-                lines.append(f"    {r['tottime_share'] * 100:5.1f}% own {r['cumtime_share'] * 100:5.1f}% cum "
-                             f"{r['ncalls']:>8} calls  {r['function']}")
+                lines.append(
+                    f"    {r['tottime_share'] * 100:5.1f}% own {r['cumtime_share'] * 100:5.1f}% cum "
+                    f"{r['ncalls']:>8} calls  {r['function']}"
+                )
     return "\n".join(lines)
 
 
@@ -894,37 +1166,74 @@ def _ints(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=_ints, default=None,
-                        help="history lengths (messages), default 1000,10000,50000")
-    parser.add_argument("--pages", type=_ints, default=None, help="page counts for recall, default 1000,10000,100000")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="measured model calls per size and recall queries per page count (default 200)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", type=_ints, default=None, help="history lengths (messages), default 1000,10000,50000"
+    )
+    parser.add_argument(
+        "--pages", type=_ints, default=None, help="page counts for recall, default 1000,10000,100000"
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="measured model calls per size and recall queries per page count (default 200)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     parser.add_argument("--json", type=Path, default=None, help="write every raw number here")
     parser.add_argument("--policy", default="lfu", help="eviction policy of the main runs (default lfu)")
-    parser.add_argument("--extra-policies", default=None,
-                        help="more policy specs in replace mode, comma-separated as for `python -m evals ablate` "
-                             "(e.g. 'fifo,stae:grouping=kmeans,tiers:utility'; default fifo; '' for none)")
-    parser.add_argument("--build-every", type=int, default=1,
-                        help="while building a history, page every N model calls (default 1: every call)")
-    parser.add_argument("--rss-threads", type=int, default=None, help="threads per memory measurement (default 20)")
+    parser.add_argument(
+        "--extra-policies",
+        default=None,
+        help="more policy specs in replace mode, comma-separated as for `python -m evals ablate` "
+        "(e.g. 'fifo,stae:grouping=kmeans,tiers:utility'; default fifo; '' for none)",
+    )
+    parser.add_argument(
+        "--build-every",
+        type=int,
+        default=1,
+        help="while building a history, page every N model calls (default 1: every call)",
+    )
+    parser.add_argument(
+        "--rss-threads", type=int, default=None, help="threads per memory measurement (default 20)"
+    )
     parser.add_argument("--rss-pages", type=_ints, default=None, help="pages per thread (default 10,200)")
-    parser.add_argument("--rss-every", type=int, default=1, help="memory runs page every N model calls (default 1)")
-    parser.add_argument("--commit-batch", type=int, default=500, help="pages per PageStore.commit when writing pages")
-    parser.add_argument("--profile", type=Path, default=None,
-                        help="cProfile extra calls after each window; .prof files here")
-    parser.add_argument("--profile-steps", type=int, default=50, help="calls profiled per configuration and size")
+    parser.add_argument(
+        "--rss-every", type=int, default=1, help="memory runs page every N model calls (default 1)"
+    )
+    parser.add_argument(
+        "--commit-batch", type=int, default=500, help="pages per PageStore.commit when writing pages"
+    )
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="cProfile extra calls after each window; .prof files here"
+    )
+    parser.add_argument(
+        "--profile-steps", type=int, default=50, help="calls profiled per configuration and size"
+    )
     parser.add_argument("--profile-top", type=int, default=25, help="functions kept per profile in the JSON")
-    parser.add_argument("--only", default="steps,recall,rss,weight,quiet",
-                        help="parts to run: steps, recall, rss, weight, quiet")
-    parser.add_argument("--quiet-warmup", type=int, default=300,
-                        help="calls before the quiet part measures (the context fills and pages first)")
-    parser.add_argument("--weight-budgets", type=_ints, default=[900, 4000],
-                        help="budgets of the checkpoint weight part (default 900,4000)")
+    parser.add_argument(
+        "--only",
+        default="steps,recall,rss,weight,quiet",
+        help="parts to run: steps, recall, rss, weight, quiet",
+    )
+    parser.add_argument(
+        "--quiet-warmup",
+        type=int,
+        default=300,
+        help="calls before the quiet part measures (the context fills and pages first)",
+    )
+    parser.add_argument(
+        "--weight-budgets",
+        type=_ints,
+        default=[900, 4000],
+        help="budgets of the checkpoint weight part (default 900,4000)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", type=Path, default=None, help="keep the SQLite files here (default: a temp dir)")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="keep the SQLite files here (default: a temp dir)"
+    )
     parser.add_argument("--verbose", action="store_true", help="progress on stderr")
     parser.add_argument("--rss-worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -939,8 +1248,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.only = {p.strip() for p in args.only.split(",") if p.strip()}
     unknown = args.only - {"steps", "recall", "rss", "weight", "quiet"}
     if unknown:
-        parser.error(f"unknown part(s) {', '.join(sorted(unknown))} in --only; available: steps, recall, rss, "
-                     "weight, quiet")
+        parser.error(
+            f"unknown part(s) {', '.join(sorted(unknown))} in --only; available: steps, recall, rss, "
+            "weight, quiet"
+        )
     if args.sizes != sorted(args.sizes):
         parser.error("--sizes must be increasing")
     if args.profile:
@@ -958,8 +1269,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         timings = {}
-        for part, run in (("steps", bench_steps), ("recall", bench_recall), ("rss", bench_rss),
-                          ("weight", bench_weight), ("quiet", bench_quiet)):
+        for part, run in (
+            ("steps", bench_steps),
+            ("recall", bench_recall),
+            ("rss", bench_rss),
+            ("weight", bench_weight),
+            ("quiet", bench_quiet),
+        ):
             if part in args.only:
                 t0 = time.perf_counter()
                 report[part] = run(args, workdir)

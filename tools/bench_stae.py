@@ -46,8 +46,18 @@ def candidates_for(policy: STAEPolicy, pages: list[list]) -> tuple[list[Candidat
     features = policy.features(pages)
     embed = time.perf_counter() - start
     out = [
-        Candidate(key=f"p{i}", kind="page", page_ids=(f"p{i}",), position=3 * i, tokens=80, created_turn=i,
-                  last_access=i, access_count=0, messages=tuple(msgs), features=feats)
+        Candidate(
+            key=f"p{i}",
+            kind="page",
+            page_ids=(f"p{i}",),
+            position=3 * i,
+            tokens=80,
+            created_turn=i,
+            last_access=i,
+            access_count=0,
+            messages=tuple(msgs),
+            features=feats,
+        )
         for i, (msgs, feats) in enumerate(zip(pages, features, strict=False))
     ]
     return out, embed

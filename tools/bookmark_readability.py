@@ -35,30 +35,59 @@ from evals.datasets.locomo import load_locomo  # noqa: E402
 from evals.paging_method import PagingSession  # noqa: E402
 from langmem_paging.core.tokens import TokenCounter  # noqa: E402
 
-ENGLISH_STOPWORDS = set(re.findall(r"\S+", """
+ENGLISH_STOPWORDS = set(
+    re.findall(
+        r"\S+",
+        """
 a about above after again against all am an and any are as at be because been before being below between both
 but by can could did do does doing down during each few for from further had has have having he her here hers
 herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
 once only or other our ours ourselves out over own same she should so some such than that the their theirs them
 themselves then there these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves also get got really
-"""))
-FILLER = set(re.findall(r"\S+", """
+""",
+    )
+)
+FILLER = set(
+    re.findall(
+        r"\S+",
+        """
 oh wow hey hi hello yeah yes yep nope ok okay sure thanks thank great good nice cool awesome amazing interesting
 glad happy excited love loved lovely fun cute sweet totally definitely absolutely actually basically literally
 seriously honestly pretty super kinda sorta lol haha omg every everything anything something thing things stuff
 lately recently sharing share shared tell telling told hear heard hope hoping guess maybe probably kind bit lot
 lots much many way well still always never ever even time day today soon fancy busy keep keeps kept
-"""))
+""",
+    )
+)
 _ESCAPE = re.compile(r"u[0-9a-f]{4}")
 
 
-MONTHS = set(re.findall(r"\S+", """
+MONTHS = set(
+    re.findall(
+        r"\S+",
+        """
 january february march april may june july august september october november december
 jan feb mar apr jun jul aug sep sept oct nov dec
-"""))
-WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mon", "tue", "wed",
-            "thu", "fri", "sat", "sun"}
+""",
+    )
+)
+WEEKDAYS = {
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "mon",
+    "tue",
+    "wed",
+    "thu",
+    "fri",
+    "sat",
+    "sun",
+}
 _YEAR = re.compile(r"(19|20)\d\d")
 
 
@@ -71,7 +100,12 @@ def is_date(term: str) -> bool:
 def is_speaker(term: str, speakers: set[str]) -> bool:
     """A speaker's name, or a capitalized start of one ("Mel" for Melanie)."""
     lower = term.lower()
-    return lower in speakers or term[:1].isupper() and len(lower) >= 3 and any(s.startswith(lower) for s in speakers)
+    return (
+        lower in speakers
+        or term[:1].isupper()
+        and len(lower) >= 3
+        and any(s.startswith(lower) for s in speakers)
+    )
 
 
 def rule_counts(session: PagingSession, speakers: set[str]) -> Counter:
@@ -85,8 +119,15 @@ def rule_counts(session: PagingSession, speakers: set[str]) -> Counter:
         dates = [t for t in terms if is_date(t)]
         names = [t for t in terms if is_speaker(t, speakers)]
         topic = [t for t in terms if t not in dates and not t[:1].isdigit() and not t[:1].isupper()]
-        out.update(bookmarks=1, terms=len(terms), speaker_terms=len(names), date_terms=len(dates),
-                   multi_date=len(dates) > 1, no_topic=not topic, tokens=counter.count_text(page.bookmark))
+        out.update(
+            bookmarks=1,
+            terms=len(terms),
+            speaker_terms=len(names),
+            date_terms=len(dates),
+            multi_date=len(dates) > 1,
+            no_topic=not topic,
+            tokens=counter.count_text(page.bookmark),
+        )
     return out
 
 
@@ -128,33 +169,44 @@ def measure(budget: int, limit: int | None, data: str | None) -> dict:
         rules += rule_counts(session, {part.lower() for s in conversation.speakers for part in s.split()})
     kinds = Counter(k for t, dated in terms if (k := kind_of(t, dated)) is not None)
     empty = sum(kinds.values())
-    return {"budget": budget, "terms": len(terms), "uninformative": empty,
-            "share": round(empty / max(1, len(terms)), 4), "by_kind": dict(kinds.most_common()),
-            "most_common_uninformative": Counter(t.lower() for t, d in terms if kind_of(t, d)).most_common(15),
-            "bookmarks": rules["bookmarks"],
-            "speaker_name_share": round(rules["speaker_terms"] / max(1, rules["terms"]), 4),
-            "date_share": round(rules["date_terms"] / max(1, rules["terms"]), 4),
-            "multi_date_bookmarks": round(rules["multi_date"] / max(1, rules["bookmarks"]), 4),
-            "no_topic_bookmarks": round(rules["no_topic"] / max(1, rules["bookmarks"]), 4),
-            "mean_tokens": round(rules["tokens"] / max(1, rules["bookmarks"]), 2)}
+    return {
+        "budget": budget,
+        "terms": len(terms),
+        "uninformative": empty,
+        "share": round(empty / max(1, len(terms)), 4),
+        "by_kind": dict(kinds.most_common()),
+        "most_common_uninformative": Counter(t.lower() for t, d in terms if kind_of(t, d)).most_common(15),
+        "bookmarks": rules["bookmarks"],
+        "speaker_name_share": round(rules["speaker_terms"] / max(1, rules["terms"]), 4),
+        "date_share": round(rules["date_terms"] / max(1, rules["terms"]), 4),
+        "multi_date_bookmarks": round(rules["multi_date"] / max(1, rules["bookmarks"]), 4),
+        "no_topic_bookmarks": round(rules["no_topic"] / max(1, rules["bookmarks"]), 4),
+        "mean_tokens": round(rules["tokens"] / max(1, rules["bookmarks"]), 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=int, default=4000, help="token budget B of the replay")
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations")
-    parser.add_argument("--data", default=None, help="LoCoMo file (default: $LOCOMO_PATH or the shared dev data)")
+    parser.add_argument(
+        "--data", default=None, help="LoCoMo file (default: $LOCOMO_PATH or the shared dev data)"
+    )
     parser.add_argument("--json", default=None, help="also write the result to this JSON file")
     args = parser.parse_args(argv)
     result = measure(args.budget, args.limit, args.data)
-    print(f"| budget | bookmark terms | uninformative | share | by kind |\n|---|---|---|---|---|\n"
-          f"| {result['budget']} | {result['terms']} | {result['uninformative']} | {result['share']:.3f} | "
-          f"{', '.join(f'{k} {v}' for k, v in result['by_kind'].items())} |")
+    print(
+        f"| budget | bookmark terms | uninformative | share | by kind |\n|---|---|---|---|---|\n"
+        f"| {result['budget']} | {result['terms']} | {result['uninformative']} | {result['share']:.3f} | "
+        f"{', '.join(f'{k} {v}' for k, v in result['by_kind'].items())} |"
+    )
     print("most common:", ", ".join(f"{t} ({n})" for t, n in result["most_common_uninformative"]))
-    print(f"\n| bookmarks | speaker-name terms | date terms | >1 date | no topic word | mean tokens |\n"
-          f"|---|---|---|---|---|---|\n| {result['bookmarks']} | {result['speaker_name_share']:.3f} | "
-          f"{result['date_share']:.3f} | {result['multi_date_bookmarks']:.3f} | {result['no_topic_bookmarks']:.3f} | "
-          f"{result['mean_tokens']:.1f} |")
+    print(
+        f"\n| bookmarks | speaker-name terms | date terms | >1 date | no topic word | mean tokens |\n"
+        f"|---|---|---|---|---|---|\n| {result['bookmarks']} | {result['speaker_name_share']:.3f} | "
+        f"{result['date_share']:.3f} | {result['multi_date_bookmarks']:.3f} | {result['no_topic_bookmarks']:.3f} | "
+        f"{result['mean_tokens']:.1f} |"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 

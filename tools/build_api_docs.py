@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message="Error parsing type annotation", category=UserWarning)
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, nargs="?", default=Path("build/api"), help="output folder (gitignored)")
+    parser.add_argument(
+        "out", type=Path, nargs="?", default=Path("build/api"), help="output folder (gitignored)"
+    )
     args = parser.parse_args(argv)
     pdoc.render.configure(docformat="google", search=True)
     pdoc.pdoc(*modules(), output_directory=args.out)

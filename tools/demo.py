@@ -31,7 +31,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.sqlite import SqliteStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run by path: evals/ and graphs/ (not installed) sit beside tools/
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # run by path: evals/ and graphs/ (not installed) sit beside tools/
 
 from evals.datasets.synthetic import generate  # noqa: E402
 from graphs.agent import chat_model  # noqa: E402
@@ -40,7 +42,9 @@ from langmem_paging.core.text import search_terms  # noqa: E402
 from langmem_paging.testing import ScriptedChatModel  # noqa: E402
 
 _MARK = re.compile(r"\[([pc]\d+):([^\]|]*)")
-_USER_LINE = re.compile(r"^user(?: \[[^\]\n]*\])?: (.*(?:\n  .*)*)", re.MULTILINE)  # a user's message, recalled
+_USER_LINE = re.compile(
+    r"^user(?: \[[^\]\n]*\])?: (.*(?:\n  .*)*)", re.MULTILINE
+)  # a user's message, recalled
 _NAME = re.compile(r"(?<!^)\b[A-Z][a-z]+")
 MAX_RECALLS = 4
 """Recall calls the scripted assistant makes for one question before it gives up."""
@@ -89,15 +93,19 @@ def scripted_assistant(replies: list[str]):
         last = messages[-1]
         asked = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and not is_bookmark(m))
         question = str(messages[asked].content)
-        if not isinstance(last, ToolMessage) and not (question.endswith("?") and state["turn"] >= len(replies)):
+        if not isinstance(last, ToolMessage) and not (
+            question.endswith("?") and state["turn"] >= len(replies)
+        ):
             reply = replies[state["turn"]] if state["turn"] < len(replies) else "OK."
             state["turn"] += 1
             return AIMessage(reply)
         if not isinstance(last, ToolMessage):  # still in the context: no recall needed
-            said = [str(m.content) for m in messages[:asked] if isinstance(m, HumanMessage) and not is_bookmark(m)]
+            said = [
+                str(m.content) for m in messages[:asked] if isinstance(m, HumanMessage) and not is_bookmark(m)
+            ]
             if line := answering_line(question, said):
                 return AIMessage(f"From our conversation: {line}")
-        since = messages[asked + 1:]
+        since = messages[asked + 1 :]
         calls = [c["args"] for m in since if isinstance(m, AIMessage) for c in m.tool_calls]
         tried = {str(i) for args in calls for i in args.get("page_ids") or []}
         if isinstance(last, ToolMessage):
@@ -136,6 +144,7 @@ class ToolResultsSeen(BaseCallbackHandler):
 
 def is_right(answer: str, gold: str) -> bool:
     """The scripted truth: the answer names the gold value (case and spacing aside)."""
+
     def norm(text: str) -> str:
         return " ".join(re.findall(r"\w+", text.lower()))
 
@@ -143,18 +152,33 @@ def is_right(answer: str, gold: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--turns", type=int, default=300, help="utterances in the conversation (default 300)")
-    parser.add_argument("--max-tokens", type=int, default=1500,
-                        help="the token budget of what the model receives (default 1500)")
-    parser.add_argument("--boundary", default="fixed_20", help="how messages are cut into pages (default fixed_20)")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=1500,
+        help="the token budget of what the model receives (default 1500)",
+    )
+    parser.add_argument(
+        "--boundary", default="fixed_20", help="how messages are cut into pages (default fixed_20)"
+    )
     parser.add_argument("--policy", default="lfu", help="eviction policy (default lfu)")
-    parser.add_argument("--question", type=int, default=0,
-                        help="which of the dataset's questions to ask at the end (default 0, the first)")
+    parser.add_argument(
+        "--question",
+        type=int,
+        default=0,
+        help="which of the dataset's questions to ask at the end (default 0, the first)",
+    )
     parser.add_argument("--db", default="paging-demo.sqlite", help="SQLite file for pages and checkpoints")
-    parser.add_argument("--model", default=None,
-                        help="a real chat model by init_chat_model name, e.g. openai:gpt-4o-mini (needs the "
-                             "openai extra and OPENAI_API_KEY); default: the offline scripted assistant")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a real chat model by init_chat_model name, e.g. openai:gpt-4o-mini (needs the "
+        "openai extra and OPENAI_API_KEY); default: the offline scripted assistant",
+    )
     args = parser.parse_args(argv)
 
     conversation = generate(n_turns=args.turns, n_facts=max(1, args.turns // 40), seed=0)
@@ -166,28 +190,39 @@ def main(argv: list[str] | None = None) -> int:
 
     real_model = chat_model(args.model)
     model = real_model or ScriptedChatModel(
-        responses=[scripted_assistant(replies)] * (len(user_turns) + 2 * MAX_RECALLS + 2))
+        responses=[scripted_assistant(replies)] * (len(user_turns) + 2 * MAX_RECALLS + 2)
+    )
     conn = sqlite3.connect(args.db, check_same_thread=False, isolation_level=None)
     store = SqliteStore(conn)
     store.setup()
     saver = SqliteSaver(sqlite3.connect(args.db, check_same_thread=False))
-    agent = create_paging_agent(model, max_tokens=args.max_tokens, boundary=args.boundary,
-                                policy=args.policy, store=store, checkpointer=saver)
+    agent = create_paging_agent(
+        model,
+        max_tokens=args.max_tokens,
+        boundary=args.boundary,
+        policy=args.policy,
+        store=store,
+        checkpointer=saver,
+    )
     thread_id = f"demo-{uuid.uuid4().hex[:8]}"
     config = {"configurable": {"thread_id": thread_id}}
     counter = TokenCounter(model=real_model)
     tools = counter.count_tools(agent.paging.tools)
 
-    print(f"model: {args.model if real_model else 'scripted (offline; --model NAME for a real one)'}; "
-          f"budget {args.max_tokens} tokens (the recall tool's schema takes {tools}); boundary {args.boundary}; "
-          f"policy {args.policy}; store SQLite {args.db}; thread {thread_id}")
+    print(
+        f"model: {args.model if real_model else 'scripted (offline; --model NAME for a real one)'}; "
+        f"budget {args.max_tokens} tokens (the recall tool's schema takes {tools}); boundary {args.boundary}; "
+        f"policy {args.policy}; store SQLite {args.db}; thread {thread_id}"
+    )
     print(f"{'turn':>4} {'state msgs':>10} {'model received':>15} {'pages stored':>13}")
     most = 0
     for i, text in enumerate(user_turns, 1):
         state = agent.invoke({"messages": [HumanMessage(text)]}, config)
         received = counter(state["messages"][:-1]) + tools  # the prompt the model got this turn
         most = max(most, received)
-        pages = len(agent.paging.page_store.list_pages(thread_id)) if i % 25 == 0 or i == len(user_turns) else ""
+        pages = (
+            len(agent.paging.page_store.list_pages(thread_id)) if i % 25 == 0 or i == len(user_turns) else ""
+        )
         if i % 25 == 0 or i == len(user_turns) or i <= 3:
             print(f"{i:>4} {len(state['messages']):>10} {received:>15} {pages!s:>13}")
     print(f"most the model received in one turn: {most} tokens (budget {args.max_tokens})")
@@ -212,22 +247,39 @@ def main(argv: list[str] | None = None) -> int:
             answer = str(message.content)
             print(f"model answers: {answer}")
     right = is_right(answer, probe.answer)
-    print(f"answer check: {'RIGHT' if right else 'WRONG'}: the answer {'names' if right else 'does not name'} "
-          f"the gold value {probe.answer!r} (evidence {probe.evidence[0]}: "
-          f"{next(t.text for t in conversation.turns if t.dia_id == probe.evidence[0])!r})")
+    print(
+        f"answer check: {'RIGHT' if right else 'WRONG'}: the answer {'names' if right else 'does not name'} "
+        f"the gold value {probe.answer!r} (evidence {probe.evidence[0]}: "
+        f"{next(t.text for t in conversation.turns if t.dia_id == probe.evidence[0])!r})"
+    )
 
     store_pages = agent.paging.page_store
-    history = reconstruct_history(state["messages"], lambda p: store_pages.get(thread_id, p), counter,
-                                  clusters=lambda c: store_pages.get_cluster(thread_id, c), state=state["paging"])
+    history = reconstruct_history(
+        state["messages"],
+        lambda p: store_pages.get(thread_id, p),
+        counter,
+        clusters=lambda c: store_pages.get_cluster(thread_id, c),
+        state=state["paging"],
+    )
     said = [m.content for m in history if isinstance(m, HumanMessage)]
     lossless = said == user_turns + [probe.question]
-    print(f"\nlossless: {lossless} ({len(history)} messages rebuilt from {len(state['messages'])} resident "
-          f"+ {len(store_pages.list_pages(thread_id))} stored pages, in order)")
+    print(
+        f"\nlossless: {lossless} ({len(history)} messages rebuilt from {len(state['messages'])} resident "
+        f"+ {len(store_pages.list_pages(thread_id))} stored pages, in order)"
+    )
     print(f"inspect it: langmem-paging inspect {thread_id} --store sqlite:///{args.db}")
-    failed = [what for what, ok in [("the answer is wrong", right), ("the history is not lossless", lossless),
-                                    (f"a prompt passed the {args.max_tokens}-token budget", most <= args.max_tokens)]
-              if not ok]
-    print(f"demo: {'FAILED: ' + '; '.join(failed) if failed else 'OK (right answer, lossless, within budget)'}")
+    failed = [
+        what
+        for what, ok in [
+            ("the answer is wrong", right),
+            ("the history is not lossless", lossless),
+            (f"a prompt passed the {args.max_tokens}-token budget", most <= args.max_tokens),
+        ]
+        if not ok
+    ]
+    print(
+        f"demo: {'FAILED: ' + '; '.join(failed) if failed else 'OK (right answer, lossless, within budget)'}"
+    )
     return 1 if failed else 0
 
 

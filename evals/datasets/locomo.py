@@ -59,9 +59,7 @@ def _evidence(raw, turn_ids: set[str]) -> tuple[str, ...]:
 def parse_sample(sample: dict) -> Conversation:
     """One official LoCoMo record -> `Conversation`."""
     conv = sample["conversation"]
-    sessions = sorted(
-        (int(m.group(1)), key) for key in conv if (m := re.fullmatch(r"session_(\d+)", key))
-    )
+    sessions = sorted((int(m.group(1)), key) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)))
     turns = []
     for number, key in sessions:
         date = str(conv.get(f"{key}_date_time", ""))

@@ -31,8 +31,11 @@ N_SEGMENTS = 20
 
 _NEEDLE_ATTRIBUTES = [
     *((stmt, question, values) for _, stmt, question, values in _ATTRIBUTES),
-    ("My {who}'s locker code is {value}.", "What is {who}'s locker code?",
-     [f"{n:04d}" for n in (4817, 2093, 7351, 6624, 1180, 9047, 3512, 5868)]),
+    (
+        "My {who}'s locker code is {value}.",
+        "What is {who}'s locker code?",
+        [f"{n:04d}" for n in (4817, 2093, 7351, 6624, 1180, 9047, 3512, 5868)],
+    ),
 ]
 
 
@@ -79,8 +82,9 @@ def segment_bounds(n_turns: int, n_segments: int = N_SEGMENTS) -> list[tuple[int
     return [(starts[k], starts[k + 1]) for k in range(n_segments)]
 
 
-def generate_needles(*, n_turns: int = 400, seed: int = 0, n_segments: int = N_SEGMENTS,
-                     turns_per_session: int = 40) -> NeedleConversation:
+def generate_needles(
+    *, n_turns: int = 400, seed: int = 0, n_segments: int = N_SEGMENTS, turns_per_session: int = 40
+) -> NeedleConversation:
     """A seeded conversation of `n_turns` turns with exactly one needle per segment.
 
     Args:
@@ -109,12 +113,19 @@ def generate_needles(*, n_turns: int = 400, seed: int = 0, n_segments: int = N_S
         questions.append((question.format(who=who), value, at))
         needles.append(Needle(k, k))
     turns = tuple(
-        Turn(f"D{i // turns_per_session + 1}:{i % turns_per_session + 1}", "User" if i % 2 == 0 else "Friend",
-             text, i // turns_per_session + 1, f"{1 + (i // turns_per_session) % 28} March 2024")
-        for i, text in enumerate(texts))
+        Turn(
+            f"D{i // turns_per_session + 1}:{i % turns_per_session + 1}",
+            "User" if i % 2 == 0 else "Friend",
+            text,
+            i // turns_per_session + 1,
+            f"{1 + (i // turns_per_session) % 28} March 2024",
+        )
+        for i, text in enumerate(texts)
+    )
     qs = tuple(Question(q, a, (turns[at].dia_id,), 4) for q, a, at in questions)
-    return NeedleConversation(Conversation(f"needles-{seed}", turns, qs, ("User", "Friend")), tuple(needles),
-                              n_segments)
+    return NeedleConversation(
+        Conversation(f"needles-{seed}", turns, qs, ("User", "Friend")), tuple(needles), n_segments
+    )
 
 
 def locomo_needles(conversation: Conversation, n_segments: int = N_SEGMENTS) -> NeedleConversation:

@@ -11,34 +11,87 @@ import random
 
 from evals.datasets.records import Conversation, Question, Turn
 
-_PEOPLE = ["Amara", "Bruno", "Chiara", "Dmitri", "Esme", "Farid", "Greta", "Hiro", "Ines", "Jonas",
-           "Kalani", "Lucia", "Mateo", "Nadia", "Oskar", "Priya", "Quinn", "Rafael", "Sanna", "Tomas"]
+_PEOPLE = [
+    "Amara",
+    "Bruno",
+    "Chiara",
+    "Dmitri",
+    "Esme",
+    "Farid",
+    "Greta",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kalani",
+    "Lucia",
+    "Mateo",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quinn",
+    "Rafael",
+    "Sanna",
+    "Tomas",
+]
 _ATTRIBUTES = [
-    ("pet", "My {who}'s new pet is a {value}.", "What is {who}'s pet?",
-     ["tortoise", "parrot", "ferret", "greyhound", "axolotl", "hedgehog", "cockatiel", "iguana"]),
-    ("city", "My {who} just moved to {value}.", "Where did {who} move?",
-     ["Valparaiso", "Trondheim", "Ljubljana", "Cusco", "Hobart", "Tbilisi", "Windhoek", "Nagano"]),
-    ("hobby", "My {who} took up {value} this year.", "What hobby did {who} take up?",
-     ["fencing", "beekeeping", "glassblowing", "bouldering", "calligraphy", "kitesurfing", "falconry"]),
-    ("car", "My {who} bought a {value} last week.", "What car did {who} buy?",
-     ["Volvo 240", "Citroen DS", "Fiat Panda", "Saab 900", "Lada Niva", "Mini Cooper", "Renault 4"]),
+    (
+        "pet",
+        "My {who}'s new pet is a {value}.",
+        "What is {who}'s pet?",
+        ["tortoise", "parrot", "ferret", "greyhound", "axolotl", "hedgehog", "cockatiel", "iguana"],
+    ),
+    (
+        "city",
+        "My {who} just moved to {value}.",
+        "Where did {who} move?",
+        ["Valparaiso", "Trondheim", "Ljubljana", "Cusco", "Hobart", "Tbilisi", "Windhoek", "Nagano"],
+    ),
+    (
+        "hobby",
+        "My {who} took up {value} this year.",
+        "What hobby did {who} take up?",
+        ["fencing", "beekeeping", "glassblowing", "bouldering", "calligraphy", "kitesurfing", "falconry"],
+    ),
+    (
+        "car",
+        "My {who} bought a {value} last week.",
+        "What car did {who} buy?",
+        ["Volvo 240", "Citroen DS", "Fiat Panda", "Saab 900", "Lada Niva", "Mini Cooper", "Renault 4"],
+    ),
 ]
 _RELATIONS = ["cousin", "neighbour", "aunt", "colleague", "uncle", "roommate", "classmate", "landlord"]
 _FILLER = [
-    "Work was busy today, lots of meetings.", "I made soup for dinner, nothing fancy.",
-    "The weather keeps changing every hour.", "I finally cleaned the garage this weekend.",
-    "Did you watch the game last night?", "I am thinking about repainting the kitchen.",
-    "The train was late again this morning.", "I read a few chapters before bed.",
-    "We should plan a picnic when it gets warmer.", "My phone battery dies so fast lately.",
-    "I tried a new coffee place downtown.", "The garden needs watering every day now.",
+    "Work was busy today, lots of meetings.",
+    "I made soup for dinner, nothing fancy.",
+    "The weather keeps changing every hour.",
+    "I finally cleaned the garage this weekend.",
+    "Did you watch the game last night?",
+    "I am thinking about repainting the kitchen.",
+    "The train was late again this morning.",
+    "I read a few chapters before bed.",
+    "We should plan a picnic when it gets warmer.",
+    "My phone battery dies so fast lately.",
+    "I tried a new coffee place downtown.",
+    "The garden needs watering every day now.",
 ]
-_REPLIES = ["That sounds nice.", "Oh really? Tell me more.", "Ha, same here.", "Good to know!",
-            "I hope it goes well.", "Interesting, thanks for sharing."]
+_REPLIES = [
+    "That sounds nice.",
+    "Oh really? Tell me more.",
+    "Ha, same here.",
+    "Good to know!",
+    "I hope it goes well.",
+    "Interesting, thanks for sharing.",
+]
 
 
 def generate(
-    *, n_turns: int = 400, n_facts: int = 12, seed: int = 0, distractors: bool = True,
-    updates: float = 0.25, turns_per_session: int = 40,
+    *,
+    n_turns: int = 400,
+    n_facts: int = 12,
+    seed: int = 0,
+    distractors: bool = True,
+    updates: float = 0.25,
+    turns_per_session: int = 40,
 ) -> Conversation:
     """A conversation of `n_turns` turns between "User" and "Friend" with planted facts.
 
@@ -76,14 +129,22 @@ def generate(
             uat = min(n_turns - 2, at + 2 * (slot // 2))
             if texts[uat] in _FILLER:
                 texts[uat] = "Update: " + statement.format(who=who, value=update_value).replace(
-                    "My ", "actually my ", 1)
+                    "My ", "actually my ", 1
+                )
                 answer, answer_at = update_value, uat
         evidence[k] = (answer_at, answer)
         questions.append((question.format(who=who), answer, answer_at, 2 if answer_at != at else 4))
     turns = []
     for i, text in enumerate(texts):
         session = i // turns_per_session + 1
-        turns.append(Turn(f"D{session}:{i % turns_per_session + 1}", speakers[i], text, session,
-                          f"{1 + (session - 1) % 28} March 2024"))
+        turns.append(
+            Turn(
+                f"D{session}:{i % turns_per_session + 1}",
+                speakers[i],
+                text,
+                session,
+                f"{1 + (session - 1) % 28} March 2024",
+            )
+        )
     qs = tuple(Question(q, a, (turns[at].dia_id,), cat) for q, a, at, cat in questions)
     return Conversation(f"synthetic-{seed}", tuple(turns), qs, ("User", "Friend"))

@@ -79,7 +79,9 @@ def visible_bookmarks(view: Sequence[BaseMessage]) -> list[tuple[str, list[str]]
     return out
 
 
-def score_bookmarks(question: str, bookmarks: Sequence[tuple[str, list[str]]]) -> list[tuple[str, float, set[str]]]:
+def score_bookmarks(
+    question: str, bookmarks: Sequence[tuple[str, list[str]]]
+) -> list[tuple[str, float, set[str]]]:
     """``(id, BM25 score, shared terms)`` of each bookmark sharing a word with the question,
     best first (ties: page before cluster, lower number)."""
     if not bookmarks:
@@ -123,7 +125,11 @@ def strong_bookmarks(question: str, bookmarks: Sequence[tuple[str, list[str]]]) 
     best = scored[0][1]
     out = []
     for page_id, score, shared in scored:
-        rare = {t for t in shared if BACKGROUND.rarity(t) >= STRONG_RARITY and frequency[t] <= STRONG_MAX_BOOKMARKS}
+        rare = {
+            t
+            for t in shared
+            if BACKGROUND.rarity(t) >= STRONG_RARITY and frequency[t] <= STRONG_MAX_BOOKMARKS
+        }
         if rare and score >= STRONG_RELATIVE_SCORE * best:
             out.append((page_id, rare))
     return out

@@ -128,8 +128,14 @@ class LLMReader:
         name: Model name recorded in results.
     """
 
-    def __init__(self, model: BaseChatModel, *, judge: LLMJudge | None = None, max_model_calls: int = 4,
-                 name: str | None = None) -> None:
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        judge: LLMJudge | None = None,
+        max_model_calls: int = 4,
+        name: str | None = None,
+    ) -> None:
         if max_model_calls < 1:
             raise ValueError("`max_model_calls` must be at least 1.")
         self.model = model
@@ -138,8 +144,14 @@ class LLMReader:
         self.name = name or getattr(model, "model_name", None) or type(model).__name__
 
     @classmethod
-    def from_env(cls, model: str | None = None, *, judge_model: str | None = None, max_model_calls: int = 4,
-                 timeout: float = 120.0) -> LLMReader:
+    def from_env(
+        cls,
+        model: str | None = None,
+        *,
+        judge_model: str | None = None,
+        max_model_calls: int = 4,
+        timeout: float = 120.0,
+    ) -> LLMReader:
         """An OpenAI-compatible model from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``; the judge
         uses the same `openai` client (`judge_model`, default the same model)."""
         if not os.environ.get("OPENAI_API_KEY"):
@@ -151,45 +163,76 @@ class LLMReader:
 
         name = model or os.environ.get("OPENAI_MODEL") or "gpt-4o-mini"
         chat = ChatOpenAI(model=name, temperature=0, timeout=timeout, max_retries=3)
-        return cls(chat, judge=LLMJudge(chat.root_client, judge_model or name), max_model_calls=max_model_calls,
-                   name=name)
+        return cls(
+            chat,
+            judge=LLMJudge(chat.root_client, judge_model or name),
+            max_model_calls=max_model_calls,
+            name=name,
+        )
 
     @property
     def version(self) -> dict:
         """What identifies this reader in a results header."""
-        return {"reader": READER_VERSION, "model": self.name,
-                "judge_model": getattr(self.judge, "model", None), "max_model_calls": self.max_model_calls}
+        return {
+            "reader": READER_VERSION,
+            "model": self.name,
+            "judge_model": getattr(self.judge, "model", None),
+            "max_model_calls": self.max_model_calls,
+        }
 
     def answer(self, messages: Sequence[BaseMessage]) -> Answer:
         """One call, no tools: the answer to the last message from `messages` alone."""
         recorder = _Recorder()
         try:
-            reply = self.model.invoke([SystemMessage(ANSWER_PROMPT), *messages], config={"callbacks": [recorder]})
+            reply = self.model.invoke(
+                [SystemMessage(ANSWER_PROMPT), *messages], config={"callbacks": [recorder]}
+            )
         except Exception as exc:  # noqa: BLE001 - only the endpoint refusing the request is recorded
             return Answer(None, recorder.prompts, error=_refusal(exc))
         return Answer(_text(reply), recorder.prompts)
 
-    def run_agent(self, messages: Sequence[BaseMessage], *, tools: Sequence[BaseTool] = (),
-                  middleware: Sequence[AgentMiddleware] = (), store: Any = None, hint: str = "",
-                  thread_id: str | None = None, state: dict | None = None) -> Answer:
+    def run_agent(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        tools: Sequence[BaseTool] = (),
+        middleware: Sequence[AgentMiddleware] = (),
+        store: Any = None,
+        hint: str = "",
+        thread_id: str | None = None,
+        state: dict | None = None,
+    ) -> Answer:
         """Run a `create_agent` agent on `messages` (appending `hint` to the system prompt) in
         thread `thread_id`, with more initial `state` (e.g. the paging state); record its
         prompts, tool calls and answer."""
-        agent = create_agent(self.model, tools=list(tools), system_prompt=ANSWER_PROMPT + hint,
-                             middleware=[*middleware, _AnswerOnLastCall(self.max_model_calls)], store=store)
+        agent = create_agent(
+            self.model,
+            tools=list(tools),
+            system_prompt=ANSWER_PROMPT + hint,
+            middleware=[*middleware, _AnswerOnLastCall(self.max_model_calls)],
+            store=store,
+        )
         recorder = _Recorder()
-        config = {"configurable": {"thread_id": thread_id or f"eval-{uuid.uuid4().hex[:8]}"}, "callbacks": [recorder],
-                  "recursion_limit": 4 * self.max_model_calls + 4}
+        config = {
+            "configurable": {"thread_id": thread_id or f"eval-{uuid.uuid4().hex[:8]}"},
+            "callbacks": [recorder],
+            "recursion_limit": 4 * self.max_model_calls + 4,
+        }
         try:
             final = agent.invoke({**(state or {}), "messages": list(messages)}, config)
         except Exception as exc:  # noqa: BLE001
             return Answer(None, recorder.prompts, error=_refusal(exc))
         state = final["messages"]
-        calls = [{"name": c["name"], "args": c["args"], "id": c["id"]}
-                 for m in state if isinstance(m, AIMessage) for c in m.tool_calls]
+        calls = [
+            {"name": c["name"], "args": c["args"], "id": c["id"]}
+            for m in state
+            if isinstance(m, AIMessage)
+            for c in m.tool_calls
+        ]
         results = [m for m in state if isinstance(m, ToolMessage)]
-        return Answer(_text(recorder.last_reply), recorder.prompts, calls, results, state,
-                      paging=final.get("paging"))
+        return Answer(
+            _text(recorder.last_reply), recorder.prompts, calls, results, state, paging=final.get("paging")
+        )
 
 
 def _refusal(exc: Exception) -> str:

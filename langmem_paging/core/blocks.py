@@ -24,9 +24,22 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["FILE_TOKENS", "IMAGE_TOKENS_UNKNOWN_SIZE", "MEDIA_TYPES", "block_label", "block_text", "block_tokens",
-           "for_model", "image_size", "is_media", "media_blocks", "media_tokens", "openai_image_tokens", "text_only",
-           "unread_kinds"]
+__all__ = [
+    "FILE_TOKENS",
+    "IMAGE_TOKENS_UNKNOWN_SIZE",
+    "MEDIA_TYPES",
+    "block_label",
+    "block_text",
+    "block_tokens",
+    "for_model",
+    "image_size",
+    "is_media",
+    "media_blocks",
+    "media_tokens",
+    "openai_image_tokens",
+    "text_only",
+    "unread_kinds",
+]
 
 MEDIA_TYPES = frozenset({"image", "image_url", "file", "audio", "input_audio", "video", "document"})
 """Block types that carry media rather than text (``text-plain`` carries text: it is read as text)."""
@@ -61,8 +74,14 @@ def _kind(block: Mapping[str, Any]) -> str:
 def block_label(block: Mapping[str, Any]) -> str:
     """What the block is called: its alt text, caption, title or filename (also under ``extras``,
     ``metadata``, OpenAI's ``file`` and Anthropic's ``source``), else its MIME type, else ''."""
-    places = [block, block.get("extras"), block.get("metadata"), block.get("file"), block.get("source"),
-              block.get("image_url")]
+    places = [
+        block,
+        block.get("extras"),
+        block.get("metadata"),
+        block.get("file"),
+        block.get("source"),
+        block.get("image_url"),
+    ]
     for place in places:
         if isinstance(place, Mapping):
             for key in _LABEL_KEYS:
@@ -165,9 +184,9 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
         if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
             i += 1 if marker == 0xFF else 2
             continue
-        length = struct.unpack(">H", data[i + 2:i + 4])[0]
+        length = struct.unpack(">H", data[i + 2 : i + 4])[0]
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
-            height, width = struct.unpack(">HH", data[i + 5:i + 9])
+            height, width = struct.unpack(">HH", data[i + 5 : i + 9])
             return int(width), int(height)
         i += 2 + length
     return None
@@ -220,8 +239,9 @@ def media_tokens(content: Any, count_text: Any = None) -> int:
     return sum(block_tokens(b, count_text) for b in media_blocks(content))
 
 
-def text_only(content: Any, note: str = "not shown: this model reads text only",
-              kinds: Iterable[str] | None = None) -> Any:
+def text_only(
+    content: Any, note: str = "not shown: this model reads text only", kinds: Iterable[str] | None = None
+) -> Any:
     """Content for a model that takes no images or files: each media block (of `kinds`, default
     all) becomes a text block, its placeholder and `note` (``[image: photo of harbour] (not shown:
     ...)``); text stays as is."""
@@ -229,11 +249,18 @@ def text_only(content: Any, note: str = "not shown: this model reads text only",
     blocks = [b for b in media_blocks(content) if wanted is None or _kind(b) in wanted]
     if not blocks:
         return content
-    return [{"type": "text", "text": f"{block_text(b)} ({note})"} if any(b is m for m in blocks) else b
-            for b in content]
+    return [
+        {"type": "text", "text": f"{block_text(b)} ({note})"} if any(b is m for m in blocks) else b
+        for b in content
+    ]
 
 
-_PROFILE_FLAGS = {"image": "image_inputs", "file": "pdf_inputs", "audio": "audio_inputs", "video": "video_inputs"}
+_PROFILE_FLAGS = {
+    "image": "image_inputs",
+    "file": "pdf_inputs",
+    "audio": "audio_inputs",
+    "video": "video_inputs",
+}
 """Which flag of a LangChain model profile says the model reads a kind of block."""
 
 
@@ -253,8 +280,10 @@ def for_model(messages: list[Any], model: Any) -> list[Any]:
     if not kinds or not any(media_blocks(m.content) for m in messages):
         return messages
     note = "not shown: this model does not read this kind of content"
-    return [m.model_copy(update={"content": text_only(m.content, note, kinds)}) if media_blocks(m.content) else m
-            for m in messages]
+    return [
+        m.model_copy(update={"content": text_only(m.content, note, kinds)}) if media_blocks(m.content) else m
+        for m in messages
+    ]
 
 
 def blocks_in(content: str, candidates: Iterable[dict]) -> list[dict]:

@@ -64,8 +64,9 @@ class RootWalk:
     """The nodes visited below the root (for path compression)."""
 
 
-def walk_members(cluster_id: str, *, limit: int | None = None) -> Generator[list[str], Mapping[str, ClusterNode],
-                                                                            Members]:
+def walk_members(
+    cluster_id: str, *, limit: int | None = None
+) -> Generator[list[str], Mapping[str, ClusterNode], Members]:
     """Yield the cluster ids to read, level by level (answer: the nodes that exist); return the
     member pages. With `limit`, stop once that many pages are found (the first levels' pages)."""
     found: set[str] = set()

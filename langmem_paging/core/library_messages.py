@@ -125,14 +125,18 @@ def cluster_keywords(terms: Mapping[str, float], limit: int) -> list[str]:
     return out
 
 
-def format_cluster_bookmark(cluster_id: str, keywords: Sequence[str], first: int, last: int, size: int) -> str:
+def format_cluster_bookmark(
+    cluster_id: str, keywords: Sequence[str], first: int, last: int, size: int
+) -> str:
     """``[c2:Farid,greyhound,adoption|p1-p9]``."""
     return f"[{cluster_id}:{','.join(keywords)}|{member_span(first, last, size)}]"
 
 
 def cluster_message(cluster_id: str, text: str, message_id: str) -> HumanMessage:
     """The message that shows a cluster of evicted pages, where its first member page was."""
-    return HumanMessage(content=text, id=message_id, additional_kwargs={METADATA_KEY: {"cluster": cluster_id}})
+    return HumanMessage(
+        content=text, id=message_id, additional_kwargs={METADATA_KEY: {"cluster": cluster_id}}
+    )
 
 
 def cluster_bookmark_tokens(
@@ -154,20 +158,25 @@ def cluster_bookmark_tokens(
 # -- warm digests --------------------------------------------------------------------------------
 
 
-def digest_message(page_id: str, digest: str, n_messages: int, message_id: str, *,
-                   tool: str = "recall") -> HumanMessage:
+def digest_message(
+    page_id: str, digest: str, n_messages: int, message_id: str, *, tool: str = "recall"
+) -> HumanMessage:
     """The message that shows a warm page: its digest, marked as the page's stand-in. `tool`: the
     name of paging's recall tool (``tool_name``), which the text tells the model to call."""
-    text = f"[{page_id} digest of {n_messages} messages; {tool}(page_ids=['{page_id}']) for all of it]\n{digest}"
-    return HumanMessage(content=text, id=message_id,
-                        additional_kwargs={METADATA_KEY: {"bookmark": page_id, "tier": "warm"}})
+    text = (
+        f"[{page_id} digest of {n_messages} messages; {tool}(page_ids=['{page_id}']) for all of it]\n{digest}"
+    )
+    return HumanMessage(
+        content=text, id=message_id, additional_kwargs={METADATA_KEY: {"bookmark": page_id, "tier": "warm"}}
+    )
 
 
 # -- tool results paged on arrival ----------------------------------------------------------------
 
 
-def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping[str, Any] | None, tokens: int, *,
-                     tool: str = "recall") -> ToolMessage:
+def tool_result_stub(
+    page_id: str, result: ToolMessage, call: Mapping[str, Any] | None, tokens: int, *, tool: str = "recall"
+) -> ToolMessage:
     """A large tool result paged on arrival: same id and call id, its text replaced by a
     bookmark naming the tool, the call's arguments and the size."""
     name = (call or {}).get("name") or result.name or "tool"
@@ -179,12 +188,19 @@ def tool_result_stub(page_id: str, result: ToolMessage, call: Mapping[str, Any] 
         f"args {args}; call {tool}(page_ids=['{page_id}']) to read it]"
     )
     meta = {**result.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
-    return result.model_copy(update={"content": text, "additional_kwargs": {**result.additional_kwargs,
-                                                                           METADATA_KEY: meta}})
+    return result.model_copy(
+        update={"content": text, "additional_kwargs": {**result.additional_kwargs, METADATA_KEY: meta}}
+    )
 
 
-def stub_is_shorter(result: ToolMessage, call: Mapping[str, Any] | None, tokens: int,
-                    count_message: Callable[[BaseMessage], int], *, tool: str = "recall") -> bool:
+def stub_is_shorter(
+    result: ToolMessage,
+    call: Mapping[str, Any] | None,
+    tokens: int,
+    count_message: Callable[[BaseMessage], int],
+    *,
+    tool: str = "recall",
+) -> bool:
     """True when the result's stub is shorter than the result: a stub must never make the context
     bigger. Measured with a page id longer than any real one."""
     return count_message(tool_result_stub("p999999", result, call, tokens, tool=tool)) < tokens
@@ -195,14 +211,18 @@ def malformed_call_stub(page_id: str, message: AIMessage, tokens: int) -> AIMess
     same calls and call ids (their error results still answer them), the raw arguments left out and
     the text replaced by a note naming the page and the size."""
     names = ", ".join(bookmark_safe(c.get("name") or "tool") for c in message.invalid_tool_calls)
-    text = (f"[{page_id}:malformed call to {names or 'a tool'}, {tokens} tokens, paged out; "
-            f"call recall(page_ids=['{page_id}']) to read it]")
+    text = (
+        f"[{page_id}:malformed call to {names or 'a tool'}, {tokens} tokens, paged out; "
+        f"call recall(page_ids=['{page_id}']) to read it]"
+    )
     meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
-    return message.model_copy(update={
-        "content": text,
-        "invalid_tool_calls": [{**call, "args": ""} for call in message.invalid_tool_calls],
-        "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
-    })
+    return message.model_copy(
+        update={
+            "content": text,
+            "invalid_tool_calls": [{**call, "args": ""} for call in message.invalid_tool_calls],
+            "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
+        }
+    )
 
 
 # -- recall copies ----------------------------------------------------------------------------------
@@ -218,10 +238,14 @@ def shrink_recall_copy(message: ToolMessage) -> ToolMessage:
     """The same ToolMessage (same id) with its text replaced by a reference (the artifact keeps
     what rebuilds it: `langmem_paging.recall.render.expand_recall_copy`)."""
     meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "shrunk": True}
-    return message.model_copy(update={
-        "content": copy_reference(recall_copy_pages(message), message.name or "recall"),  # the tool that made it
-        "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
-    })
+    return message.model_copy(
+        update={
+            "content": copy_reference(
+                recall_copy_pages(message), message.name or "recall"
+            ),  # the tool that made it
+            "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
+        }
+    )
 
 
 def is_result_stub(message: BaseMessage | None) -> bool:
@@ -231,12 +255,18 @@ def is_result_stub(message: BaseMessage | None) -> bool:
 
 def is_shrunk_copy(message: BaseMessage | None) -> bool:
     """True for a recall result already shrunk to a reference."""
-    return message is not None and bool(recall_copy_pages(message)) and bool(library_mark(message).get("shrunk"))
+    return (
+        message is not None and bool(recall_copy_pages(message)) and bool(library_mark(message).get("shrunk"))
+    )
 
 
 def stored_form(message: BaseMessage) -> BaseMessage:
     """How a message is kept inside a page: a recall result as a reference to its pages (they are
     stored already), anything else as it is."""
-    if isinstance(message, ToolMessage) and recall_copy_pages(message) and not library_mark(message).get("shrunk"):
+    if (
+        isinstance(message, ToolMessage)
+        and recall_copy_pages(message)
+        and not library_mark(message).get("shrunk")
+    ):
         return shrink_recall_copy(message)
     return message

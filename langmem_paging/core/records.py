@@ -20,7 +20,15 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.messages import dump_messages, load_messages
 
-__all__ = ["ClusterNode", "Page", "cluster_number", "escape_text", "messages_digest", "page_number", "unescape_text"]
+__all__ = [
+    "ClusterNode",
+    "Page",
+    "cluster_number",
+    "escape_text",
+    "messages_digest",
+    "page_number",
+    "unescape_text",
+]
 
 _REFUSED = re.compile("[\x00\ud800-\udfff]")
 """What a database refuses in text: NUL (PostgreSQL's text and JSONB) and surrogate code points
@@ -160,8 +168,11 @@ class Page:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict for a LangGraph store (access statistics are kept apart)."""
-        data = {name: getattr(self, name) for name in self.__dataclass_fields__
-                if name not in ("messages", "access_count", "last_access")}
+        data = {
+            name: getattr(self, name)
+            for name in self.__dataclass_fields__
+            if name not in ("messages", "access_count", "last_access")
+        }
         data["keywords"] = list(self.keywords)
         data["features"] = dict(self.features)
         data["messages"] = dump_messages(self.messages)
@@ -206,9 +217,19 @@ class ClusterNode:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict for a LangGraph store (what `asdict` returns: its fields hold strings and
         numbers, so no recursive copy)."""
-        return storable({"id": self.id, "children": list(self.children), "size": self.size,
-                         "first_page": self.first_page, "last_page": self.last_page, "bookmark": self.bookmark,
-                         "keywords": list(self.keywords), "terms": dict(self.terms), "digest": self.digest})
+        return storable(
+            {
+                "id": self.id,
+                "children": list(self.children),
+                "size": self.size,
+                "first_page": self.first_page,
+                "last_page": self.last_page,
+                "bookmark": self.bookmark,
+                "keywords": list(self.keywords),
+                "terms": dict(self.terms),
+                "digest": self.digest,
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterNode:

@@ -31,7 +31,9 @@ def escape_tags(text: str) -> str:
 
 
 def _attr(value: Any) -> str:
-    return _QUOTE.sub(lambda m: {'"': "&quot;", "<": "&lt;", ">": "&gt;", "&": "&amp;"}[m.group(0)], str(value))
+    return _QUOTE.sub(
+        lambda m: {'"': "&quot;", "<": "&lt;", ">": "&gt;", "&": "&amp;"}[m.group(0)], str(value)
+    )
 
 
 def render_message(message: BaseMessage, version: int = RENDER_VERSION) -> str:
@@ -40,7 +42,9 @@ def render_message(message: BaseMessage, version: int = RENDER_VERSION) -> str:
     stamp = message.additional_kwargs.get("timestamp")
     if version < 2:
         time = f' time="{_attr(stamp)}"' if stamp is not None else ""
-        return f'<message from="{_attr(speaker(message))}"{time}>{escape_tags(message_text(message))}</message>'
+        return (
+            f'<message from="{_attr(speaker(message))}"{time}>{escape_tags(message_text(message))}</message>'
+        )
     name = _NAME_UNSAFE.sub(" ", speaker(message)).strip() or "someone"
     time = f" [{_NAME_UNSAFE.sub(' ', str(stamp)).strip()}]" if stamp is not None else ""
     return f"{name}{time}: " + indented(message_text(message))

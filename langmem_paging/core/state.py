@@ -319,12 +319,21 @@ class PagingState:
             last_user=value["last_user"],
             next=dict(value["next"]),
             spans={k: [list(s) for s in v] for k, v in value["spans"].items()},
-            pages={k: ResidentPage(**{**v, "ids": list(v["ids"]), "terms": _Compact(v["terms"]),
-                                      "features": dict(v["features"])})
-                   for k, v in value["pages"].items()},
+            pages={
+                k: ResidentPage(
+                    **{
+                        **v,
+                        "ids": list(v["ids"]),
+                        "terms": _Compact(v["terms"]),
+                        "features": dict(v["features"]),
+                    }
+                )
+                for k, v in value["pages"].items()
+            },
             shown={k: ShownPage(**{**v, "terms": _Compact(v["terms"])}) for k, v in value["shown"].items()},
-            clusters={k: ClusterEntry(**{**v, "terms": _Compact(v["terms"])})
-                      for k, v in value["clusters"].items()},
+            clusters={
+                k: ClusterEntry(**{**v, "terms": _Compact(v["terms"])}) for k, v in value["clusters"].items()
+            },
             stats={k: list(v) for k, v in value["stats"].items()},
             order=dict(value["order"]),
             next_order=value["next_order"],

@@ -25,9 +25,23 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langmem_paging.core.blocks import block_text, is_media, media_tokens
 
-__all__ = ["CountCache", "ModelCounter", "TokenCounter", "cached_message_counter", "encoding_for_model",
-           "foreign_model_warning", "get_encoding", "loaded_counter", "message_text", "message_version", "model_name",
-           "resolve_token_counter", "shared_counter", "warm_up", "wire_text"]
+__all__ = [
+    "CountCache",
+    "ModelCounter",
+    "TokenCounter",
+    "cached_message_counter",
+    "encoding_for_model",
+    "foreign_model_warning",
+    "get_encoding",
+    "loaded_counter",
+    "message_text",
+    "message_version",
+    "model_name",
+    "resolve_token_counter",
+    "shared_counter",
+    "warm_up",
+    "wire_text",
+]
 
 _BLOB_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
@@ -153,8 +167,12 @@ def message_text(message: BaseMessage) -> str:
     real Unicode), and malformed calls with their raw argument string."""
     text = _content_text(message)
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-        calls = [json.dumps({"name": c["name"], "args": c["args"]}, sort_keys=True, default=str, ensure_ascii=False)
-                 for c in message.tool_calls]
+        calls = [
+            json.dumps(
+                {"name": c["name"], "args": c["args"]}, sort_keys=True, default=str, ensure_ascii=False
+            )
+            for c in message.tool_calls
+        ]
         calls += [f"{c.get('name') or ''}({c.get('args') or ''})" for c in message.invalid_tool_calls]
         text = "\n".join([text, *calls]) if text else "\n".join(calls)
     return text
@@ -166,13 +184,30 @@ def wire_text(message: BaseMessage) -> str:
     tool result's call id."""
     text = _content_text(message)
     if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-        calls = [{"id": c.get("id"), "type": "function",
-                  "function": {"name": c["name"], "arguments": json.dumps(c["args"], default=str, ensure_ascii=False)}}
-                 for c in message.tool_calls]
-        calls += [{"id": c.get("id"), "type": "function",
-                   "function": {"name": c.get("name") or "", "arguments": c.get("args") or ""}}
-                  for c in message.invalid_tool_calls]
-        return f"{text}\n{json.dumps(calls, ensure_ascii=False)}" if text else json.dumps(calls, ensure_ascii=False)
+        calls = [
+            {
+                "id": c.get("id"),
+                "type": "function",
+                "function": {
+                    "name": c["name"],
+                    "arguments": json.dumps(c["args"], default=str, ensure_ascii=False),
+                },
+            }
+            for c in message.tool_calls
+        ]
+        calls += [
+            {
+                "id": c.get("id"),
+                "type": "function",
+                "function": {"name": c.get("name") or "", "arguments": c.get("args") or ""},
+            }
+            for c in message.invalid_tool_calls
+        ]
+        return (
+            f"{text}\n{json.dumps(calls, ensure_ascii=False)}"
+            if text
+            else json.dumps(calls, ensure_ascii=False)
+        )
     if isinstance(message, ToolMessage):
         return f"{message.tool_call_id}\n{text}"
     return text
@@ -188,7 +223,13 @@ def message_version(message: BaseMessage) -> tuple[Any, ...]:
     body = hash(content) if isinstance(content, str) else hash(repr(content))
     if isinstance(message, AIMessage):
         if message.tool_calls or message.invalid_tool_calls:
-            return message.type, message.name, body, hash(repr(message.tool_calls)), hash(repr(message.invalid_tool_calls))
+            return (
+                message.type,
+                message.name,
+                body,
+                hash(repr(message.tool_calls)),
+                hash(repr(message.invalid_tool_calls)),
+            )
     elif isinstance(message, ToolMessage):
         return message.type, message.name, body, message.tool_call_id
     return message.type, message.name, body
@@ -320,7 +361,9 @@ class TokenCounter:
 
     def _encode_message(self, message: BaseMessage) -> int:
         n = len(self.encoding.encode(wire_text(message), disallowed_special=())) + PER_MESSAGE_OVERHEAD
-        return n + media_tokens(message.content, self.count_text)  # by the provider's rule (blocks.py), not as text
+        return n + media_tokens(
+            message.content, self.count_text
+        )  # by the provider's rule (blocks.py), not as text
 
     def forget(self, message_ids: Iterable[str]) -> None:
         """Drop cached counts of messages that left the context (paged out), so the cache holds
@@ -355,7 +398,6 @@ class TokenCounter:
         return total
 
 
-
 COUNTERS = {"approximate": "langchain_core's count_tokens_approximately (about 4 characters a token)"}
 """`token_counter` names beside a callable or a chat model."""
 
@@ -384,13 +426,16 @@ def resolve_token_counter(value: Any) -> Callable[..., int] | None:
             from langchain_core.messages.utils import count_tokens_approximately
 
             return count_tokens_approximately
-        raise ValueError(f"Unknown token counter {value!r}. Available: 'approximate', a chat model (its "
-                         "get_num_tokens_from_messages) or a callable messages -> int.")
+        raise ValueError(
+            f"Unknown token counter {value!r}. Available: 'approximate', a chat model (its "
+            "get_num_tokens_from_messages) or a callable messages -> int."
+        )
     if isinstance(value, BaseLanguageModel):
         return ModelCounter(value)
     if not callable(value):
-        raise ValueError(f"must be a callable messages -> int, 'approximate' or a chat model; got "
-                         f"{type(value).__name__}")
+        raise ValueError(
+            f"must be a callable messages -> int, 'approximate' or a chat model; got {type(value).__name__}"
+        )
     return value
 
 
@@ -424,10 +469,25 @@ class ModelCounter:
         return sum(self.count_message(m) for m in messages)
 
 
-_FOREIGN_FAMILIES = ("claude", "gemini", "gemma", "mistral", "mixtral", "codestral", "llama", "command", "qwen",
-                     "deepseek")
-_FOREIGN_MODULES = ("langchain_anthropic", "langchain_google", "langchain_mistralai", "langchain_aws",
-                    "langchain_ollama")
+_FOREIGN_FAMILIES = (
+    "claude",
+    "gemini",
+    "gemma",
+    "mistral",
+    "mixtral",
+    "codestral",
+    "llama",
+    "command",
+    "qwen",
+    "deepseek",
+)
+_FOREIGN_MODULES = (
+    "langchain_anthropic",
+    "langchain_google",
+    "langchain_mistralai",
+    "langchain_aws",
+    "langchain_ollama",
+)
 _warned_foreign: set[str] = set()
 
 
@@ -443,10 +503,12 @@ def foreign_model_warning(model: Any, encoding: str) -> str | None:
         if shown in _warned_foreign:
             return None
         _warned_foreign.add(shown)
-    return (f"langmem-paging: counting {shown!r} with tiktoken ({encoding}), OpenAI's tokenizer: this model "
-            "tokenizes differently, so the budget is an estimate. Pass token_counter=<the chat model> (its "
-            "get_num_tokens_from_messages) or token_counter='approximate', set calibrate=True to correct the "
-            "count from each response's usage_metadata, or leave a margin in max_tokens.")
+    return (
+        f"langmem-paging: counting {shown!r} with tiktoken ({encoding}), OpenAI's tokenizer: this model "
+        "tokenizes differently, so the budget is an estimate. Pass token_counter=<the chat model> (its "
+        "get_num_tokens_from_messages) or token_counter='approximate', set calibrate=True to correct the "
+        "count from each response's usage_metadata, or leave a margin in max_tokens."
+    )
 
 
 _SHARED: dict[str, TokenCounter] = {}
@@ -472,7 +534,9 @@ def warm_up(encoding: str) -> None:
         if encoding in _WARMING or encoding in _SHARED:
             return
         _WARMING.add(encoding)
-    threading.Thread(target=_warm, args=(encoding,), name=f"langmem-paging-warm-{encoding}", daemon=True).start()
+    threading.Thread(
+        target=_warm, args=(encoding,), name=f"langmem-paging-warm-{encoding}", daemon=True
+    ).start()
 
 
 def _warm(encoding: str) -> None:

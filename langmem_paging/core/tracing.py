@@ -37,26 +37,44 @@ _TAGS = ["langmem-paging"]
 
 def _news(data: Mapping[str, Any]) -> bool:
     """True when the step formed, evicted or folded pages, changed the tokens, or is over budget."""
-    return bool(data.get("formed") or data.get("evicted") or data.get("folded") or data.get("over_budget")
-                or data.get("tokens_before") != data.get("tokens"))
+    return bool(
+        data.get("formed")
+        or data.get("evicted")
+        or data.get("folded")
+        or data.get("over_budget")
+        or data.get("tokens_before") != data.get("tokens")
+    )
 
 
 def _step_parts(data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Inputs, outputs and metadata of a step's run."""
-    inputs = {"thread_id": data.get("thread_id"), "tokens_before": data.get("tokens_before"),
-              "budget": data.get("budget")}
-    outputs = {"tokens": data.get("tokens"), "formed": list(data.get("formed") or []),
-               "evicted": list(data.get("evicted") or []), "folded": list(data.get("folded") or []),
-               "over_budget": bool(data.get("over_budget"))}
-    metadata = {"paging_tokens_before": inputs["tokens_before"], "paging_tokens": outputs["tokens"],
-                "paging_message_budget": inputs["budget"], "paging_formed_ids": outputs["formed"],
-                "paging_evicted_ids": outputs["evicted"], "paging_folded_ids": outputs["folded"],
-                "paging_over_budget": outputs["over_budget"]}
+    inputs = {
+        "thread_id": data.get("thread_id"),
+        "tokens_before": data.get("tokens_before"),
+        "budget": data.get("budget"),
+    }
+    outputs = {
+        "tokens": data.get("tokens"),
+        "formed": list(data.get("formed") or []),
+        "evicted": list(data.get("evicted") or []),
+        "folded": list(data.get("folded") or []),
+        "over_budget": bool(data.get("over_budget")),
+    }
+    metadata = {
+        "paging_tokens_before": inputs["tokens_before"],
+        "paging_tokens": outputs["tokens"],
+        "paging_message_budget": inputs["budget"],
+        "paging_formed_ids": outputs["formed"],
+        "paging_evicted_ids": outputs["evicted"],
+        "paging_folded_ids": outputs["folded"],
+        "paging_over_budget": outputs["over_budget"],
+    }
     return inputs, outputs, metadata
 
 
-def _recall_parts(query: Any, page_ids: Any, part: Any, served: Sequence[str],
-                  status: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _recall_parts(
+    query: Any, page_ids: Any, part: Any, served: Sequence[str], status: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Inputs, outputs and metadata of a recall's run."""
     inputs = {"query": query, "page_ids": page_ids, "part": part}
     outputs = {"served": list(served), "status": status}
@@ -94,7 +112,9 @@ def _record(name: str, inputs: dict[str, Any], outputs: dict[str, Any], metadata
         manager.on_chain_start(None, inputs, name=name).on_chain_end(outputs)
 
 
-async def _arecord(name: str, inputs: dict[str, Any], outputs: dict[str, Any], metadata: dict[str, Any]) -> None:
+async def _arecord(
+    name: str, inputs: dict[str, Any], outputs: dict[str, Any], metadata: dict[str, Any]
+) -> None:
     manager = _amanager(metadata)
     if manager is not None:
         run = await manager.on_chain_start(None, inputs, name=name)

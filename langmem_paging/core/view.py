@@ -49,7 +49,9 @@ def _positional_key(history: Sequence[BaseMessage], index: int) -> str:
     return f"^+{run}"
 
 
-def render_view(history: Sequence[BaseMessage], state: PagingState) -> tuple[list[BaseMessage], dict[int, int]]:
+def render_view(
+    history: Sequence[BaseMessage], state: PagingState
+) -> tuple[list[BaseMessage], dict[int, int]]:
     """The view the model saw last, brought up to date with `history`, and where each of its
     history messages is (object id -> index). Skeleton entries carry the index they had: the
     work is proportional to the view unless the history was rewritten (then one scan)."""
@@ -59,8 +61,9 @@ def render_view(history: Sequence[BaseMessage], state: PagingState) -> tuple[lis
     return fast if fast is not None else _render_by_scan(history, state)
 
 
-def _render_by_position(history: Sequence[BaseMessage],
-                        state: PagingState) -> tuple[list[BaseMessage], dict[int, int]] | None:
+def _render_by_position(
+    history: Sequence[BaseMessage], state: PagingState
+) -> tuple[list[BaseMessage], dict[int, int]] | None:
     view: list[BaseMessage] = []
     positions: dict[int, int] = {}
     for entry in state.skeleton or ():
@@ -85,7 +88,9 @@ def _is_at(history: Sequence[BaseMessage], index: int, key: str) -> bool:
     return key_at(history, index) == key or ("+" in key and _positional_key(history, index) == key)
 
 
-def _render_by_scan(history: Sequence[BaseMessage], state: PagingState) -> tuple[list[BaseMessage], dict[int, int]]:
+def _render_by_scan(
+    history: Sequence[BaseMessage], state: PagingState
+) -> tuple[list[BaseMessage], dict[int, int]]:
     if _rewritten(history, state):
         return list(history), {id(m): i for i, m in enumerate(history)}
     keys = message_keys(history)
@@ -137,8 +142,9 @@ def _last_seen(at: dict[str, int], state: PagingState) -> int:
     return -1
 
 
-def skeleton_of(view: Sequence[BaseMessage], history: Sequence[BaseMessage],
-                positions: dict[int, int]) -> list[Any]:
+def skeleton_of(
+    view: Sequence[BaseMessage], history: Sequence[BaseMessage], positions: dict[int, int]
+) -> list[Any]:
     """The skeleton of a view: ``[key, index]`` for history messages (the view holds the
     history's own message objects, found in `positions`), whole dicts for the library's own."""
     out: list[Any] = []

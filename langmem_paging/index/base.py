@@ -120,7 +120,9 @@ class SearchIndex(ABC):
         """Async `add` (the sync one in a worker thread)."""
         await asyncio.to_thread(self.add, thread_id, list(pages))
 
-    async def asearch(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
+    async def asearch(
+        self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]
+    ) -> list[Hit]:
         """Async `search` (the sync one in a worker thread)."""
         return await asyncio.to_thread(lambda: self.search(thread_id, query, limit=limit, allow=allow))
 
@@ -195,8 +197,11 @@ class InMemoryBM25Index(SearchIndex):
             )
 
             # a TextVectors given is shared (indexes of one process embedding the same texts once)
-            self._vectors = (embedder if isinstance(embedder, TextVectors)
-                             else TextVectors(embedder, max_vectors=vector_cache_size))
+            self._vectors = (
+                embedder
+                if isinstance(embedder, TextVectors)
+                else TextVectors(embedder, max_vectors=vector_cache_size)
+            )
             embedder = self._vectors.embedder
         self.embedder, self.semantic_weight = embedder, semantic_weight
         self.analyzer = analyzer
@@ -321,12 +326,15 @@ class InMemoryBM25Index(SearchIndex):
                 posting = postings.get(term)
                 return len(posting[0]) if posting is not None else 0
 
-            raw = bm25_scores(query, texts, analyzer=self.analyzer, k1=self.k1, b=self.b, df=df, n_docs=n,
-                              mean_length=mean)
+            raw = bm25_scores(
+                query, texts, analyzer=self.analyzer, k1=self.k1, b=self.b, df=df, n_docs=n, mean_length=mean
+            )
             if query_vector is None or text_vectors is None or not index.n_vectors:
                 return raw
-            top = max(float(self._bm25(index, list(dict.fromkeys(self.analyzer(query)))).max(initial=0.0)),
-                      max(raw, default=0.0))
+            top = max(
+                float(self._bm25(index, list(dict.fromkeys(self.analyzer(query)))).max(initial=0.0)),
+                max(raw, default=0.0),
+            )
         import numpy as np
 
         cosine = text_vectors @ query_vector if len(text_vectors) else np.zeros(0)
@@ -370,19 +378,36 @@ class InMemoryBM25Index(SearchIndex):
             matched = np.flatnonzero(scores)
             take = limit
             while matched.size:
-                top = matched if matched.size <= take else matched[np.argpartition(-scores[matched], take)[:take]]
-                ranked = sorted(top.tolist(), key=lambda d: (-scores[d], index.page_of[d], index.message_of[d]))
-                hits = [Hit(index.pages[index.page_of[d]], index.message_of[d], float(scores[d]))
-                        for d in ranked if allow(index.pages[index.page_of[d]])]
+                top = (
+                    matched
+                    if matched.size <= take
+                    else matched[np.argpartition(-scores[matched], take)[:take]]
+                )
+                ranked = sorted(
+                    top.tolist(), key=lambda d: (-scores[d], index.page_of[d], index.message_of[d])
+                )
+                hits = [
+                    Hit(index.pages[index.page_of[d]], index.message_of[d], float(scores[d]))
+                    for d in ranked
+                    if allow(index.pages[index.page_of[d]])
+                ]
                 if len(hits) >= limit or top.size == matched.size:
                     break
                 take *= 4
             return hits[:limit]
 
 
-def bm25_scores(query: str, texts: Sequence[str], *, analyzer: Callable[[str], list[str]] = search_terms,
-                k1: float = 1.2, b: float = 0.75, df: Callable[[str], int] | None = None, n_docs: int = 0,
-                mean_length: float = 0.0) -> list[float]:
+def bm25_scores(
+    query: str,
+    texts: Sequence[str],
+    *,
+    analyzer: Callable[[str], list[str]] = search_terms,
+    k1: float = 1.2,
+    b: float = 0.75,
+    df: Callable[[str], int] | None = None,
+    n_docs: int = 0,
+    mean_length: float = 0.0,
+) -> list[float]:
     """BM25 of each text for `query`; document frequencies from `df` over `n_docs` documents of
     mean length `mean_length` (a thread's index), else from the texts themselves."""
     docs = [analyzer(text) for text in texts]
@@ -393,6 +418,7 @@ def bm25_scores(query: str, texts: Sequence[str], *, analyzer: Callable[[str], l
 
         def df(term: str) -> int:
             return sum(term in s for s in sets)
+
     idf = {t: math.log(1 + (n_docs - df(t) + 0.5) / (df(t) + 0.5)) for t in terms}
     out = []
     for doc in docs:
@@ -404,8 +430,9 @@ def bm25_scores(query: str, texts: Sequence[str], *, analyzer: Callable[[str], l
     return out
 
 
-def fuse_scores(bm25: np.ndarray, cosine: np.ndarray, weight: float = 1.0, *, top: float | None = None
-                ) -> np.ndarray:
+def fuse_scores(
+    bm25: np.ndarray, cosine: np.ndarray, weight: float = 1.0, *, top: float | None = None
+) -> np.ndarray:
     """Hybrid score: BM25 over the best BM25 score (`top`, default the best of `bm25`), plus `weight`
     times the cosine clipped at 0 (a passage unlike the query gains nothing, loses nothing).
 

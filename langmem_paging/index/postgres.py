@@ -220,12 +220,19 @@ class PostgresSearchIndex(SearchIndex):
         [('p1', 0)]
     """
 
-    def __init__(self, conn: Any, *, table: str = "langmem_paging_passages", config: str = "english",
-                 setup: bool = True) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        *,
+        table: str = "langmem_paging_passages",
+        config: str = "english",
+        setup: bool = True,
+    ) -> None:
         for name, value in (("table", table), ("config", config)):
             if not isinstance(value, str) or not _NAME.match(value):
-                raise ValueError(f"`{name}` must be a lower-case SQL name (letters, digits, _; at most 56); "
-                                 f"got {value!r}.")
+                raise ValueError(
+                    f"`{name}` must be a lower-case SQL name (letters, digits, _; at most 56); got {value!r}."
+                )
         import psycopg
         import psycopg_pool
 
@@ -259,7 +266,9 @@ class PostgresSearchIndex(SearchIndex):
     # -- connections ------------------------------------------------------------------
     def _setup(self) -> Work[None]:
         t, terms = self.table, self.terms
-        yield _Statement(f"SELECT pg_advisory_xact_lock(hashtext('{t}'))")  # several workers may set up at once
+        yield _Statement(
+            f"SELECT pg_advisory_xact_lock(hashtext('{t}'))"
+        )  # several workers may set up at once
         yield _Statement(f"""CREATE TABLE IF NOT EXISTS {t} (
                     thread_id text NOT NULL,
                     page_id text NOT NULL,
@@ -270,8 +279,12 @@ class PostgresSearchIndex(SearchIndex):
         # No pending list: GIN's fast update defers new entries to a list every search reads in full
         # until a vacuum merges it (12 ms for a 10-row match after 1k pages were added).
         yield _Statement(f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv) WITH (fastupdate = off)")
-        rows = yield _Statement("SELECT coalesce('fastupdate=off' = ANY(reloptions), false) FROM pg_class "
-                                "WHERE oid = %s::regclass", (f"{t}_tsv",), fetch=True)
+        rows = yield _Statement(
+            "SELECT coalesce('fastupdate=off' = ANY(reloptions), false) FROM pg_class "
+            "WHERE oid = %s::regclass",
+            (f"{t}_tsv",),
+            fetch=True,
+        )
         if not _first(rows[0]):  # an index an older version made (altered once: it needs its owner's rights)
             yield _Statement(f"ALTER INDEX {t}_tsv SET (fastupdate = off)")
             yield _Statement("SELECT gin_clean_pending_list(%s::regclass)", (f"{t}_tsv",))
@@ -289,11 +302,15 @@ class PostgresSearchIndex(SearchIndex):
                     thread_id text PRIMARY KEY,
                     through integer NOT NULL)""")
             yield _Statement(_BACKFILL_THREADS.format(table=t, threads=self.threads))
-        definition = _SEARCH_FUNCTION.format(function=self.function, table=t, terms=terms,
-                                             config=f"'{self.config}'::regconfig")
+        definition = _SEARCH_FUNCTION.format(
+            function=self.function, table=t, terms=terms, config=f"'{self.config}'::regconfig"
+        )
         version = hashlib.blake2b(definition.encode(), digest_size=8).hexdigest()
-        rows = yield _Statement("SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(%s)",
-                                (f"{self.function}(text,text,integer,integer,double precision)",), fetch=True)
+        rows = yield _Statement(
+            "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(%s)",
+            (f"{self.function}(text,text,integer,integer,double precision)",),
+            fetch=True,
+        )
         if not rows or version not in _first(rows[0]):  # replaced only when this version changed it
             yield _Statement(definition.replace("$body$\n", f"$body$\n-- version {version}\n", 1))
 
@@ -302,14 +319,17 @@ class PostgresSearchIndex(SearchIndex):
         """A sync connection; inside a transaction for a write (committed on exit, rolled back on an
         error). A read is one statement: on an autocommit connection it needs no BEGIN/COMMIT."""
         if self._async is not None:
-            raise TypeError("This PostgresSearchIndex was given an async connection: use the async methods "
-                            "(`aadd`, `asearch`, ...), or pass a sync connection, pool or URI.")
+            raise TypeError(
+                "This PostgresSearchIndex was given an async connection: use the async methods "
+                "(`aadd`, `asearch`, ...), or pass a sync connection, pool or URI."
+            )
         with self._guard:
             if self._sync is None:
                 from psycopg_pool import ConnectionPool
 
-                self._owned_pool = ConnectionPool(self._uri or "", min_size=1, max_size=4,
-                                                  kwargs={"autocommit": True}, open=True)
+                self._owned_pool = ConnectionPool(
+                    self._uri or "", min_size=1, max_size=4, kwargs={"autocommit": True}, open=True
+                )
                 self._sync = self._owned_pool
         source = self._sync
         holder = source.connection() if hasattr(source, "getconn") else _borrowed(source, self._conn_lock)
@@ -440,8 +460,9 @@ class PostgresSearchIndex(SearchIndex):
         """The best `limit` passages of pages `allow` accepts, best first."""
         return self._transact(self._search(thread_id, query, limit, allow), thread_id, write=False)
 
-    async def asearch(self, thread_id: str, query: str, *, limit: int,
-                      allow: Callable[[str], bool]) -> list[Hit]:
+    async def asearch(
+        self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]
+    ) -> list[Hit]:
         """Async `search`."""
         if self._async is None:
             return await super().asearch(thread_id, query, limit=limit, allow=allow)
@@ -460,7 +481,9 @@ class PostgresSearchIndex(SearchIndex):
     def _load(self, thread_id: str, pages: list[Page]) -> Work[None]:
         yield from self._drop(thread_id)
         through = max((page_number(page.id) for page in pages), default=0)
-        yield _Statement(f"INSERT INTO {self.threads} (thread_id, through) VALUES (%s, %s)", (thread_id, through))
+        yield _Statement(
+            f"INSERT INTO {self.threads} (thread_id, through) VALUES (%s, %s)", (thread_id, through)
+        )
         yield from self._insert(thread_id, pages)
         self._remember(thread_id, through)
 
@@ -469,8 +492,12 @@ class PostgresSearchIndex(SearchIndex):
             return
         yield self._lock(thread_id)
         numbers = [page_number(page.id) for page in pages]
-        rows = yield _Statement(_RAISE_THROUGH.format(threads=self.threads), fetch=True, prepare=True, params={
-            "thread": thread_id, "through": max(numbers), "first": 1 in numbers})
+        rows = yield _Statement(
+            _RAISE_THROUGH.format(threads=self.threads),
+            fetch=True,
+            prepare=True,
+            params={"thread": thread_id, "through": max(numbers), "first": 1 in numbers},
+        )
         self._remember(thread_id, _first(rows[0]) if rows else None)
         if rows:  # else unknown: its first search loads every stored page
             yield from self._replace(thread_id, pages, locked=True)
@@ -481,15 +508,21 @@ class PostgresSearchIndex(SearchIndex):
         if not locked:
             yield self._lock(thread_id)
         ids = [page.id for page in pages]
-        yield _Statement(_REMOVE.format(table=self.table, terms=self.terms), {"thread": thread_id, "ids": ids},
-                         prepare=True)
+        yield _Statement(
+            _REMOVE.format(table=self.table, terms=self.terms),
+            {"thread": thread_id, "ids": ids},
+            prepare=True,
+        )
         yield from self._insert(thread_id, pages)
 
     def _insert(self, thread_id: str, pages: list[Page]) -> Work[None]:
         _, columns = _passages(pages)
         if columns["pages"]:
-            yield _Statement(_INSERT.format(table=self.table, terms=self.terms), {"thread": thread_id, **columns},
-                             prepare=True)
+            yield _Statement(
+                _INSERT.format(table=self.table, terms=self.terms),
+                {"thread": thread_id, **columns},
+                prepare=True,
+            )
 
     def _drop(self, thread_id: str) -> Work[None]:
         yield self._lock(thread_id)
@@ -499,23 +532,35 @@ class PostgresSearchIndex(SearchIndex):
         self._remember(thread_id, None)
 
     def _read_through(self, thread_id: str) -> Work[int | None]:
-        rows = yield _Statement(f"SELECT through FROM {self.threads} WHERE thread_id = %s", (thread_id,),
-                                fetch=True, prepare=True)
+        rows = yield _Statement(
+            f"SELECT through FROM {self.threads} WHERE thread_id = %s", (thread_id,), fetch=True, prepare=True
+        )
         through = int(_first(rows[0])) if rows else None
         self._remember(thread_id, through)
         return through
 
-    def _search(self, thread_id: str, query: str, limit: int, allow: Callable[[str], bool]) -> Work[list[Hit]]:
+    def _search(
+        self, thread_id: str, query: str, limit: int, allow: Callable[[str], bool]
+    ) -> Work[list[Hit]]:
         if limit <= 0 or not isinstance(query, str) or not query.strip():
             return []
         fetch = limit * 4
         # the thread's `through` comes back in the same round trip (a row without a page), so the
         # cache `indexed_through` answers from is never staler than this process's last search
-        sql = (f"SELECT NULL AS page_id, through AS position, NULL AS score FROM {self.threads} "
-               f"WHERE thread_id = %s UNION ALL "
-               f"(SELECT page_id, position, score FROM {self.function}(%s, %s, %s, %s, %s))")
+        sql = (
+            f"SELECT NULL AS page_id, through AS position, NULL AS score FROM {self.threads} "
+            f"WHERE thread_id = %s UNION ALL "
+            f"(SELECT page_id, position, score FROM {self.function}(%s, %s, %s, %s, %s))"
+        )
         while True:
-            args = (thread_id, thread_id, escape_text(query[:MAX_QUERY_CHARS]), fetch, COMMON_MIN, COMMON_SHARE)
+            args = (
+                thread_id,
+                thread_id,
+                escape_text(query[:MAX_QUERY_CHARS]),
+                fetch,
+                COMMON_MIN,
+                COMMON_SHARE,
+            )
             rows = yield _Statement(sql, args, fetch=True, prepare=True)
             heads = [row for row in rows if _first(row) is None]
             self._remember(thread_id, int(_values(heads[0])[1]) if heads else None)
@@ -529,7 +574,9 @@ class PostgresSearchIndex(SearchIndex):
         rows = yield _Statement(
             f"SELECT f.lexeme, f.docs FROM {self.terms} f WHERE f.thread_id = %s AND f.lexeme = ANY("
             f"SELECT unnest(tsvector_to_array(to_tsvector('{self.config}'::regconfig, %s))))",
-            (thread_id, escape_text(" ".join(words))), fetch=True)
+            (thread_id, escape_text(" ".join(words))),
+            fetch=True,
+        )
         return dict(_pair(row) for row in rows)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -554,8 +601,9 @@ class PostgresSearchIndex(SearchIndex):
     def _hits(rows: list[Any], allow: Callable[[str], bool]) -> list[Hit]:
         hits = []
         for row in rows:
-            page_id, position, score = (row["page_id"], row["position"], row["score"]) if isinstance(row, dict) \
-                else row
+            page_id, position, score = (
+                (row["page_id"], row["position"], row["score"]) if isinstance(row, dict) else row
+            )
             page_number(page_id)  # only well-formed ids are ever written; a bad row is a corrupt table
             if allow(page_id):
                 hits.append(Hit(page_id, int(position), float(score)))

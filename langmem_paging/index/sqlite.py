@@ -48,8 +48,10 @@ _DDL = [
     "CREATE TABLE IF NOT EXISTS langmem_paging_fts_threads (thread_id TEXT PRIMARY KEY, "
     "docs INTEGER NOT NULL DEFAULT 0, length INTEGER NOT NULL DEFAULT 0)",
 ]
-_DF = ("CREATE TABLE IF NOT EXISTS langmem_paging_fts_df (thread_id TEXT NOT NULL, term TEXT NOT NULL, "
-       "docs INTEGER NOT NULL, PRIMARY KEY (thread_id, term)) WITHOUT ROWID")
+_DF = (
+    "CREATE TABLE IF NOT EXISTS langmem_paging_fts_df (thread_id TEXT NOT NULL, term TEXT NOT NULL, "
+    "docs INTEGER NOT NULL, PRIMARY KEY (thread_id, term)) WITHOUT ROWID"
+)
 COMMON_SHARE = 0.02
 """A query term in more than this share of the thread's messages (and more than `COMMON_MIN` of them) is
 left out of the match when rarer terms remain: it adds little to BM25 and makes FTS5 visit every
@@ -99,27 +101,43 @@ class SqliteSearchIndex(SearchIndex):
         analyzer: Text -> terms, as the in-process index (default `search_terms`: stemmed words).
     """
 
-    def __init__(self, path: str | None = None, *, conn: sqlite3.Connection | None = None,
-                 lock: Any = None, analyzer: Callable[[str], list[str]] = search_terms) -> None:
-        if path is not None and not isinstance(path, (str, os.PathLike)):  # e.g. a connection passed positionally
-            raise TypeError(f"SqliteSearchIndex(path): `path` is a file path; got {type(path).__name__}. Pass an open "
-                            "connection as SqliteSearchIndex(conn=conn, lock=lock).")
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        conn: sqlite3.Connection | None = None,
+        lock: Any = None,
+        analyzer: Callable[[str], list[str]] = search_terms,
+    ) -> None:
+        if path is not None and not isinstance(
+            path, (str, os.PathLike)
+        ):  # e.g. a connection passed positionally
+            raise TypeError(
+                f"SqliteSearchIndex(path): `path` is a file path; got {type(path).__name__}. Pass an open "
+                "connection as SqliteSearchIndex(conn=conn, lock=lock)."
+            )
         if (path is None) == (conn is None):
             raise ValueError("Pass the database `path` or an open `conn` (with its `lock`), not both.")
         self.path, self.analyzer = path, analyzer
-        self._conn = conn if conn is not None else sqlite3.connect(
-            str(path), check_same_thread=False, timeout=30, isolation_level=None)
+        self._conn = (
+            conn
+            if conn is not None
+            else sqlite3.connect(str(path), check_same_thread=False, timeout=30, isolation_level=None)
+        )
         self._lock = lock if lock is not None else threading.Lock()
         # FTS5's own secure-delete (SQLite >= 3.42) removes a deleted row's terms from its segments;
         # older versions merge the segments after a delete instead (`_purge`)
         self._fts_secure = sqlite3.sqlite_version_info >= (3, 42, 0)
         with self._lock:
-            self._conn.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed: deleted text leaves the file
+            self._conn.execute(
+                "PRAGMA secure_delete = ON"
+            )  # freed pages are zeroed: deleted text leaves the file
             for statement in _DDL:
                 self._conn.execute(statement)
             if self._fts_secure:
-                self._conn.execute("INSERT INTO langmem_paging_fts (langmem_paging_fts, rank) "
-                                   "VALUES ('secure-delete', 1)")
+                self._conn.execute(
+                    "INSERT INTO langmem_paging_fts (langmem_paging_fts, rank) VALUES ('secure-delete', 1)"
+                )
             self._migrate()
 
     def _migrate(self) -> None:
@@ -131,20 +149,26 @@ class SqliteSearchIndex(SearchIndex):
                 return
             columns = [row[1] for row in self._conn.execute("PRAGMA table_info(langmem_paging_fts_threads)")]
             if "through" not in columns:
-                self._conn.execute("ALTER TABLE langmem_paging_fts_threads ADD COLUMN through INTEGER NOT NULL "
-                                   "DEFAULT 0")
+                self._conn.execute(
+                    "ALTER TABLE langmem_paging_fts_threads ADD COLUMN through INTEGER NOT NULL DEFAULT 0"
+                )
                 self._conn.execute(
                     "UPDATE langmem_paging_fts_threads SET through = coalesce((SELECT max(CAST(substr(page_id, 2) "
                     "AS INTEGER)) FROM langmem_paging_fts_pages p WHERE p.thread_id = "
-                    "langmem_paging_fts_threads.thread_id), 0)")
-            if not self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'langmem_paging_fts_df'").fetchone():
+                    "langmem_paging_fts_threads.thread_id), 0)"
+                )
+            if not self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'langmem_paging_fts_df'"
+            ).fetchone():
                 self._conn.execute(_DF)
                 counts: dict[tuple[str, str], int] = {}
                 for thread_id, body in self._conn.execute("SELECT thread_id, body FROM langmem_paging_fts"):
                     for term in set(body.split()):
                         counts[thread_id, term] = counts.get((thread_id, term), 0) + 1
-                self._conn.executemany("INSERT INTO langmem_paging_fts_df (thread_id, term, docs) VALUES (?, ?, ?)",
-                                       [(t, term, n) for (t, term), n in counts.items()])
+                self._conn.executemany(
+                    "INSERT INTO langmem_paging_fts_df (thread_id, term, docs) VALUES (?, ?, ?)",
+                    [(t, term, n) for (t, term), n in counts.items()],
+                )
 
     def _migrated(self) -> bool:
         columns = [row[1] for row in self._conn.execute("PRAGMA table_info(langmem_paging_fts_threads)")]
@@ -157,7 +181,9 @@ class SqliteSearchIndex(SearchIndex):
         for an `AsyncSqliteStore`, a connection of its own to the file); None for an in-memory
         database or another store."""
         conn = getattr(store, "conn", None)
-        if isinstance(conn, sqlite3.Connection) and isinstance(getattr(store, "lock", None), type(threading.Lock())):
+        if isinstance(conn, sqlite3.Connection) and isinstance(
+            getattr(store, "lock", None), type(threading.Lock())
+        ):
             return cls(conn=conn, lock=store.lock) if sqlite_file_of(store) else None
         path = sqlite_file_of(store)
         return cls(path) if path else None
@@ -167,8 +193,9 @@ class SqliteSearchIndex(SearchIndex):
 
     def indexed_through(self, thread_id: str) -> int | None:
         with self._lock:
-            row = self._conn.execute("SELECT through FROM langmem_paging_fts_threads WHERE thread_id = ?",
-                                     (thread_id,)).fetchone()
+            row = self._conn.execute(
+                "SELECT through FROM langmem_paging_fts_threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
         return None if row is None else int(row[0])
 
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
@@ -193,10 +220,13 @@ class SqliteSearchIndex(SearchIndex):
         index never saw start (its pages were stored before) is loaded by its first search."""
         pages = list(pages)
         with self._lock, self._transaction():
-            known = self._conn.execute("SELECT 1 FROM langmem_paging_fts_threads WHERE thread_id = ?",
-                                       (thread_id,)).fetchone()
+            known = self._conn.execute(
+                "SELECT 1 FROM langmem_paging_fts_threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
             if known is None and any(page.id == "p1" for page in pages):
-                self._conn.execute("INSERT INTO langmem_paging_fts_threads (thread_id) VALUES (?)", (thread_id,))
+                self._conn.execute(
+                    "INSERT INTO langmem_paging_fts_threads (thread_id) VALUES (?)", (thread_id,)
+                )
                 known = (1,)
             if known is not None:
                 self._insert(thread_id, pages)
@@ -243,8 +273,9 @@ class SqliteSearchIndex(SearchIndex):
             scored = []
             for page_id, position, body in rows:
                 if allow(page_id):
-                    scored.append((-_bm25(body.split(), terms, idf, mean), page_number(page_id), int(position),
-                                   page_id))
+                    scored.append(
+                        (-_bm25(body.split(), terms, idf, mean), page_number(page_id), int(position), page_id)
+                    )
             if not take or len(scored) >= limit or len(rows) < take:
                 break
             take *= 4
@@ -253,24 +284,31 @@ class SqliteSearchIndex(SearchIndex):
 
     def _matching(self, thread_id: str, match: str, take: int) -> list[tuple[str, int, str]]:
         """The thread's messages matching (all of them; or FTS5's best `take`)."""
-        sql = ("SELECT page_id, position, body FROM langmem_paging_fts WHERE langmem_paging_fts MATCH ? "
-               "AND thread_id = ?")
+        sql = (
+            "SELECT page_id, position, body FROM langmem_paging_fts WHERE langmem_paging_fts MATCH ? "
+            "AND thread_id = ?"
+        )
         with self._lock:
             if not take:
                 return self._conn.execute(sql, (match, thread_id)).fetchall()
-            return self._conn.execute(sql + " ORDER BY bm25(langmem_paging_fts) LIMIT ?",
-                                      (match, thread_id, take)).fetchall()
+            return self._conn.execute(
+                sql + " ORDER BY bm25(langmem_paging_fts) LIMIT ?", (match, thread_id, take)
+            ).fetchall()
 
     def _stats(self, thread_id: str, terms: list[str]) -> tuple[int, int, dict[str, int]]:
         """The thread's message count, total length and the document frequencies of `terms` (hold the lock)."""
-        row = self._conn.execute("SELECT docs, length FROM langmem_paging_fts_threads WHERE thread_id = ?",
-                                 (thread_id,)).fetchone()
+        row = self._conn.execute(
+            "SELECT docs, length FROM langmem_paging_fts_threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
         if not row or not row[0]:
             return 0, 0, {}
         placeholders = ",".join("?" * len(terms))
-        df = dict(self._conn.execute(
-            f"SELECT term, docs FROM langmem_paging_fts_df WHERE thread_id = ? AND term IN ({placeholders})",  # noqa: S608
-            [thread_id, *terms]).fetchall())
+        df = dict(
+            self._conn.execute(
+                f"SELECT term, docs FROM langmem_paging_fts_df WHERE thread_id = ? AND term IN ({placeholders})",  # noqa: S608
+                [thread_id, *terms],
+            ).fetchall()
+        )
         return int(row[0]), int(row[1]), df
 
     def score(self, thread_id: str, query: str, texts: Sequence[str]) -> list[float]:
@@ -280,8 +318,16 @@ class SqliteSearchIndex(SearchIndex):
             docs, length, df = self._stats(thread_id, terms) if terms else (0, 0, {})
         if not docs:
             return bm25_scores(query, texts, analyzer=self.analyzer)
-        return bm25_scores(query, texts, analyzer=self.analyzer, k1=K1, b=B, df=lambda t: df.get(t, 0),
-                           n_docs=docs, mean_length=length / docs)
+        return bm25_scores(
+            query,
+            texts,
+            analyzer=self.analyzer,
+            k1=K1,
+            b=B,
+            df=lambda t: df.get(t, 0),
+            n_docs=docs,
+            mean_length=length / docs,
+        )
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -309,8 +355,10 @@ class SqliteSearchIndex(SearchIndex):
         df: dict[str, int] = {}
         for page in pages:
             through = max(through, page_number(page.id))
-            new = self._conn.execute("INSERT OR IGNORE INTO langmem_paging_fts_pages (thread_id, page_id) "
-                                     "VALUES (?, ?)", (thread_id, page.id)).rowcount
+            new = self._conn.execute(
+                "INSERT OR IGNORE INTO langmem_paging_fts_pages (thread_id, page_id) VALUES (?, ?)",
+                (thread_id, page.id),
+            ).rowcount
             if not new:
                 continue  # indexed already (a changed page comes through `update`)
             rows = []
@@ -320,36 +368,56 @@ class SqliteSearchIndex(SearchIndex):
                 docs, length = docs + 1, length + len(terms)
                 for term in set(terms):
                     df[term] = df.get(term, 0) + 1
-            self._conn.executemany("INSERT INTO langmem_paging_fts (body, thread_id, page_id, position) "
-                                   "VALUES (?, ?, ?, ?)", rows)
+            self._conn.executemany(
+                "INSERT INTO langmem_paging_fts (body, thread_id, page_id, position) VALUES (?, ?, ?, ?)",
+                rows,
+            )
         self._conn.executemany(
             "INSERT INTO langmem_paging_fts_df (thread_id, term, docs) VALUES (?, ?, ?) "
             "ON CONFLICT (thread_id, term) DO UPDATE SET docs = docs + excluded.docs",
-            [(thread_id, term, n) for term, n in df.items()])
-        self._conn.execute("UPDATE langmem_paging_fts_threads SET docs = docs + ?, length = length + ?, "
-                           "through = max(through, ?) WHERE thread_id = ?", (docs, length, through, thread_id))
+            [(thread_id, term, n) for term, n in df.items()],
+        )
+        self._conn.execute(
+            "UPDATE langmem_paging_fts_threads SET docs = docs + ?, length = length + ?, "
+            "through = max(through, ?) WHERE thread_id = ?",
+            (docs, length, through, thread_id),
+        )
 
     def _delete_page(self, thread_id: str, page_id: str) -> None:
-        rows = self._conn.execute("SELECT body FROM langmem_paging_fts WHERE thread_id = ? AND page_id = ?",
-                                  (thread_id, page_id)).fetchall()
-        self._conn.execute("DELETE FROM langmem_paging_fts WHERE thread_id = ? AND page_id = ?", (thread_id, page_id))
-        self._conn.execute("DELETE FROM langmem_paging_fts_pages WHERE thread_id = ? AND page_id = ?",
-                           (thread_id, page_id))
+        rows = self._conn.execute(
+            "SELECT body FROM langmem_paging_fts WHERE thread_id = ? AND page_id = ?", (thread_id, page_id)
+        ).fetchall()
+        self._conn.execute(
+            "DELETE FROM langmem_paging_fts WHERE thread_id = ? AND page_id = ?", (thread_id, page_id)
+        )
+        self._conn.execute(
+            "DELETE FROM langmem_paging_fts_pages WHERE thread_id = ? AND page_id = ?", (thread_id, page_id)
+        )
         df: dict[str, int] = {}
         for (body,) in rows:
             for term in set(body.split()):
                 df[term] = df.get(term, 0) + 1
-        self._conn.executemany("UPDATE langmem_paging_fts_df SET docs = docs - ? WHERE thread_id = ? AND term = ?",
-                               [(n, thread_id, term) for term, n in df.items()])
+        self._conn.executemany(
+            "UPDATE langmem_paging_fts_df SET docs = docs - ? WHERE thread_id = ? AND term = ?",
+            [(n, thread_id, term) for term, n in df.items()],
+        )
         # a term no message holds any more leaves the table (its text must not outlive a forget)
-        self._conn.executemany("DELETE FROM langmem_paging_fts_df WHERE thread_id = ? AND term = ? AND docs <= 0",
-                               [(thread_id, term) for term in df])
-        self._conn.execute("UPDATE langmem_paging_fts_threads SET docs = docs - ?, length = length - ? "
-                           "WHERE thread_id = ?", (len(rows), sum(len(r[0].split()) for r in rows), thread_id))
+        self._conn.executemany(
+            "DELETE FROM langmem_paging_fts_df WHERE thread_id = ? AND term = ? AND docs <= 0",
+            [(thread_id, term) for term in df],
+        )
+        self._conn.execute(
+            "UPDATE langmem_paging_fts_threads SET docs = docs - ?, length = length - ? WHERE thread_id = ?",
+            (len(rows), sum(len(r[0].split()) for r in rows), thread_id),
+        )
 
     def _delete(self, thread_id: str) -> None:
-        for table in ("langmem_paging_fts", "langmem_paging_fts_pages", "langmem_paging_fts_threads",
-                      "langmem_paging_fts_df"):
+        for table in (
+            "langmem_paging_fts",
+            "langmem_paging_fts_pages",
+            "langmem_paging_fts_threads",
+            "langmem_paging_fts_df",
+        ):
             self._conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))  # noqa: S608
 
 

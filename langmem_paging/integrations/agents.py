@@ -103,7 +103,11 @@ def create_paging_agent(
     paging_options.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
     paging = PagingMiddleware(store=store, **paging_options)
     graph = create_agent(
-        model, tools=list(tools), system_prompt=system_prompt, middleware=[paging], store=store,
+        model,
+        tools=list(tools),
+        system_prompt=system_prompt,
+        middleware=[paging],
+        store=store,
         checkpointer=checkpointer,
     )
     graph.paging = paging  # type: ignore[attr-defined]  # the middleware, for its page store

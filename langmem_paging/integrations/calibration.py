@@ -75,9 +75,15 @@ class Calibration:
         return replace(self, scale=round(max(MIN_SCALE, self.scale * SHRINK), 4))
 
 
-_OVERFLOW_TEXTS = ("context_length_exceeded", "prompt is too long", "maximum context length",
-                   "input tokens exceed the configured limit", "contextwindowexceedederror",
-                   "exceeds the context window", "input is too long for requested model")
+_OVERFLOW_TEXTS = (
+    "context_length_exceeded",
+    "prompt is too long",
+    "maximum context length",
+    "input tokens exceed the configured limit",
+    "contextwindowexceedederror",
+    "exceeds the context window",
+    "input is too long for requested model",
+)
 
 
 def is_context_overflow(error: BaseException) -> bool:

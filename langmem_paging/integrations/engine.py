@@ -44,7 +44,9 @@ class _Locks:
 
     def __init__(self) -> None:
         self._sync: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
-        self._async: weakref.WeakValueDictionary[tuple[str, int], asyncio.Lock] = weakref.WeakValueDictionary()
+        self._async: weakref.WeakValueDictionary[tuple[str, int], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self._guard = threading.Lock()
 
     @contextmanager
@@ -83,14 +85,19 @@ class StepEngine:
         self.on_store_error = on_store_error
         self.components = Components.resolve(config)
         digester = getattr(self.components.tiers, "digester", None)
-        self.hooks: list[PagingHooks] = [self.components.policy, *config.hooks,
-                                         *([digester] if isinstance(digester, PagingHooks) else [])]
+        self.hooks: list[PagingHooks] = [
+            self.components.policy,
+            *config.hooks,
+            *([digester] if isinstance(digester, PagingHooks) else []),
+        ]
         self._locks = _Locks()
         warm_up(config.encoding or encoding_for_model(config.model))
         self._page_sizes: list[int] = []
         self._warned_page_size = False
 
-    def step(self, view: Sequence[BaseMessage], state: Any, io: ThreadIO, options: StepOptions) -> PagingResult:
+    def step(
+        self, view: Sequence[BaseMessage], state: Any, io: ThreadIO, options: StepOptions
+    ) -> PagingResult:
         """Page `view` on `state`'s branch; new records are stored before the result returns."""
         try:
             with self._locks.hold(io.thread_id):
@@ -100,8 +107,9 @@ class StepEngine:
             return self._unpaged(error, view, state)
         return result
 
-    async def astep(self, view: Sequence[BaseMessage], state: Any, io: ThreadIO,
-                    options: StepOptions) -> PagingResult:
+    async def astep(
+        self, view: Sequence[BaseMessage], state: Any, io: ThreadIO, options: StepOptions
+    ) -> PagingResult:
         """Async `step`."""
         try:
             async with self._locks.ahold(io.thread_id):
@@ -113,7 +121,9 @@ class StepEngine:
 
     # -- the flows -----------------------------------------------------------------------
     @staticmethod
-    def _decide_and_commit(view: Sequence[BaseMessage], state: Any, options: StepOptions) -> ThreadFlow[PagingResult]:
+    def _decide_and_commit(
+        view: Sequence[BaseMessage], state: Any, options: StepOptions
+    ) -> ThreadFlow[PagingResult]:
         result = yield from paging_step(view, state, options)
         touched, result.state.touched = result.state.touched, []
         yield from ask(Commit(result.pages, result.nodes, result.state, touched))
@@ -146,20 +156,30 @@ class StepEngine:
         (`SearchIndex.indexed_through`) and indexes them."""
         if self.on_store_error == "raise":
             raise error
-        warn(f"langmem-paging: {error}; the new pages of thread {thread_id!r} are stored but not searchable "
-             "until the next step or search of the thread indexes them.")
+        warn(
+            f"langmem-paging: {error}; the new pages of thread {thread_id!r} are stored but not searchable "
+            "until the next step or search of the thread indexes them."
+        )
 
     def _report(self, thread_id: str, result: PagingResult, options: StepOptions) -> None:
         if result.changed:
             logger.info(
                 "thread %s: %d -> %d tokens (budget %d); formed %s, evicted %s, folded %s",
-                thread_id, result.tokens_before, result.tokens, result.state.budget,
-                result.formed or "-", result.evicted or "-", result.folded or "-",
+                thread_id,
+                result.tokens_before,
+                result.tokens,
+                result.state.budget,
+                result.formed or "-",
+                result.evicted or "-",
+                result.folded or "-",
             )
         if result.first_over_budget:
             overhead = options.overhead
-            beside = (f"max_tokens={options.max_tokens} minus {overhead} for the system prompt and tool "
-                      "schemas, " if overhead else "")
+            beside = (
+                f"max_tokens={options.max_tokens} minus {overhead} for the system prompt and tool schemas, "
+                if overhead
+                else ""
+            )
             warn(
                 f"langmem-paging: thread {thread_id!r} needs {result.tokens} tokens for its messages but their "
                 f"budget is {options.budget} ({beside}sent with every call): what nothing may evict (pinned "
@@ -171,8 +191,14 @@ class StepEngine:
 
     def _watch_page_sizes(self, result: PagingResult) -> None:
         """Warn once when pages are usually larger than what one recall returns."""
-        self._page_sizes = [*self._page_sizes, *(p.token_count for p in result.pages if p.kind == "page")][-50:]
-        if self._warned_page_size or len(self._page_sizes) < 3 or "boundary" not in self.config.model_fields_set:
+        self._page_sizes = [*self._page_sizes, *(p.token_count for p in result.pages if p.kind == "page")][
+            -50:
+        ]
+        if (
+            self._warned_page_size
+            or len(self._page_sizes) < 3
+            or "boundary" not in self.config.model_fields_set
+        ):
             return  # (the default boundary is for budgets of a few thousand tokens: no warning for it)
         cap = self.config.recall_cap_for(result.state.budget)
         median = sorted(self._page_sizes)[len(self._page_sizes) // 2]
@@ -185,8 +211,18 @@ class StepEngine:
             )
 
 
-_LIBRARY_PARTS = ("/langgraph/", "/langchain_core/", "/langchain/", "/langsmith/", "/pydantic/", "/asyncio/",
-                  "/concurrent/", "/threading.py", "/contextlib.py", "/runpy.py")
+_LIBRARY_PARTS = (
+    "/langgraph/",
+    "/langchain_core/",
+    "/langchain/",
+    "/langsmith/",
+    "/pydantic/",
+    "/asyncio/",
+    "/concurrent/",
+    "/threading.py",
+    "/contextlib.py",
+    "/runpy.py",
+)
 """Frames `warn` looks past: the graph machinery between the user's call and the library."""
 
 
@@ -209,9 +245,16 @@ _PACKAGE = str(Path(__file__).parents[1])  # the langmem_paging package
 
 
 def _trace_data(thread_id: str, result: PagingResult) -> dict[str, Any]:
-    return {"thread_id": thread_id, "tokens_before": result.tokens_before, "tokens": result.tokens,
-            "budget": result.state.budget, "formed": result.formed, "evicted": result.evicted,
-            "folded": result.folded, "over_budget": result.over_budget}
+    return {
+        "thread_id": thread_id,
+        "tokens_before": result.tokens_before,
+        "tokens": result.tokens,
+        "budget": result.state.budget,
+        "formed": result.formed,
+        "evicted": result.evicted,
+        "folded": result.folded,
+        "over_budget": result.over_budget,
+    }
 
 
 def _events(thread_id: str, result: PagingResult) -> list[tuple[HookName, PageEvent]]:

@@ -22,13 +22,23 @@ from langmem_paging.core.state import STATE_KEY, PagingState
 from langmem_paging.core.view import FRONT, key_at, render_view, skeleton_of
 from langmem_paging.step import PagingResult
 
-__all__ = ["MISSING_STATE", "NO_THREAD", "GraphCall", "find_thread_id", "paging_value", "prepare_view",
-           "state_update", "thread_id_of"]
+__all__ = [
+    "MISSING_STATE",
+    "NO_THREAD",
+    "GraphCall",
+    "find_thread_id",
+    "paging_value",
+    "prepare_view",
+    "state_update",
+    "thread_id_of",
+]
 
 Mode = Literal["replace", "view"]
 
 
-def prepare_view(messages: Sequence[BaseMessage], state: Any, mode: Mode) -> tuple[list[BaseMessage], dict[int, int]]:
+def prepare_view(
+    messages: Sequence[BaseMessage], state: Any, mode: Mode
+) -> tuple[list[BaseMessage], dict[int, int]]:
     """The view a step starts from: the messages themselves (replace) or the rendered skeleton
     (view), and in view mode where each of its history messages is."""
     if mode == "replace":
@@ -36,8 +46,13 @@ def prepare_view(messages: Sequence[BaseMessage], state: Any, mode: Mode) -> tup
     return render_view(messages, PagingState.from_value(state))
 
 
-def state_update(result: PagingResult, messages: Sequence[BaseMessage], state: Any, mode: Mode,
-                 positions: dict[int, int] | None = None) -> dict[str, Any]:
+def state_update(
+    result: PagingResult,
+    messages: Sequence[BaseMessage],
+    state: Any,
+    mode: Mode,
+    positions: dict[int, int] | None = None,
+) -> dict[str, Any]:
     """The graph update after a step: the new paging state (if it changed) and, in replace mode,
     the message updates."""
     if mode == "view":
@@ -70,7 +85,9 @@ NO_THREAD = (
 """The one error for a run without a thread id."""
 
 
-def find_thread_id(config: RunnableConfig | Mapping[str, Any] | None = None, runtime: Any = None) -> str | None:
+def find_thread_id(
+    config: RunnableConfig | Mapping[str, Any] | None = None, runtime: Any = None
+) -> str | None:
     """The running graph's thread id, from a runtime (its execution info), else a config, else the
     config of the running graph; None when the run has none."""
     info = getattr(runtime, "execution_info", None)
@@ -99,7 +116,9 @@ def thread_id_of(runtime: Any = None, config: RunnableConfig | Mapping[str, Any]
     return thread_id
 
 
-def paging_value(state: Mapping[str, Any], messages_key: str = "messages", *, paged_before: bool = False) -> Any:
+def paging_value(
+    state: Mapping[str, Any], messages_key: str = "messages", *, paged_before: bool = False
+) -> Any:
     """The ``paging`` value of a graph state (None before the first step wrote one).
 
     A state without the key whose messages hold a bookmark was paged by a step whose update the
@@ -137,7 +156,9 @@ class GraphCall:
     """The graph's thread ("" for a step without a store)."""
 
     @classmethod
-    def prepare(cls, messages: Sequence[BaseMessage], state: Any, mode: Mode, thread_id: str = "") -> GraphCall:
+    def prepare(
+        cls, messages: Sequence[BaseMessage], state: Any, mode: Mode, thread_id: str = ""
+    ) -> GraphCall:
         """The call over `messages` and the ``paging`` value `state`."""
         view, positions = prepare_view(messages, state, mode)
         return cls(messages, state, mode, view, positions, thread_id)

@@ -30,6 +30,7 @@ __all__ = ["GraphStep"]
 
 Mode = Literal["replace", "view"]
 
+
 class GraphStep:
     """Paging for one configuration as a graph runs it: the middleware's and the node's shared parts.
 
@@ -69,8 +70,13 @@ class GraphStep:
         check_call_options(ttl=ttl, index=index)
         self.config = config
         """The validated options."""
-        self.pager = Pager(config, PageStore(store, ttl=ttl) if store is not None else None, index=index,
-                           on_store_error=on_store_error, ttl=ttl)
+        self.pager = Pager(
+            config,
+            PageStore(store, ttl=ttl) if store is not None else None,
+            index=index,
+            on_store_error=on_store_error,
+            ttl=ttl,
+        )
         """Steps and recalls with each call's resources."""
         self.recall_tool: BaseTool = make_recall_tool(self.pager, name=config.tool_name)
         """The tool the model calls to bring pages back."""
@@ -85,16 +91,44 @@ class GraphStep:
         """The call over `messages` and the ``paging`` value `state` in this configuration's mode."""
         return GraphCall.prepare(messages, state, self.config.mode, thread_id)
 
-    def step(self, call: GraphCall, *, store: BaseStore | None = None, overhead: int = 0, model: Any = None,
-             max_tokens: int | None = None) -> PagingResult:
+    def step(
+        self,
+        call: GraphCall,
+        *,
+        store: BaseStore | None = None,
+        overhead: int = 0,
+        model: Any = None,
+        max_tokens: int | None = None,
+    ) -> PagingResult:
         """Page `call`'s view; new records are stored before the result returns (see `Pager.step`)."""
         self.graph_stores.add(store)
-        return self.pager.step(call.view, call.state, call.thread_id, store=store, overhead=overhead, model=model,
-                               max_tokens=max_tokens)
+        return self.pager.step(
+            call.view,
+            call.state,
+            call.thread_id,
+            store=store,
+            overhead=overhead,
+            model=model,
+            max_tokens=max_tokens,
+        )
 
-    async def astep(self, call: GraphCall, *, store: BaseStore | None = None, overhead: int = 0,
-                    model: Any = None, max_tokens: int | None = None) -> PagingResult:
+    async def astep(
+        self,
+        call: GraphCall,
+        *,
+        store: BaseStore | None = None,
+        overhead: int = 0,
+        model: Any = None,
+        max_tokens: int | None = None,
+    ) -> PagingResult:
         """Async `step`."""
         self.graph_stores.add(store)
-        return await self.pager.astep(call.view, call.state, call.thread_id, store=store, overhead=overhead,
-                                      model=model, max_tokens=max_tokens)
+        return await self.pager.astep(
+            call.view,
+            call.state,
+            call.thread_id,
+            store=store,
+            overhead=overhead,
+            model=model,
+            max_tokens=max_tokens,
+        )

@@ -71,7 +71,9 @@ class _Call:
 
     def shrunk(self) -> _Call:
         """The call again after the provider refused its prompt as too long: 80% of the budget."""
-        return replace(self, calibration=self.calibration.shrunk(), max_tokens=max(1, int(self.max_tokens * SHRINK)))
+        return replace(
+            self, calibration=self.calibration.shrunk(), max_tokens=max(1, int(self.max_tokens * SHRINK))
+        )
 
 
 class PagingMiddleware(AgentMiddleware):
@@ -139,8 +141,15 @@ class PagingMiddleware(AgentMiddleware):
         **options: Unpack[PagingOptions],
     ) -> None:
         super().__init__()
-        self.paging = GraphStep(config, max_tokens=max_tokens, store=store, ttl=ttl, index=index,
-                                on_store_error=on_store_error, options=options)
+        self.paging = GraphStep(
+            config,
+            max_tokens=max_tokens,
+            store=store,
+            ttl=ttl,
+            index=index,
+            on_store_error=on_store_error,
+            options=options,
+        )
         self.config = self.paging.config
         self.pager = self.paging.pager
         self.recall_tool = self.paging.recall_tool
@@ -168,7 +177,9 @@ class PagingMiddleware(AgentMiddleware):
                 warn(message)
         custom = self.config.token_counter
         system = request.system_message
-        overhead = 0 if system is None else (counter.count_message(system) if custom is None else custom([system]))
+        overhead = (
+            0 if system is None else (counter.count_message(system) if custom is None else custom([system]))
+        )
         overhead += counter.count_tools(request.tools or [])
         state = request.state if isinstance(request.state, dict) else {}
         calibration = Calibration.from_value(state.get(CALIBRATION_KEY))
@@ -176,15 +187,19 @@ class PagingMiddleware(AgentMiddleware):
         configured = self.pager.max_tokens_for(request.model)
         return _Call(graph, overhead, store, calibration, calibration.budget(configured), configured)
 
-    def _respond(self, request: ModelRequest, response: ModelResponse, result: PagingResult,
-                 call: _Call) -> ModelResponse | ExtendedModelResponse:
+    def _respond(
+        self, request: ModelRequest, response: ModelResponse, result: PagingResult, call: _Call
+    ) -> ModelResponse | ExtendedModelResponse:
         update = call.graph.update(result)
         calibration = call.calibration
-        provider = provider_input_tokens(response.result[-1]) if self.config.calibrate and response.result else None
+        provider = (
+            provider_input_tokens(response.result[-1]) if self.config.calibrate and response.result else None
+        )
         if provider is not None:
             calibration = calibration.observed(estimate=result.tokens + call.overhead, provider=provider)
         if calibration != Calibration.from_value(
-                request.state.get(CALIBRATION_KEY) if isinstance(request.state, dict) else None):
+            request.state.get(CALIBRATION_KEY) if isinstance(request.state, dict) else None
+        ):
             update[CALIBRATION_KEY] = calibration.to_value()
         if not update:
             return response
@@ -194,8 +209,13 @@ class PagingMiddleware(AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, self.pager.counter_for(request.model))
-        result = self.paging.step(call.graph, store=call.store, overhead=call.overhead, model=request.model,
-                                  max_tokens=call.max_tokens)
+        result = self.paging.step(
+            call.graph,
+            store=call.store,
+            overhead=call.overhead,
+            model=request.model,
+            max_tokens=call.max_tokens,
+        )
         try:
             with traced(result, call):
                 response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
@@ -203,8 +223,13 @@ class PagingMiddleware(AgentMiddleware):
             if not is_context_overflow(error):
                 raise
             call = call.shrunk()  # once: a second refusal is the provider's error, raised as is
-            result = self.paging.step(call.graph, store=call.store, overhead=call.overhead, model=request.model,
-                                      max_tokens=call.max_tokens)
+            result = self.paging.step(
+                call.graph,
+                store=call.store,
+                overhead=call.overhead,
+                model=request.model,
+                max_tokens=call.max_tokens,
+            )
             with traced(result, call, retried=True):
                 response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
         return self._respond(request, response, result, call)
@@ -213,19 +238,33 @@ class PagingMiddleware(AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, await self.pager.acounter_for(request.model))
-        result = await self.paging.astep(call.graph, store=call.store, overhead=call.overhead,
-                                         model=request.model, max_tokens=call.max_tokens)
+        result = await self.paging.astep(
+            call.graph,
+            store=call.store,
+            overhead=call.overhead,
+            model=request.model,
+            max_tokens=call.max_tokens,
+        )
         try:
             with traced(result, call):
-                response = await handler(request.override(messages=_as_any_messages(result.view, request.model)))
+                response = await handler(
+                    request.override(messages=_as_any_messages(result.view, request.model))
+                )
         except Exception as error:
             if not is_context_overflow(error):
                 raise
             call = call.shrunk()
-            result = await self.paging.astep(call.graph, store=call.store, overhead=call.overhead,
-                                             model=request.model, max_tokens=call.max_tokens)
+            result = await self.paging.astep(
+                call.graph,
+                store=call.store,
+                overhead=call.overhead,
+                model=request.model,
+                max_tokens=call.max_tokens,
+            )
             with traced(result, call, retried=True):
-                response = await handler(request.override(messages=_as_any_messages(result.view, request.model)))
+                response = await handler(
+                    request.override(messages=_as_any_messages(result.view, request.model))
+                )
         return self._respond(request, response, result, call)
 
 
@@ -274,7 +313,11 @@ def _tools_of_agent_being_built() -> Sequence[Any]:
             found = list(tools) if isinstance(tools, (list, tuple)) else []
             for other in middleware if isinstance(middleware, (list, tuple)) else ():
                 # another PagingMiddleware's tools property would read this one's: take its tool directly
-                found += [other.recall_tool] if isinstance(other, PagingMiddleware) else getattr(other, "tools", [])
+                found += (
+                    [other.recall_tool]
+                    if isinstance(other, PagingMiddleware)
+                    else getattr(other, "tools", [])
+                )
             return found
         frame = frame.f_back
     return ()
@@ -297,13 +340,19 @@ def run_metadata(result: PagingResult, call: _Call, *, retried: bool = False) ->
     `paging_max_tokens` is this call's budget (the configured one corrected by calibration and
     context-length errors: `paging_calibration`, `paging_budget_scale`)."""
     return {
-        "paging_tokens_before": result.tokens_before, "paging_tokens": result.tokens,
-        "paging_max_tokens": call.max_tokens, "paging_overhead": call.overhead,
-        "paging_message_budget": result.state.budget, "paging_protected_tokens": result.protected_tokens,
-        "paging_formed": len(result.formed), "paging_evicted": len(result.evicted),
-        "paging_folded": len(result.folded), "paging_over_budget": result.over_budget,
+        "paging_tokens_before": result.tokens_before,
+        "paging_tokens": result.tokens,
+        "paging_max_tokens": call.max_tokens,
+        "paging_overhead": call.overhead,
+        "paging_message_budget": result.state.budget,
+        "paging_protected_tokens": result.protected_tokens,
+        "paging_formed": len(result.formed),
+        "paging_evicted": len(result.evicted),
+        "paging_folded": len(result.folded),
+        "paging_over_budget": result.over_budget,
         "paging_recall_results": sum(1 for m in result.view if recall_copy_pages(m)),
-        "paging_calibration": call.calibration.ratio, "paging_budget_scale": call.calibration.scale,
+        "paging_calibration": call.calibration.ratio,
+        "paging_budget_scale": call.calibration.scale,
         "paging_overflow_retry": retried,
     }
 
@@ -313,14 +362,19 @@ def traced(result: PagingResult, call: _Call, *, retried: bool = False) -> Itera
     """Run the model call under a config carrying `run_metadata` and the ``langmem-paging`` tag:
     the model's run (what LangSmith and any LangChain tracer record) shows what paging did."""
     config = var_child_runnable_config.get() or {}
-    tags = ["langmem-paging", *(["paging:evicted"] if result.evicted else []),
-            *(["paging:over-budget"] if result.over_budget else []),
-            *(["paging:overflow-retry"] if retried else [])]
-    token = var_child_runnable_config.set({
-        **config,
-        "metadata": {**(config.get("metadata") or {}), **run_metadata(result, call, retried=retried)},
-        "tags": [*(config.get("tags") or []), *tags],
-    })
+    tags = [
+        "langmem-paging",
+        *(["paging:evicted"] if result.evicted else []),
+        *(["paging:over-budget"] if result.over_budget else []),
+        *(["paging:overflow-retry"] if retried else []),
+    ]
+    token = var_child_runnable_config.set(
+        {
+            **config,
+            "metadata": {**(config.get("metadata") or {}), **run_metadata(result, call, retried=retried)},
+            "tags": [*(config.get("tags") or []), *tags],
+        }
+    )
     try:
         yield
     finally:

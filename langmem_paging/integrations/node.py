@@ -97,14 +97,24 @@ class PagingNode(Runnable[dict[str, Any], dict[str, Any]]):
         **options: Unpack[PagingOptions],
     ) -> None:
         mode: Literal["replace", "view"] = "replace" if output_messages_key == input_messages_key else "view"
-        self.paging = GraphStep(config, max_tokens=max_tokens, store=store, ttl=ttl, index=index,
-                                on_store_error=on_store_error, options=options, default_mode=mode)
+        self.paging = GraphStep(
+            config,
+            max_tokens=max_tokens,
+            store=store,
+            ttl=ttl,
+            index=index,
+            on_store_error=on_store_error,
+            options=options,
+            default_mode=mode,
+        )
         self.config = self.paging.config
         self.pager = self.paging.pager
         self.recall_tool = self.paging.recall_tool
         if self.config.calibrate:
-            raise ValueError("Invalid paging option `calibrate`: it learns from the model's responses, which a "
-                             "PagingNode does not see. Use PagingMiddleware with create_agent, or drop `calibrate`.")
+            raise ValueError(
+                "Invalid paging option `calibrate`: it learns from the model's responses, which a "
+                "PagingNode does not see. Use PagingMiddleware with create_agent, or drop `calibrate`."
+            )
         if self.config.mode != mode:
             raise ValueError(
                 f"`mode={self.config.mode!r}` does not match the keys: output_messages_key == "
@@ -148,6 +158,8 @@ class PagingNode(Runnable[dict[str, Any], dict[str, Any]]):
         call = self._prepare(input, config)
         return self._output(self.paging.step(call, store=_graph_store()), call)
 
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+    async def ainvoke(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         call = self._prepare(input, config)
         return self._output(await self.paging.astep(call, store=_graph_store()), call)

@@ -60,7 +60,9 @@ class Pager:
     ) -> None:
         self.config = config
         self.engine = StepEngine(config, on_store_error=on_store_error)
-        self.recalls = RecallService(config, bookmarker=self.engine.components.bookmarker, hooks=self.engine.hooks)
+        self.recalls = RecallService(
+            config, bookmarker=self.engine.components.bookmarker, hooks=self.engine.hooks
+        )
         self.page_store = page_store
         self.index = index
         self.ttl, self.retries = ttl, retries
@@ -95,7 +97,11 @@ class Pager:
 
     def index_for(self, page_store: PageStore) -> SearchIndex:
         """The search index of a call: the one given to the pager, else the store's default."""
-        return self.index if self.index is not None else default_index(page_store.store, self.config.search_embedder)
+        return (
+            self.index
+            if self.index is not None
+            else default_index(page_store.store, self.config.search_embedder)
+        )
 
     def encoding_for(self, model: Any = None, state: Any = None) -> str:
         """The tiktoken encoding of a call: `encoding`, else `model` from the config, else the model
@@ -125,41 +131,72 @@ class Pager:
 
     def options(self, *, max_tokens: int, overhead: int, counter: TokenCounter) -> StepOptions:
         """The step's options for a budget of `max_tokens` of which `overhead` is taken."""
-        return step_options(self.config, self.engine.components, max_tokens=max_tokens, overhead=overhead,
-                            counter=counter)
+        return step_options(
+            self.config, self.engine.components, max_tokens=max_tokens, overhead=overhead, counter=counter
+        )
 
     def _io(self, thread_id: str, store: BaseStore | None) -> ThreadIO:
         page_store = self.page_store_for(store)
         return ThreadIO(page_store, self.index_for(page_store), thread_id)
 
     # -- paging -------------------------------------------------------------------------------
-    def step(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *, store: BaseStore | None = None,
-             overhead: int = 0, model: Any = None, max_tokens: int | None = None) -> PagingResult:
+    def step(
+        self,
+        view: Sequence[BaseMessage],
+        state: Any,
+        thread_id: str,
+        *,
+        store: BaseStore | None = None,
+        overhead: int = 0,
+        model: Any = None,
+        max_tokens: int | None = None,
+    ) -> PagingResult:
         """Page `view` on `state`'s branch; new records are stored before the result returns.
         `max_tokens`: this call's budget, when the caller corrected the configured one."""
         counter = self.counter_for(model)
-        options = self.options(max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead,
-                               counter=counter)
+        options = self.options(
+            max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead, counter=counter
+        )
         result = self.engine.step(view, state, self._io(thread_id, store), options)
         _forget_evicted(counter, result)
         return result
 
-    async def astep(self, view: Sequence[BaseMessage], state: Any, thread_id: str, *,
-                    store: BaseStore | None = None, overhead: int = 0, model: Any = None,
-                    max_tokens: int | None = None) -> PagingResult:
+    async def astep(
+        self,
+        view: Sequence[BaseMessage],
+        state: Any,
+        thread_id: str,
+        *,
+        store: BaseStore | None = None,
+        overhead: int = 0,
+        model: Any = None,
+        max_tokens: int | None = None,
+    ) -> PagingResult:
         """Async `step`."""
         counter = await self.acounter_for(model)
-        options = self.options(max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead,
-                               counter=counter)
+        options = self.options(
+            max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead, counter=counter
+        )
         result = await self.engine.astep(view, state, self._io(thread_id, store), options)
         _forget_evicted(counter, result)
         return result
 
     # -- recall -----------------------------------------------------------------------------
-    def recall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
-               query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
-               history: Sequence[BaseMessage] = (), served: Mapping[str, Served] | None = None,
-               context: Sequence[BaseMessage] = ()) -> RecallAnswer:
+    def recall(
+        self,
+        thread_id: str,
+        state: Any,
+        *,
+        store: BaseStore | None = None,
+        page_ids: Any = None,
+        query: Any = None,
+        part: Any = None,
+        share: int = 1,
+        call_tokens: int = 0,
+        history: Sequence[BaseMessage] = (),
+        served: Mapping[str, Served] | None = None,
+        context: Sequence[BaseMessage] = (),
+    ) -> RecallAnswer:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch.
 
         `share`: how many tool calls the model made at once (each gets that share of the room);
@@ -173,27 +210,51 @@ class Pager:
         flow = self.recalls.flow(thread_id, state, request, counter)
         return run(flow, self._io(thread_id, store))
 
-    async def arecall(self, thread_id: str, state: Any, *, store: BaseStore | None = None, page_ids: Any = None,
-                      query: Any = None, part: Any = None, share: int = 1, call_tokens: int = 0,
-                      history: Sequence[BaseMessage] = (), served: Mapping[str, Served] | None = None,
-                      context: Sequence[BaseMessage] = ()) -> RecallAnswer:
+    async def arecall(
+        self,
+        thread_id: str,
+        state: Any,
+        *,
+        store: BaseStore | None = None,
+        page_ids: Any = None,
+        query: Any = None,
+        part: Any = None,
+        share: int = 1,
+        call_tokens: int = 0,
+        history: Sequence[BaseMessage] = (),
+        served: Mapping[str, Served] | None = None,
+        context: Sequence[BaseMessage] = (),
+    ) -> RecallAnswer:
         """Async `recall`."""
         counter = await self.acounter_for(state=state)
         request = self._request(page_ids, query, part, share, call_tokens, history, served, context, counter)
         flow = self.recalls.flow(thread_id, state, request, counter)
         return await arun(flow, self._io(thread_id, store))
 
-    def _request(self, page_ids: Any, query: Any, part: Any, share: int, call_tokens: int,
-                 history: Sequence[BaseMessage], served: Mapping[str, Served] | None,
-                 context: Sequence[BaseMessage], counter: TokenCounter) -> RecallRequest:
+    def _request(
+        self,
+        page_ids: Any,
+        query: Any,
+        part: Any,
+        share: int,
+        call_tokens: int,
+        history: Sequence[BaseMessage],
+        served: Mapping[str, Served] | None,
+        context: Sequence[BaseMessage],
+        counter: TokenCounter,
+    ) -> RecallRequest:
         edits = {m.id: m for m in history if m.id} if self.config.mode == "view" else {}
         resident = resident_turns(context, counter) if query is not None and context else []
         return RecallRequest(page_ids, query, part, share, call_tokens, edits, resident, dict(served or {}))
 
-    def room_for(self, branch: PagingState | dict[str, Any] | None, share: int = 1, call_tokens: int = 0) -> int:
+    def room_for(
+        self, branch: PagingState | dict[str, Any] | None, share: int = 1, call_tokens: int = 0
+    ) -> int:
         """Tokens a recall result may take on this branch (see `RecallService.room_for`)."""
         branch = branch if isinstance(branch, PagingState) else PagingState.from_value(branch)
-        return self.recalls.room_for(branch, self.counter_for(state=branch), share=share, call_tokens=call_tokens)
+        return self.recalls.room_for(
+            branch, self.counter_for(state=branch), share=share, call_tokens=call_tokens
+        )
 
 
 def _forget_evicted(counter: TokenCounter, result: PagingResult) -> None:

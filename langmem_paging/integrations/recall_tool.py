@@ -95,9 +95,14 @@ def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any, query: An
         owner_shares = max(1, _shares(message, owner, name)[0])
         owner_room = pager.room_for(branch, share=_share_of(owner_shares, total), call_tokens=call_tokens)
         served[ident] = Served(owner, owner_room // owner_shares)
-    return {"share": _share_of(mine, total), "call_tokens": call_tokens, "store": runtime.store,
-            "history": history, "served": served,
-            "context": _context(pager, history, state) if query is not None else []}
+    return {
+        "share": _share_of(mine, total),
+        "call_tokens": call_tokens,
+        "store": runtime.store,
+        "history": history,
+        "served": served,
+        "context": _context(pager, history, state) if query is not None else [],
+    }
 
 
 def _share_of(mine: int, total: int) -> int:
@@ -122,8 +127,14 @@ def _served_ids(answer: RecallAnswer) -> list[str]:
 
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command[Any]:
     message_id = f"recall-{uuid.uuid4().hex}"
-    message = ToolMessage(answer.content, tool_call_id=runtime.tool_call_id or "", name=name, id=message_id,
-                          artifact=answer.artifact, status=answer.status)
+    message = ToolMessage(
+        answer.content,
+        tool_call_id=runtime.tool_call_id or "",
+        name=name,
+        id=message_id,
+        artifact=answer.artifact,
+        status=answer.status,
+    )
     update: dict[str, Any] = {"messages": [message]}
     update[STATE_KEY] = recall_delta(answer.accessed, turn=answer.turn, results=[message_id, *answer.kept])
     return Command(update=update)
@@ -148,9 +159,17 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         if thread_id is None:
             return _NO_THREAD
         state = _paging_state(runtime)
-        answer = pager.recall(thread_id, state, page_ids=page_ids, query=query, part=part,
-                              **_sizing(pager, runtime, name, state, query))
-        recall_run(query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status)
+        answer = pager.recall(
+            thread_id,
+            state,
+            page_ids=page_ids,
+            query=query,
+            part=part,
+            **_sizing(pager, runtime, name, state, query),
+        )
+        recall_run(
+            query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status
+        )
         return _command(answer, runtime, name)
 
     async def arecall(
@@ -164,10 +183,19 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         if thread_id is None:
             return _NO_THREAD
         state = _paging_state(runtime)
-        answer = await pager.arecall(thread_id, state, page_ids=page_ids, query=query, part=part,
-                                     **_sizing(pager, runtime, name, state, query))
-        await arecall_run(query=query, page_ids=page_ids, part=part, served=_served_ids(answer),
-                          status=answer.status)
+        answer = await pager.arecall(
+            thread_id,
+            state,
+            page_ids=page_ids,
+            query=query,
+            part=part,
+            **_sizing(pager, runtime, name, state, query),
+        )
+        await arecall_run(
+            query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status
+        )
         return _command(answer, runtime, name)
 
-    return StructuredTool.from_function(func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION)
+    return StructuredTool.from_function(
+        func=recall, coroutine=arecall, name=name, description=RECALL_DESCRIPTION
+    )

@@ -35,8 +35,9 @@ def _cell(value: Any, width: int | None) -> str:
     return text
 
 
-def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *,
-                 widths: Mapping[str, int] | None = None) -> str:
+def format_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, widths: Mapping[str, int] | None = None
+) -> str:
     """A fixed-width text table; numbers right-aligned, cells cut to `widths` (by column).
 
     Not tabulate: measured 6-8x slower on 200 rows, and its plain format aligns headers differently
@@ -45,11 +46,15 @@ def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *,
     widths = widths or {}
     cells = [[_cell(row.get(c), widths.get(c)) for c in columns] for row in rows]
     sizes = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(row.get(c), int) and not isinstance(row.get(c), bool) for row in rows) and bool(rows)
-               for c in columns]
+    numeric = [
+        all(isinstance(row.get(c), int) and not isinstance(row.get(c), bool) for row in rows) and bool(rows)
+        for c in columns
+    ]
 
     def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(s) if num else v.ljust(s) for v, s, num in zip(values, sizes, numeric, strict=True)).rstrip()
+        return "  ".join(
+            v.rjust(s) if num else v.ljust(s) for v, s, num in zip(values, sizes, numeric, strict=True)
+        ).rstrip()
 
     return "\n".join([line(list(columns)), *(line(r) for r in cells)])
 
@@ -63,15 +68,26 @@ def format_inspection(info: Inspection, *, bookmark_width: int = 60) -> str:
     widths = {"bookmark": bookmark_width}
     counts = ", ".join(f"{n} {k}" for k, n in info.records.items())
     out = [f"thread {info.thread_id}: {counts}", "", f"pages ({len(info.pages)}, history order)"]
-    out.append(format_table([asdict(p) for p in info.pages], PAGE_COLUMNS, widths=widths) if info.pages
-               else "  (none)")
+    out.append(
+        format_table([asdict(p) for p in info.pages], PAGE_COLUMNS, widths=widths)
+        if info.pages
+        else "  (none)"
+    )
     out += ["", f"clusters ({len(info.clusters)})"]
-    out.append(format_table([asdict(c) for c in info.clusters], CLUSTER_COLUMNS, widths=widths) if info.clusters
-               else "  (none)")
+    out.append(
+        format_table([asdict(c) for c in info.clusters], CLUSTER_COLUMNS, widths=widths)
+        if info.clusters
+        else "  (none)"
+    )
     if info.recalls:
         out += ["", f"recalls ({len(info.recalls)})"]
-        out.append(format_table([{**asdict(r), "args": json.dumps(r.args, sort_keys=True)} for r in info.recalls],
-                                ["message_id", "pages", "args", "where", "shrunk"], widths={"args": 50}))
+        out.append(
+            format_table(
+                [{**asdict(r), "args": json.dumps(r.args, sort_keys=True)} for r in info.recalls],
+                ["message_id", "pages", "args", "where", "shrunk"],
+                widths={"args": 50},
+            )
+        )
     cp = info.checkpoint
     out.append("")
     if cp is None:
@@ -79,8 +95,10 @@ def format_inspection(info: Inspection, *, bookmark_width: int = 60) -> str:
     else:
         out += [
             f"latest checkpoint {cp.checkpoint_id} ({cp.created_at}), {cp.mode} mode",
-            (f"  view: {cp.tokens} tokens of a {cp.budget}-token budget; {cp.messages} messages in state, "
-             f"{cp.unpaged} in no page; user turn {cp.turn}"),
+            (
+                f"  view: {cp.tokens} tokens of a {cp.budget}-token budget; {cp.messages} messages in state, "
+                f"{cp.unpaged} in no page; user turn {cp.turn}"
+            ),
             f"  resident pages: {', '.join(cp.resident) or '-'}",
             f"  shown as bookmarks: {', '.join(f'{p}' + ('' if t == 'bookmark' else f' ({t})') for p, t in cp.shown.items()) or '-'}",
             "  cluster roots: " + ("; ".join(f"{c} <- {','.join(m)}" for c, m in cp.clusters.items()) or "-"),
@@ -90,13 +108,17 @@ def format_inspection(info: Inspection, *, bookmark_width: int = 60) -> str:
 
 def format_verification(result: Verification) -> str:
     """`verify`'s text output."""
-    head = (f"thread {result.thread_id}: {'LOSSLESS' if result.lossless else 'NOT LOSSLESS'}; "
-            f"{result.rebuilt} messages rebuilt from {result.pages_used} stored pages and the latest of "
-            f"{result.checkpoints} checkpoints; {result.seen} distinct messages seen in checkpoints; "
-            f"{result.user_turns} user turns")
+    head = (
+        f"thread {result.thread_id}: {'LOSSLESS' if result.lossless else 'NOT LOSSLESS'}; "
+        f"{result.rebuilt} messages rebuilt from {result.pages_used} stored pages and the latest of "
+        f"{result.checkpoints} checkpoints; {result.seen} distinct messages seen in checkpoints; "
+        f"{result.user_turns} user turns"
+    )
     lines = [head]
     if result.unverified:
-        lines.append(f"  note: {len(result.unverified)} message(s) never held in original form by a checkpoint "
-                     f"(present, text not compared): {', '.join(result.unverified[:10])}")
+        lines.append(
+            f"  note: {len(result.unverified)} message(s) never held in original form by a checkpoint "
+            f"(present, text not compared): {', '.join(result.unverified[:10])}"
+        )
     lines += [f"  {issue.code}: {issue.detail}" for issue in result.issues]
     return "\n".join(lines)

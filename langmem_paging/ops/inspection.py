@@ -19,7 +19,15 @@ from langmem_paging.ops.portable import record_counts
 from langmem_paging.ops.snapshots import Snapshot
 from langmem_paging.storage.page_store import PageStore
 
-__all__ = ["ClusterRow", "Inspection", "PageRow", "RecallRow", "SnapshotInfo", "cluster_roots", "inspect_thread"]
+__all__ = [
+    "ClusterRow",
+    "Inspection",
+    "PageRow",
+    "RecallRow",
+    "SnapshotInfo",
+    "cluster_roots",
+    "inspect_thread",
+]
 
 
 def cluster_roots(
@@ -35,8 +43,10 @@ def cluster_roots(
     parents = parent_index(nodes)
     owned = None if state is None else (lambda c: state.owns("c", cluster_number(c)))
     roots = None if state is None else state.clusters
-    return {ident: drive(walk_root(ident, owned=owned, roots=roots), lambda node: parents.get(node, [])).root
-            for ident in idents}
+    return {
+        ident: drive(walk_root(ident, owned=owned, roots=roots), lambda node: parents.get(node, [])).root
+        for ident in idents
+    }
 
 
 @dataclass
@@ -176,20 +186,34 @@ def _status(page_id: str, root: str | None, state: PagingState | None, stubs: se
 
 
 def _is_recall_result(message: BaseMessage) -> bool:
-    return (isinstance(message, ToolMessage) and isinstance(message.artifact, dict)
-            and isinstance(message.artifact.get(METADATA_KEY), dict))
+    return (
+        isinstance(message, ToolMessage)
+        and isinstance(message.artifact, dict)
+        and isinstance(message.artifact.get(METADATA_KEY), dict)
+    )
 
 
 def _recalls(messages: Sequence[BaseMessage], pages: Sequence[Page]) -> list[RecallRow]:
     places = [("context", m) for m in messages] + [(p.id, m) for p in pages for m in p.messages]
-    calls = {c["id"]: c.get("args", {}) for _, m in places if isinstance(m, AIMessage)
-             for c in m.tool_calls if c.get("id")}
+    calls = {
+        c["id"]: c.get("args", {})
+        for _, m in places
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+        if c.get("id")
+    }
     rows = []
     for where, m in places:
         if _is_recall_result(m):
-            rows.append(RecallRow(message_id=m.id or "", pages=recall_copy_pages(m),
-                                  args=dict(calls.get(getattr(m, "tool_call_id", ""), {})), where=where,
-                                  shrunk=bool(library_mark(m).get("shrunk"))))
+            rows.append(
+                RecallRow(
+                    message_id=m.id or "",
+                    pages=recall_copy_pages(m),
+                    args=dict(calls.get(getattr(m, "tool_call_id", ""), {})),
+                    where=where,
+                    shrunk=bool(library_mark(m).get("shrunk")),
+                )
+            )
     return rows
 
 
@@ -208,10 +232,18 @@ def inspect_thread(page_store: PageStore, thread_id: str, snapshot: Snapshot | N
     nodes = page_store.list_clusters(thread_id)
     state = PagingState.from_value(snapshot.paging) if snapshot is not None else None
     roots = cluster_roots(nodes, [p.id for p in pages] + [n.id for n in nodes], state)
-    clusters = [ClusterRow(
-        id=n.id, size=n.size, span=f"p{n.first_page}-p{n.last_page}", children=list(n.children),
-        root=roots[n.id], shown=state is not None and n.id in state.clusters, bookmark=n.bookmark,
-    ) for n in nodes]
+    clusters = [
+        ClusterRow(
+            id=n.id,
+            size=n.size,
+            span=f"p{n.first_page}-p{n.last_page}",
+            children=list(n.children),
+            root=roots[n.id],
+            shown=state is not None and n.id in state.clusters,
+            bookmark=n.bookmark,
+        )
+        for n in nodes
+    ]
     return Inspection(
         thread_id=thread_id,
         records=record_counts(page_store.store, thread_id),
@@ -222,25 +254,43 @@ def inspect_thread(page_store: PageStore, thread_id: str, snapshot: Snapshot | N
     )
 
 
-def _page_rows(pages: list[Page], roots: dict[str, str | None], state: PagingState | None,
-               snapshot: Snapshot | None) -> list[PageRow]:
+def _page_rows(
+    pages: list[Page], roots: dict[str, str | None], state: PagingState | None, snapshot: Snapshot | None
+) -> list[PageRow]:
     """Every page in history order, with where the checkpoint's branch puts it."""
     context = snapshot.messages if snapshot is not None else []
-    stubs = {mark["paged_result"] for m in [*context, *(m for p in pages for m in p.messages)]
-             if isinstance((mark := library_mark(m)).get("paged_result"), str)}
+    stubs = {
+        mark["paged_result"]
+        for m in [*context, *(m for p in pages for m in p.messages)]
+        if isinstance((mark := library_mark(m)).get("paged_result"), str)
+    }
     rows = []
     for page in sorted(pages, key=lambda p: (p.order, page_number(p.id))):
-        count = state.access(page.id)[0] if state is not None and state.owns("p", page_number(page.id)) \
+        count = (
+            state.access(page.id)[0]
+            if state is not None and state.owns("p", page_number(page.id))
             else page.access_count
-        rows.append(PageRow(
-            id=page.id, tokens=page.token_count, messages=len(page.messages), created_turn=page.created_turn,
-            order=page.order, kind=page.kind, access_count=count, cluster=roots[page.id],
-            status=_status(page.id, roots[page.id], state, stubs), bookmark=page.bookmark,
-        ))
+        )
+        rows.append(
+            PageRow(
+                id=page.id,
+                tokens=page.token_count,
+                messages=len(page.messages),
+                created_turn=page.created_turn,
+                order=page.order,
+                kind=page.kind,
+                access_count=count,
+                cluster=roots[page.id],
+                status=_status(page.id, roots[page.id], state, stubs),
+                bookmark=page.bookmark,
+            )
+        )
     return rows
 
 
-def _snapshot_info(snapshot: Snapshot, state: PagingState, pages: list[Page], nodes: list[ClusterNode]) -> SnapshotInfo:
+def _snapshot_info(
+    snapshot: Snapshot, state: PagingState, pages: list[Page], nodes: list[ClusterNode]
+) -> SnapshotInfo:
     """The checkpoint's paging state as `inspect` shows it."""
     by_id = {n.id: n for n in nodes}
     in_pages = {m.id for p in pages for m in p.messages}
@@ -254,10 +304,14 @@ def _snapshot_info(snapshot: Snapshot, state: PagingState, pages: list[Page], no
         tokens=state.tokens,
         budget=state.budget,
         resident=sorted(state.pages, key=page_number),
-        shown={p: ("bookmark" if s.tier == "cold" else "digest")
-               for p, s in sorted(state.shown.items(), key=lambda kv: page_number(kv[0]))},
+        shown={
+            p: ("bookmark" if s.tier == "cold" else "digest")
+            for p, s in sorted(state.shown.items(), key=lambda kv: page_number(kv[0]))
+        },
         clusters={c: _members(by_id, c) for c in sorted(state.clusters, key=cluster_number)},
-        unpaged=sum(1 for m, mark in zip(snapshot.messages, marked, strict=True) if m.id not in in_pages and not mark),
+        unpaged=sum(
+            1 for m, mark in zip(snapshot.messages, marked, strict=True) if m.id not in in_pages and not mark
+        ),
         bookmarks=[message_text(m) for m, mark in zip(snapshot.messages, marked, strict=True) if mark],
     )
 

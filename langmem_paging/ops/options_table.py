@@ -34,7 +34,10 @@ def _cell(text: str) -> str:
 
 def options_markdown() -> str:
     """The options table (Markdown): one row per option, in the order `PagingConfig` declares them."""
-    types = {name: getattr(kind, "__forward_arg__", str(kind)) for name, kind in PagingOptions.__annotations__.items()}
+    types = {
+        name: getattr(kind, "__forward_arg__", str(kind))
+        for name, kind in PagingOptions.__annotations__.items()
+    }
     types["max_tokens"] = "Budget: int | ('tokens', int) | ('fraction', float)"
     rows = []
     for name, (doc, default) in PagingConfig.documented().items():

@@ -16,6 +16,7 @@ __all__ = ["export_records", "import_records", "list_items", "record_counts", "w
 
 _WRITE_BATCH = 500
 
+
 class _WithoutTTLRefresh(BaseStore):
     """A store whose reads never refresh TTLs (writes pass through unchanged)."""
 
@@ -43,7 +44,6 @@ def without_ttl_refresh(store: BaseStore) -> BaseStore:
     at a thread with the operator tools must not keep it alive.
     """
     return store if isinstance(store, _WithoutTTLRefresh) else _WithoutTTLRefresh(store)
-
 
 
 def list_items(store: BaseStore, thread_id: str, kind: Kind) -> list[Item]:
@@ -75,30 +75,42 @@ def export_records(store: BaseStore, thread_id: str) -> list[dict[str, Any]]:
     return records
 
 
-def _by_target_thread(records: Iterable[Mapping[str, Any]], thread_id: str | None) -> dict[str, list[Mapping[str, Any]]]:
+def _by_target_thread(
+    records: Iterable[Mapping[str, Any]], thread_id: str | None
+) -> dict[str, list[Mapping[str, Any]]]:
     """Validated records grouped by the thread they go into."""
     by_thread: dict[str, list[Mapping[str, Any]]] = {}
     sources: set[str] = set()
     for n, record in enumerate(records, 1):
         if not isinstance(record, Mapping) or not {"kind", "key", "value"} <= record.keys():
-            raise ValueError(f"record {n} is not an exported record (needs kind, key and value): {record!r:.80}")
+            raise ValueError(
+                f"record {n} is not an exported record (needs kind, key and value): {record!r:.80}"
+            )
         if record["kind"] not in KINDS:
-            raise ValueError(f"record {n} has unknown kind {record['kind']!r}. Available: "
-                             f"{', '.join(repr(k) for k in KINDS)}.")
+            raise ValueError(
+                f"record {n} has unknown kind {record['kind']!r}. Available: "
+                f"{', '.join(repr(k) for k in KINDS)}."
+            )
         source = record.get("thread")
         if thread_id is None and not source:
             raise ValueError(f"record {n} names no thread: pass a target thread id.")
         sources.add(str(source))
         by_thread.setdefault(thread_id or str(source), []).append(record)
     if thread_id is not None and len(sources) > 1:
-        raise ValueError(f"the records come from {len(sources)} threads ({', '.join(sorted(sources))}); "
-                         "import them without a target thread id, or one thread at a time.")
+        raise ValueError(
+            f"the records come from {len(sources)} threads ({', '.join(sorted(sources))}); "
+            "import them without a target thread id, or one thread at a time."
+        )
     return by_thread
 
 
 def import_records(
-    store: BaseStore, records: Iterable[Mapping[str, Any]], *, thread_id: str | None = None,
-    ttl: float | None = None, index: SearchIndex | None = None,
+    store: BaseStore,
+    records: Iterable[Mapping[str, Any]],
+    *,
+    thread_id: str | None = None,
+    ttl: float | None = None,
+    index: SearchIndex | None = None,
 ) -> dict[str, int]:
     """Write exported records back, into their own thread or into `thread_id`.
 
@@ -125,12 +137,16 @@ def import_records(
     for target in by_thread:
         existing = {k: n for k, n in record_counts(store, target).items() if n}
         if existing:
-            raise ValueError(f"thread {target!r} already has records ({existing}); delete them first "
-                             "or import into another thread id.")
+            raise ValueError(
+                f"thread {target!r} already has records ({existing}); delete them first "
+                "or import into another thread id."
+            )
     written = {}
     for target, items in by_thread.items():
-        ops = [PutOp(thread_namespace(target, r["kind"]), r["key"], dict(r["value"]), index=False, ttl=ttl)
-               for r in items]
+        ops = [
+            PutOp(thread_namespace(target, r["kind"]), r["key"], dict(r["value"]), index=False, ttl=ttl)
+            for r in items
+        ]
         for i in range(0, len(ops), _WRITE_BATCH):
             store.batch(ops[i : i + _WRITE_BATCH])
         written[target] = len(ops)

@@ -108,8 +108,10 @@ def _message_html(message: BaseMessage) -> str:
     )
     text = _content(message)
     body = f"<pre>{_e(text)}</pre>" if text else ""
-    return (f"<div class='msg msg-{_e(message.type)}' data-message-id='{_e(message.id)}'>"
-            f"<div class='meta'>{_e(' · '.join(meta))}</div>{calls}{body}</div>")
+    return (
+        f"<div class='msg msg-{_e(message.type)}' data-message-id='{_e(message.id)}'>"
+        f"<div class='meta'>{_e(' · '.join(meta))}</div>{calls}{body}</div>"
+    )
 
 
 BAR_PX = 120
@@ -142,18 +144,23 @@ def _bar_scale(scale: int) -> str:
         f"<text x='{x}' y='17' text-anchor='middle'>{v:g}</text>"
         for v, x in ((v, round(BAR_PX * v / scale)) for v in (0, scale / 2, scale))
     )
-    return (f"<div class='bar-scale' data-scale-tokens='{scale}'><span>token bars:</span>"
-            f"<svg width='{BAR_PX + 40}' height='20' viewBox='-10 0 {BAR_PX + 40} 20' role='img' "
-            f"aria-label='bar scale, 0 to {scale} tokens'><line class='axis' x1='0' y1='0' x2='{BAR_PX}' y2='0'/>"
-            f"{ticks}</svg><span>tokens</span></div>")
+    return (
+        f"<div class='bar-scale' data-scale-tokens='{scale}'><span>token bars:</span>"
+        f"<svg width='{BAR_PX + 40}' height='20' viewBox='-10 0 {BAR_PX + 40} 20' role='img' "
+        f"aria-label='bar scale, 0 to {scale} tokens'><line class='axis' x1='0' y1='0' x2='{BAR_PX}' y2='0'/>"
+        f"{ticks}</svg><span>tokens</span></div>"
+    )
 
 
 def _page_html(row: PageRow, page: Page | None, scale: int) -> str:
     status = row.status if row.status != "cluster" else f"in {row.cluster}"
     width = max(1, round(BAR_PX * row.tokens / scale))
     recalled = f"<span>recalled {row.access_count}×</span>" if row.access_count else ""
-    messages = "".join(_message_html(m) for m in page.messages) if page is not None else (
-        "<p class='bad'>not readable from the store</p>")
+    messages = (
+        "".join(_message_html(m) for m in page.messages)
+        if page is not None
+        else ("<p class='bad'>not readable from the store</p>")
+    )
     return (
         f"<li class='page status-{_e(row.status)}' id='page-{_e(row.id)}' data-page-id='{_e(row.id)}' "
         f"data-status='{_e(row.status)}'>"
@@ -190,27 +197,45 @@ def _forest_html(clusters: Sequence[ClusterRow], statuses: Mapping[str, str]) ->
                 continue
             seen.add(node.id)
             for child in node.children:
-                (stack.append(child) if child in by_id else pages.add(child) if child.startswith("p") else None)
+                (
+                    stack.append(child)
+                    if child in by_id
+                    else pages.add(child)
+                    if child.startswith("p")
+                    else None
+                )
         return sorted(pages, key=page_number)
 
     def root_html(cid: str) -> str:
         c = by_id[cid]
         members = pages_under(cid)
-        links = "".join(f"<a class='member status-{_e(statuses.get(p, '-'))}' data-member-page='{_e(p)}' "
-                        f"href='#page-{_e(p)}'>{_e(p)}</a>" for p in members)
+        links = "".join(
+            f"<a class='member status-{_e(statuses.get(p, '-'))}' data-member-page='{_e(p)}' "
+            f"href='#page-{_e(p)}'>{_e(p)}</a>"
+            for p in members
+        )
         rows = "".join(
             f"<tr class='subcluster' id='cluster-{_e(f.id)}' data-cluster-id='{_e(f.id)}' data-root='{_e(cid)}'>"
             f"<td class='pid'>{_e(f.id)}</td><td>{f.size}</td><td>{_e(f.span)}</td><td><code>{_e(f.bookmark)}</code></td></tr>"
-            for f in sorted(folded[cid], key=lambda f: cluster_number(f.id), reverse=True))
-        history = (f"<details><summary>folded into it: {len(folded[cid])} earlier cluster"
-                   f"{'' if len(folded[cid]) == 1 else 's'}</summary><table class='subclusters'><tr><th>cluster</th>"
-                   f"<th>pages</th><th>span</th><th>bookmark</th></tr>{rows}</table></details>") if rows else ""
+            for f in sorted(folded[cid], key=lambda f: cluster_number(f.id), reverse=True)
+        )
+        history = (
+            (
+                f"<details><summary>folded into it: {len(folded[cid])} earlier cluster"
+                f"{'' if len(folded[cid]) == 1 else 's'}</summary><table class='subclusters'><tr><th>cluster</th>"
+                f"<th>pages</th><th>span</th><th>bookmark</th></tr>{rows}</table></details>"
+            )
+            if rows
+            else ""
+        )
         shown = " <span class='badge'>shown in the context</span>" if c.shown else ""
-        return (f"<li class='cluster-root' id='cluster-{_e(cid)}' data-cluster-id='{_e(cid)}'>"
-                f"<div class='page-head'><span class='pid'>{_e(cid)}</span><span>{c.size} page"
-                f"{'' if c.size == 1 else 's'} ({_e(c.span)})</span>{shown}</div>"
-                f"<div class='bookmark-of-cluster'><code>{_e(c.bookmark)}</code></div>"
-                f"<div class='members'><span class='muted'>pages:</span>{links}</div>{history}</li>")
+        return (
+            f"<li class='cluster-root' id='cluster-{_e(cid)}' data-cluster-id='{_e(cid)}'>"
+            f"<div class='page-head'><span class='pid'>{_e(cid)}</span><span>{c.size} page"
+            f"{'' if c.size == 1 else 's'} ({_e(c.span)})</span>{shown}</div>"
+            f"<div class='bookmark-of-cluster'><code>{_e(c.bookmark)}</code></div>"
+            f"<div class='members'><span class='muted'>pages:</span>{links}</div>{history}</li>"
+        )
 
     if not roots:
         return "<p class='muted'>No clusters.</p>"
@@ -264,10 +289,16 @@ def tokens_chart(steps: Sequence[PagingStep], *, width: int = 760, height: int =
         (2, 1, True)
     """
     if not steps:
-        return ("<p class='muted' id='tokens-chart-missing'>No tokens per model call: no checkpoint with paging "
-                "state was read (pass the checkpointer's URI with --checkpoints).</p>")
-    frame = _ChartFrame(width, height, len(steps),
-                        nice_ceiling(max(max(s.tokens for s in steps), max(s.budget for s in steps)) * 1.05))
+        return (
+            "<p class='muted' id='tokens-chart-missing'>No tokens per model call: no checkpoint with paging "
+            "state was read (pass the checkpointer's URI with --checkpoints).</p>"
+        )
+    frame = _ChartFrame(
+        width,
+        height,
+        len(steps),
+        nice_ceiling(max(max(s.tokens for s in steps), max(s.budget for s in steps)) * 1.05),
+    )
     svg = (
         f"<svg class='tokens-chart' width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' "
         f"aria-label='tokens the model received per model call, against the budget'>"
@@ -281,35 +312,48 @@ def _chart_axes(f: _ChartFrame) -> str:
     grid = "".join(
         f"<line class='grid' x1='{f.left}' x2='{f.left + f.plot_w}' y1='{f.y(v)}' y2='{f.y(v)}'/>"
         f"<text x='{f.left - 6}' y='{f.y(v) + 4}' text-anchor='end'>{_fmt(v)}</text>"
-        for v in (f.y_max * k / 5 for k in range(6)))
+        for v in (f.y_max * k / 5 for k in range(6))
+    )
     every = max(1, int(nice_ceiling(f.steps / 10)))
     ticks = [1] + [i for i in range(every, f.steps + 1, every) if i > 1]
     bottom = f.top + f.plot_h
-    xt = "".join(f"<line class='axis' x1='{f.x(i)}' x2='{f.x(i)}' y1='{bottom}' y2='{bottom + 4}'/>"
-                 f"<text x='{f.x(i)}' y='{bottom + 16}' text-anchor='middle'>{i}</text>" for i in ticks)
+    xt = "".join(
+        f"<line class='axis' x1='{f.x(i)}' x2='{f.x(i)}' y1='{bottom}' y2='{bottom + 4}'/>"
+        f"<text x='{f.x(i)}' y='{bottom + 16}' text-anchor='middle'>{i}</text>"
+        for i in ticks
+    )
     middle = f.top + f.plot_h / 2
-    return (f"{grid}<line class='axis' x1='{f.left}' x2='{f.left}' y1='{f.top}' y2='{bottom}'/>"
-            f"<line class='axis' x1='{f.left}' x2='{f.left + f.plot_w}' y1='{bottom}' y2='{bottom}'/>{xt}"
-            f"<text x='14' y='{middle}' text-anchor='middle' transform='rotate(-90 14 {middle})'>tokens</text>"
-            f"<text x='{f.left + f.plot_w / 2}' y='{f.height - 6}' text-anchor='middle'>model call (paging step "
-            f"before it)</text>")
+    return (
+        f"{grid}<line class='axis' x1='{f.left}' x2='{f.left}' y1='{f.top}' y2='{bottom}'/>"
+        f"<line class='axis' x1='{f.left}' x2='{f.left + f.plot_w}' y1='{bottom}' y2='{bottom}'/>{xt}"
+        f"<text x='14' y='{middle}' text-anchor='middle' transform='rotate(-90 14 {middle})'>tokens</text>"
+        f"<text x='{f.left + f.plot_w / 2}' y='{f.height - 6}' text-anchor='middle'>model call (paging step "
+        f"before it)</text>"
+    )
 
 
 def _chart_lines(f: _ChartFrame, steps: Sequence[PagingStep]) -> str:
     """The budget line (a step per model call), the tokens line and one mark per call."""
     band = f.plot_w / f.steps
-    budget_points = " ".join(f"{round(f.x(s.step) - band / 2, 1)},{f.y(s.budget)} "
-                             f"{round(f.x(s.step) + band / 2, 1)},{f.y(s.budget)}" for s in steps)
+    budget_points = " ".join(
+        f"{round(f.x(s.step) - band / 2, 1)},{f.y(s.budget)} "
+        f"{round(f.x(s.step) + band / 2, 1)},{f.y(s.budget)}"
+        for s in steps
+    )
     token_points = " ".join(f"{f.x(s.step)},{f.y(s.tokens)}" for s in steps)
     marks = "".join(
         f"<circle class='step-mark{' over' if s.tokens > s.budget else ''}' cx='{f.x(s.step)}' cy='{f.y(s.tokens)}' "
         f"r='{3 if f.steps <= 150 else 2}' data-step='{s.step}' data-turn='{s.turn}' data-tokens='{s.tokens}' "
         f"data-budget='{s.budget}'><title>model call {s.step} (user turn {s.turn}): {s.tokens} tokens of a "
-        f"{s.budget}-token budget</title></circle>" for s in steps)
+        f"{s.budget}-token budget</title></circle>"
+        for s in steps
+    )
     last = steps[-1]
-    return (f"<polyline class='budget-line' data-budget='{last.budget}' points='{budget_points}'/>"
-            f"<text x='{f.left + f.plot_w + 4}' y='{f.y(last.budget) + 4}'>budget {last.budget}</text>"
-            f"<polyline class='tokens-line' points='{token_points}'/>{marks}")
+    return (
+        f"<polyline class='budget-line' data-budget='{last.budget}' points='{budget_points}'/>"
+        f"<text x='{f.left + f.plot_w + 4}' y='{f.y(last.budget) + 4}'>budget {last.budget}</text>"
+        f"<polyline class='tokens-line' points='{token_points}'/>{marks}"
+    )
 
 
 def _chart_caption(steps: Sequence[PagingStep]) -> str:
@@ -331,10 +375,13 @@ def _chart_caption(steps: Sequence[PagingStep]) -> str:
 def _tail_html(info: Inspection, context: Sequence[BaseMessage] | None) -> str:
     if not context:
         return ""
-    return (f"<li class='tail' id='context'><div class='page-head'><span class='pid'>context</span>"
-            f"<span>{len(context)} messages in the latest checkpoint (bookmarks, resident pages and the live "
-            f"tail)</span></div><details><summary>messages</summary>"
-            + "".join(_message_html(m) for m in context) + "</details></li>")
+    return (
+        f"<li class='tail' id='context'><div class='page-head'><span class='pid'>context</span>"
+        f"<span>{len(context)} messages in the latest checkpoint (bookmarks, resident pages and the live "
+        f"tail)</span></div><details><summary>messages</summary>"
+        + "".join(_message_html(m) for m in context)
+        + "</details></li>"
+    )
 
 
 def _page_link(page_id: str) -> str:
@@ -342,19 +389,23 @@ def _page_link(page_id: str) -> str:
 
 
 def _recall_html(row: RecallRow) -> str:
-    return (f"<tr class='recall'><td><code>{_e(row.message_id)}</code></td>"
-            f"<td>{_e(json.dumps(row.args, ensure_ascii=False))}</td>"
-            f"<td>{' '.join(_page_link(p) for p in row.pages) or '-'}</td>"
-            f"<td>{_e(row.where)}</td><td>{'reference' if row.shrunk else 'full text'}</td></tr>")
+    return (
+        f"<tr class='recall'><td><code>{_e(row.message_id)}</code></td>"
+        f"<td>{_e(json.dumps(row.args, ensure_ascii=False))}</td>"
+        f"<td>{' '.join(_page_link(p) for p in row.pages) or '-'}</td>"
+        f"<td>{_e(row.where)}</td><td>{'reference' if row.shrunk else 'full text'}</td></tr>"
+    )
 
 
 def _verification_html(result: Verification | None) -> str:
     if result is None:
         return "<p class='muted'>Not verified (no checkpoints read).</p>"
-    head = (f"<p><span class='{'ok' if result.lossless else 'bad'}' id='lossless'>"
-            f"{'Lossless' if result.lossless else 'NOT lossless'}</span>: {result.rebuilt} messages rebuilt "
-            f"from {result.pages_used} stored pages and the latest of {result.checkpoints} checkpoints; "
-            f"{result.seen} distinct messages seen in checkpoints; {result.user_turns} user turns.</p>")
+    head = (
+        f"<p><span class='{'ok' if result.lossless else 'bad'}' id='lossless'>"
+        f"{'Lossless' if result.lossless else 'NOT lossless'}</span>: {result.rebuilt} messages rebuilt "
+        f"from {result.pages_used} stored pages and the latest of {result.checkpoints} checkpoints; "
+        f"{result.seen} distinct messages seen in checkpoints; {result.user_turns} user turns.</p>"
+    )
     issues = "".join(f"<li><code>{_e(i.code)}</code> {_e(i.detail)}</li>" for i in result.issues)
     return head + (f"<ul class='issues'>{issues}</ul>" if issues else "")
 
@@ -368,13 +419,19 @@ def check_report_path(path: str | os.PathLike[str]) -> None:
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
-        raise ValueError(f"cannot write the report to {str(path)!r}: it is a directory; pass a file, e.g. "
-                         f"--out {target / 'report.html'}")
+        raise ValueError(
+            f"cannot write the report to {str(path)!r}: it is a directory; pass a file, e.g. "
+            f"--out {target / 'report.html'}"
+        )
     if not parent.is_dir():
-        raise ValueError(f"cannot write the report to {str(path)!r}: the directory {str(parent)!r} does not exist "
-                         "(create it first, or pass --out in an existing directory)")
+        raise ValueError(
+            f"cannot write the report to {str(path)!r}: the directory {str(parent)!r} does not exist "
+            "(create it first, or pass --out in an existing directory)"
+        )
     if not os.access(parent, os.W_OK):
-        raise ValueError(f"cannot write the report to {str(path)!r}: the directory {str(parent)!r} is not writable")
+        raise ValueError(
+            f"cannot write the report to {str(path)!r}: the directory {str(parent)!r} is not writable"
+        )
 
 
 def render_report(
@@ -409,7 +466,9 @@ def render_report(
         ("recalls", "Recalls", _recalls_html(info)),
     ]
     nav = "".join(f'<a href="#{sid}">{_e(heading.split(":")[0])}</a>' for sid, heading, _ in sections)
-    body = "\n".join(f'<section id="{sid}"><h2>{_e(heading)}</h2>{html}</section>' for sid, heading, html in sections)
+    body = "\n".join(
+        f'<section id="{sid}"><h2>{_e(heading)}</h2>{html}</section>' for sid, heading, html in sections
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -417,7 +476,7 @@ def render_report(
 <style>{_CSS}</style>
 </head><body>
 <header><h1>Thread <code>{_e(info.thread_id)}</code></h1>
-<div class="stats">{''.join(_stats(info))}</div>
+<div class="stats">{"".join(_stats(info))}</div>
 <nav>{nav}</nav></header>
 <main>
 {body}
@@ -446,27 +505,47 @@ def _stats(info: Inspection) -> list[str]:
 
 def _timeline_html(info: Inspection, pages: Mapping[str, Page], context: Sequence[BaseMessage] | None) -> str:
     scale = int(nice_ceiling(max((p.tokens for p in info.pages), default=0)))
-    legend = "".join(f"<li><span class='badge'>{_e(k)}</span> {_e(v)}</li>" for k, v in _STATUS_TEXT.items()
-                     if any(p.status == k for p in info.pages))
+    legend = "".join(
+        f"<li><span class='badge'>{_e(k)}</span> {_e(v)}</li>"
+        for k, v in _STATUS_TEXT.items()
+        if any(p.status == k for p in info.pages)
+    )
     timeline = "".join(_page_html(row, pages.get(row.id), scale) for row in info.pages)
-    return ('<button type="button" onclick="setAll(true)">Expand all</button>'
-            '<button type="button" onclick="setAll(false)">Collapse all</button>'
-            f'{_bar_scale(scale)}<ul class="legend muted">{legend}</ul>'
-            f'<ol class="timeline">{timeline or "<li class=muted>No pages.</li>"}{_tail_html(info, context)}</ol>')
+    return (
+        '<button type="button" onclick="setAll(true)">Expand all</button>'
+        '<button type="button" onclick="setAll(false)">Collapse all</button>'
+        f'{_bar_scale(scale)}<ul class="legend muted">{legend}</ul>'
+        f'<ol class="timeline">{timeline or "<li class=muted>No pages.</li>"}{_tail_html(info, context)}</ol>'
+    )
 
 
 def _bookmarks_html(info: Inspection) -> str:
     lines = info.checkpoint.bookmarks if info.checkpoint else []
     bookmarks = "".join(f"<li class='bookmark-line'><code>{_e(b)}</code></li>" for b in lines)
-    return f'<ul class="bookmarks">{bookmarks}</ul>' if bookmarks else "<p class='muted'>None (or no checkpoint read).</p>"
+    return (
+        f'<ul class="bookmarks">{bookmarks}</ul>'
+        if bookmarks
+        else "<p class='muted'>None (or no checkpoint read).</p>"
+    )
 
 
 def _recalls_html(info: Inspection) -> str:
     recall_rows = "".join(_recall_html(r) for r in info.recalls)
-    accessed = sorted((p for p in info.pages if p.access_count), key=lambda p: (-p.access_count, page_number(p.id)))
+    accessed = sorted(
+        (p for p in info.pages if p.access_count), key=lambda p: (-p.access_count, page_number(p.id))
+    )
     access_rows = "".join(f"<tr><td>{_page_link(p.id)}</td><td>{p.access_count}</td></tr>" for p in accessed)
-    return ((f'<table><tr><th>result message</th><th>asked</th><th>pages returned</th><th>where</th><th>kept as</th>'
-             f'</tr>{recall_rows}</table>' if recall_rows else "<p class='muted'>No recall results found.</p>")
-            + "<h3>Access counts</h3>"
-            + (f'<table><tr><th>page</th><th>recalls</th></tr>{access_rows}</table>' if access_rows
-               else "<p class='muted'>No page was recalled.</p>"))
+    return (
+        (
+            f"<table><tr><th>result message</th><th>asked</th><th>pages returned</th><th>where</th><th>kept as</th>"
+            f"</tr>{recall_rows}</table>"
+            if recall_rows
+            else "<p class='muted'>No recall results found.</p>"
+        )
+        + "<h3>Access counts</h3>"
+        + (
+            f"<table><tr><th>page</th><th>recalls</th></tr>{access_rows}</table>"
+            if access_rows
+            else "<p class='muted'>No page was recalled.</p>"
+        )
+    )

@@ -46,7 +46,9 @@ def _snapshot(tup: CheckpointTuple) -> Snapshot:
     )
 
 
-def load_snapshots(saver: BaseCheckpointSaver[Any], thread_id: str, *, lineage: bool = True) -> list[Snapshot]:
+def load_snapshots(
+    saver: BaseCheckpointSaver[Any], thread_id: str, *, lineage: bool = True
+) -> list[Snapshot]:
     """The thread's checkpoints (root graph) on the branch of its latest one, oldest first.
 
     Args:
@@ -115,7 +117,13 @@ def paging_steps(snapshots: list[Snapshot]) -> list[PagingStep]:
         new = last is not None and (before is None or last.id != before.id or last.id is None)
         before = last
         if new and isinstance(last, AIMessage) and "tokens" in paging:
-            steps.append(PagingStep(step=len(steps) + 1, turn=int(paging.get("turn", 0)),
-                                    tokens=int(paging["tokens"]), budget=int(paging.get("budget", 0)),
-                                    checkpoint_id=snapshot.checkpoint_id))
+            steps.append(
+                PagingStep(
+                    step=len(steps) + 1,
+                    turn=int(paging.get("turn", 0)),
+                    tokens=int(paging["tokens"]),
+                    budget=int(paging.get("budget", 0)),
+                    checkpoint_id=snapshot.checkpoint_id,
+                )
+            )
     return steps

@@ -44,7 +44,7 @@ def thread_of_label(label: str) -> str:
     """
     out, i = [], 0
     while i < len(label):
-        escape = label[i:i + 3]
+        escape = label[i : i + 3]
         if escape in ("%2E", "%25"):
             out.append("." if escape == "%2E" else "%")
             i += 3
@@ -77,8 +77,12 @@ def _labels(store: BaseStore) -> list[str]:
     labels: set[str] = set()
     offset = 0
     while True:
-        op = ListNamespacesOp(match_conditions=(MatchCondition("prefix", (NAMESPACE_ROOT,)),), max_depth=2,
-                              limit=_NAMESPACE_BATCH, offset=offset)
+        op = ListNamespacesOp(
+            match_conditions=(MatchCondition("prefix", (NAMESPACE_ROOT,)),),
+            max_depth=2,
+            limit=_NAMESPACE_BATCH,
+            offset=offset,
+        )
         batch = cast(list[tuple[str, ...]], store.batch([op])[0])
         labels.update(ns[1] for ns in batch if len(ns) >= 2 and ns[0] == NAMESPACE_ROOT)
         offset += len(batch)
@@ -96,6 +100,12 @@ def list_threads(store: BaseStore) -> list[ThreadRow]:
         thread_id = thread_of_label(label)
         counts = record_counts(store, thread_id)
         if any(counts.values()):
-            rows.append(ThreadRow(thread_id=thread_id, pages=counts["pages"], clusters=counts["clusters"],
-                                  records=sum(counts.values())))
+            rows.append(
+                ThreadRow(
+                    thread_id=thread_id,
+                    pages=counts["pages"],
+                    clusters=counts["clusters"],
+                    records=sum(counts.values()),
+                )
+            )
     return sorted(rows, key=lambda r: r.thread_id)

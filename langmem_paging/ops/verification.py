@@ -72,7 +72,9 @@ class Verification:
 def _same(a: BaseMessage, b: BaseMessage) -> bool:
     """Same message as the model saw it: type, text, name, tool calls and tool call id."""
     return (
-        a.type == b.type and a.content == b.content and a.name == b.name
+        a.type == b.type
+        and a.content == b.content
+        and a.name == b.name
         and getattr(a, "tool_call_id", None) == getattr(b, "tool_call_id", None)
         and [(c.get("id"), c.get("name"), c.get("args")) for c in getattr(a, "tool_calls", []) or []]
         == [(c.get("id"), c.get("name"), c.get("args")) for c in getattr(b, "tool_calls", []) or []]
@@ -114,11 +116,14 @@ class _Fetcher:
         self.pages.update({p: found.get(p) for p in wanted})
 
 
-def _referenced(state: PagingState, messages: Sequence[BaseMessage], fetch: _Fetcher, issues: list[Issue]) -> None:
+def _referenced(
+    state: PagingState, messages: Sequence[BaseMessage], fetch: _Fetcher, issues: list[Issue]
+) -> None:
     """Every page and cluster the checkpoint points at must be in the store."""
     wanted = _pointed_at(state, messages)
-    cluster_marks = {mark["cluster"]: m.id for m in messages
-                     if isinstance((mark := library_mark(m)).get("cluster"), str)}
+    cluster_marks = {
+        mark["cluster"]: m.id for m in messages if isinstance((mark := library_mark(m)).get("cluster"), str)
+    }
     for cluster_id in dict.fromkeys([*state.clusters, *cluster_marks]):
         members = members_of(cluster_id, fetch.node)
         for cid in members.missing:
@@ -134,8 +139,12 @@ def _referenced(state: PagingState, messages: Sequence[BaseMessage], fetch: _Fet
         mark = library_mark(message)
         target = mark.get("bookmark") or mark.get("cluster")
         if isinstance(target, str) and not _resolves(fetch, target):
-            issues.append(Issue("unresolved-bookmark",
-                                f"bookmark {_short(message_text(message))!r} (message {message.id}) does not resolve"))
+            issues.append(
+                Issue(
+                    "unresolved-bookmark",
+                    f"bookmark {_short(message_text(message))!r} (message {message.id}) does not resolve",
+                )
+            )
 
 
 def _pointed_at(state: PagingState, messages: Sequence[BaseMessage]) -> dict[str, str]:
@@ -179,7 +188,11 @@ def _ordinals(history: Sequence[BaseMessage], state: PagingState, fetch: _Fetche
 
 
 def verify_thread(
-    page_store: PageStore, thread_id: str, snapshots: Sequence[Snapshot], *, counter: TokenCounter | None = None
+    page_store: PageStore,
+    thread_id: str,
+    snapshots: Sequence[Snapshot],
+    *,
+    counter: TokenCounter | None = None,
 ) -> Verification:
     """Rebuild the thread's history from its latest checkpoint and the store, and check it is lossless.
 
@@ -203,14 +216,18 @@ def verify_thread(
         CannotVerify: When `snapshots` is empty (nothing to check against: not a loss).
     """
     if not snapshots:
-        raise CannotVerify(f"cannot verify thread {thread_id!r}: no checkpoints of it were given (they hold "
-                           "what the rebuilt history is checked against)")
+        raise CannotVerify(
+            f"cannot verify thread {thread_id!r}: no checkpoints of it were given (they hold "
+            "what the rebuilt history is checked against)"
+        )
     result = Verification(thread_id=thread_id, lossless=False, checkpoints=len(snapshots))
     latest = snapshots[-1]
     state = PagingState.from_value(latest.paging)
     fetch = _Fetcher(page_store, thread_id)
     _referenced(state, latest.messages, fetch, result.issues)
-    history = reconstruct_history(latest.messages, fetch.page, counter, clusters=fetch.node, state=latest.paging)
+    history = reconstruct_history(
+        latest.messages, fetch.page, counter, clusters=fetch.node, state=latest.paging
+    )
     result.rebuilt = len(history)
     result.pages_used = sum(p is not None for p in fetch.pages.values())
     result.issues += _duplicates(history) + _ordinal_order(history, state, fetch)
@@ -225,8 +242,12 @@ def verify_thread(
     result.user_turns = sum(1 for m in history if is_user_turn(m))
     seen_turns = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
     if state.skeleton is None and result.user_turns != seen_turns:
-        result.issues.append(Issue("user-turns", f"the rebuilt history has {result.user_turns} user turns, "
-                                                 f"the checkpoints saw {seen_turns}"))
+        result.issues.append(
+            Issue(
+                "user-turns",
+                f"the rebuilt history has {result.user_turns} user turns, the checkpoints saw {seen_turns}",
+            )
+        )
     result.lossless = not result.issues
     return result
 
@@ -235,8 +256,11 @@ def _duplicates(history: Sequence[BaseMessage]) -> list[Issue]:
     positions: dict[str | None, list[int]] = {}
     for i, message in enumerate(history):
         positions.setdefault(message.id, []).append(i)
-    return [Issue("duplicate", f"message {key} appears {len(where)} times (positions {where})")
-            for key, where in positions.items() if len(where) > 1]
+    return [
+        Issue("duplicate", f"message {key} appears {len(where)} times (positions {where})")
+        for key, where in positions.items()
+        if len(where) > 1
+    ]
 
 
 def _ordinal_order(history: Sequence[BaseMessage], state: PagingState, fetch: _Fetcher) -> list[Issue]:
@@ -248,30 +272,46 @@ def _ordinal_order(history: Sequence[BaseMessage], state: PagingState, fetch: _F
         if message.id not in ordinals:
             continue
         if previous is not None and ordinals[message.id] < previous[1]:  # equal: list order decides
-            issues.append(Issue("order", f"message {message.id} (ordinal {ordinals[message.id]}) follows "
-                                         f"{previous[0]} (ordinal {previous[1]})"))
+            issues.append(
+                Issue(
+                    "order",
+                    f"message {message.id} (ordinal {ordinals[message.id]}) follows "
+                    f"{previous[0]} (ordinal {previous[1]})",
+                )
+            )
         previous = (message.id, ordinals[message.id])
     return issues
 
 
-def _compare(first: dict[str, BaseMessage], history: Sequence[BaseMessage], unverified: list[str],
-             forgotten: set[str]) -> list[Issue]:
+def _compare(
+    first: dict[str, BaseMessage], history: Sequence[BaseMessage], unverified: list[str], forgotten: set[str]
+) -> list[Issue]:
     """Every message the checkpoints held is rebuilt, with the content it first had."""
     rebuilt = {m.id: m for m in history}
     issues = []
     lost = [key for key in first if key not in rebuilt]
     if lost:
         shown = "; ".join(f"{key} ({first[key].type}) {_short(first[key].content, 40)!r}" for key in lost[:5])
-        issues.append(Issue("lost", f"{len(lost)} message(s) the checkpoints held are not in the rebuilt "
-                                    f"history, e.g. {shown}{' ...' if len(lost) > 5 else ''}"))
+        issues.append(
+            Issue(
+                "lost",
+                f"{len(lost)} message(s) the checkpoints held are not in the rebuilt "
+                f"history, e.g. {shown}{' ...' if len(lost) > 5 else ''}",
+            )
+        )
     for key, original in first.items():
         if key not in rebuilt or key in forgotten:
             continue
         if not _is_original(original):
             unverified.append(key)
         elif not _same(original, rebuilt[key]):
-            issues.append(Issue("changed", f"message {key} ({original.type}) differs: checkpoint had "
-                                           f"{_short(original.content)!r}, rebuilt {_short(rebuilt[key].content)!r}"))
+            issues.append(
+                Issue(
+                    "changed",
+                    f"message {key} ({original.type}) differs: checkpoint had "
+                    f"{_short(original.content)!r}, rebuilt {_short(rebuilt[key].content)!r}",
+                )
+            )
     return issues
 
 
@@ -282,7 +322,15 @@ def _arrival_order(first: dict[str, BaseMessage], history: Sequence[BaseMessage]
     actual = list(dict.fromkeys(m.id for m in history if m.id in first))
     if expected == actual:
         return []
-    at = next((i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b), min(len(expected), len(actual)))
-    return [Issue("order", f"rebuilt history departs from the order messages arrived in at position "
-                           f"{at}: expected {expected[at] if at < len(expected) else 'end'}, "
-                           f"got {actual[at] if at < len(actual) else 'end'}")]
+    at = next(
+        (i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
+        min(len(expected), len(actual)),
+    )
+    return [
+        Issue(
+            "order",
+            f"rebuilt history departs from the order messages arrived in at position "
+            f"{at}: expected {expected[at] if at < len(expected) else 'end'}, "
+            f"got {actual[at] if at < len(actual) else 'end'}",
+        )
+    ]

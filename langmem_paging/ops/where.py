@@ -76,8 +76,15 @@ def _terms_hit(terms: Iterable[str], words: set[str]) -> list[str]:
     return [t for t in terms if not term_keys(t).isdisjoint(words)]
 
 
-def where_text(page_store: PageStore, thread_id: str, text: str, *, index: SearchIndex | None = None,
-               paging: Mapping[str, Any] | None = None, messages: Sequence[BaseMessage] = ()) -> list[Place]:
+def where_text(
+    page_store: PageStore,
+    thread_id: str,
+    text: str,
+    *,
+    index: SearchIndex | None = None,
+    paging: Mapping[str, Any] | None = None,
+    messages: Sequence[BaseMessage] = (),
+) -> list[Place]:
     """Every place of thread `thread_id` that still holds `text` (see the module docstring).
 
     Args:
@@ -92,8 +99,11 @@ def where_text(page_store: PageStore, thread_id: str, text: str, *, index: Searc
     out: list[Place] = []
     pages = page_store.list_pages(thread_id)
     for page in pages:
-        out += [Place("page message", f"{page.id} {m.id}", _cut(message_text(m))) for m in page.messages
-                if _holds(message_text(m), text)]
+        out += [
+            Place("page message", f"{page.id} {m.id}", _cut(message_text(m)))
+            for m in page.messages
+            if _holds(message_text(m), text)
+        ]
         if _holds(page.bookmark, text) or _terms_hit(page.bookmark.strip("[]").split(","), words):
             out.append(Place("page bookmark", page.id, page.bookmark))
         if hit := _terms_hit(page.keywords, words):
@@ -121,7 +131,10 @@ def _index_rows(page_store: PageStore, thread_id: str, text: str, index: SearchI
         index.load(thread_id, page_store.list_pages(thread_id))
     found: set[tuple[str, int]] | None = None
     for term in dict.fromkeys(search_terms(text)):
-        hits = {(h.page_id, h.index) for h in index.search(thread_id, term, limit=_INDEX_LIMIT, allow=lambda p: True)}
+        hits = {
+            (h.page_id, h.index)
+            for h in index.search(thread_id, term, limit=_INDEX_LIMIT, allow=lambda p: True)
+        }
         found = hits if found is None else found & hits
     return [Place("index row", f"{pid} #{pos}", text) for pid, pos in sorted(found or ())]
 

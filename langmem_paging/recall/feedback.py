@@ -26,7 +26,9 @@ FEEDBACK_TERMS = 6
 """Terms in the follow-up query."""
 
 
-def follow_up_query(query: str, top: Sequence[str], corpus: Sequence[str], *, terms: int = FEEDBACK_TERMS) -> str:
+def follow_up_query(
+    query: str, top: Sequence[str], corpus: Sequence[str], *, terms: int = FEEDBACK_TERMS
+) -> str:
     """The `terms` words of the `top` texts most distinctive within `corpus` (tf x idf, the
     thread's own messages as the collection), not in `query`; in order of weight, ties by first
     appearance. Empty when they share nothing distinctive."""
@@ -34,7 +36,9 @@ def follow_up_query(query: str, top: Sequence[str], corpus: Sequence[str], *, te
     documents = [set(content_terms(text)) for text in corpus]
     frequency: Counter[str] = Counter(term for doc in documents for term in doc)
     n = max(1, len(documents))
-    counts: Counter[str] = Counter(t for text in top for t in content_terms(text) if t not in asked and not t.isdigit())
+    counts: Counter[str] = Counter(
+        t for text in top for t in content_terms(text) if t not in asked and not t.isdigit()
+    )
     weights = {t: tf * math.log(1 + n / (1 + frequency[t])) for t, tf in counts.items()}
     order = {t: k for k, t in enumerate(counts)}
     best = sorted(weights, key=lambda t: (-weights[t], order[t]))

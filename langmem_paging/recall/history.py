@@ -94,11 +94,17 @@ class _Rebuild:
     """History segments as the messages are read: page expansions keyed by their ordinals, the
     list's own messages by theirs."""
 
-    def __init__(self, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter | None,
-                 branch: PagingState | None) -> None:
+    def __init__(
+        self,
+        get_page: GetPage,
+        get_node: GetNode | None,
+        counter: TokenCounter | None,
+        branch: PagingState | None,
+    ) -> None:
         self.get_page, self.get_node, self.counter, self.branch = get_page, get_node, counter, branch
-        self.in_pages = ({k: (p.order, i) for p in branch.pages.values() for i, k in enumerate(p.ids)}
-                         if branch else {})
+        self.in_pages = (
+            {k: (p.order, i) for p in branch.pages.values() for i, k in enumerate(p.ids)} if branch else {}
+        )
         self.segments: list[_Segment] = []
         self.resident: list[int] = []  # segments holding a message of the list itself
         self.high = _BEFORE_ALL  # the highest ordinal of the segments so far
@@ -148,14 +154,18 @@ class _Rebuild:
 
     def _restore(self, message: BaseMessage) -> BaseMessage:
         mark = library_mark(message)
-        if "paged_result" in mark and (page := self.get_page(mark["paged_result"])) is not None \
-                and _stub_of(message, page):
+        if (
+            "paged_result" in mark
+            and (page := self.get_page(mark["paged_result"])) is not None
+            and _stub_of(message, page)
+        ):
             return page.messages[0]
         if isinstance(message, ToolMessage) and recall_copy_pages(message) and mark.get("shrunk"):
             from langmem_paging.recall.render import expand_recall_copy
 
-            return expand_recall_copy(message, self.get_page, self.counter or shared_counter("cl100k_base"),
-                                      self.get_node)
+            return expand_recall_copy(
+                message, self.get_page, self.counter or shared_counter("cl100k_base"), self.get_node
+            )
         return message
 
 
@@ -185,8 +195,13 @@ def _shows_a_page(branch: PagingState | None, message: BaseMessage) -> bool:
         return False
     if branch is None:
         return True
-    shown, cluster = branch.shown.get(str(mark.get("bookmark"))), branch.clusters.get(str(mark.get("cluster")))
-    return (shown is not None and shown.anchor == message.id) or (cluster is not None and cluster.anchor == message.id)
+    shown, cluster = (
+        branch.shown.get(str(mark.get("bookmark"))),
+        branch.clusters.get(str(mark.get("cluster"))),
+    )
+    return (shown is not None and shown.anchor == message.id) or (
+        cluster is not None and cluster.anchor == message.id
+    )
 
 
 def _keep_list_order(segments: list[_Segment], resident: list[int]) -> None:

@@ -75,8 +75,11 @@ class _Conversation:
 
     def __init__(self, pages: Mapping[str, Page]) -> None:
         self.pages = pages
-        spans = {pid: (p.order, p.order + len(p.messages)) for pid, p in pages.items()
-                 if p.kind == "page" and p.messages}
+        spans = {
+            pid: (p.order, p.order + len(p.messages))
+            for pid, p in pages.items()
+            if p.kind == "page" and p.messages
+        }
         starts = _unique({start: pid for pid, (start, _) in spans.items()}, [s for s, _ in spans.values()])
         ends = _unique({end: pid for pid, (_, end) in spans.items()}, [e for _, e in spans.values()])
         self.after = {pid: starts.get(end) for pid, (_, end) in spans.items()}
@@ -182,14 +185,21 @@ MIN_LINE_TOKENS = 3
 class _Packer:
     """The chosen messages per page and what they cost, added to window by window."""
 
-    def __init__(self, pages: Mapping[str, Page], page_cost: PageCost, room: int,
-                 taken: Mapping[str, Sequence[tuple[int, int]]]) -> None:
+    def __init__(
+        self,
+        pages: Mapping[str, Page],
+        page_cost: PageCost,
+        room: int,
+        taken: Mapping[str, Sequence[tuple[int, int]]],
+    ) -> None:
         self.pages, self.page_cost, self.room = pages, page_cost, room
         self.conversation = _Conversation(pages)
-        self.chosen: dict[str, set[int]] = {pid: {i for a, b in runs for i in range(a, b)}
-                                            for pid, runs in taken.items() if pid in pages}
-        self.costs: dict[str, int] = {pid: page_cost(pages[pid], _runs(sorted(ix)))
-                                      for pid, ix in self.chosen.items()}
+        self.chosen: dict[str, set[int]] = {
+            pid: {i for a, b in runs for i in range(a, b)} for pid, runs in taken.items() if pid in pages
+        }
+        self.costs: dict[str, int] = {
+            pid: page_cost(pages[pid], _runs(sorted(ix))) for pid, ix in self.chosen.items()
+        }
         self.base = dict(self.costs)
         self.used = 0
 
@@ -212,8 +222,10 @@ class _Packer:
                 new.setdefault(pid, set()).add(i)
         if not new:
             return True  # already shown whole
-        costs = {pid: self.page_cost(self.pages[pid], _runs(sorted(self.chosen.get(pid, set()) | ix)))
-                 for pid, ix in new.items()}
+        costs = {
+            pid: self.page_cost(self.pages[pid], _runs(sorted(self.chosen.get(pid, set()) | ix)))
+            for pid, ix in new.items()
+        }
         delta = sum(cost - self.costs.get(pid, 0) for pid, cost in costs.items())
         if self.used + delta > self.room:
             return False

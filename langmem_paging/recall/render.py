@@ -99,7 +99,9 @@ def page_parts(page: Page, part_tokens: int, counter: TokenCounter, version: int
     if current or not chunks:
         chunks.append("\n".join(current))
     n = len(chunks)
-    return [f'<page id="{page.id}" part="{i + 1}" of="{n}">\n{chunk}\n</page>' for i, chunk in enumerate(chunks)]
+    return [
+        f'<page id="{page.id}" part="{i + 1}" of="{n}">\n{chunk}\n</page>' for i, chunk in enumerate(chunks)
+    ]
 
 
 def _compact_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[str]:
@@ -116,7 +118,7 @@ def _compact_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[
             prefix, text = line[:cut], line[cut:]
             first = max(8, budget - counter.count_text(prefix) - 2)
             head = next(iter(_split_tokens(text, first, counter)), "")
-            rest = _split_tokens(text[len(head):], budget - 4, counter)
+            rest = _split_tokens(text[len(head) :], budget - 4, counter)
             lines = [prefix + head, *(INDENT + piece for piece in rest)]
         else:
             lines = [line]
@@ -128,7 +130,9 @@ def _compact_parts(page: Page, part_tokens: int, counter: TokenCounter) -> list[
             chunks[-1].append(piece)
             used += cost
     n = len(chunks)
-    return [_header(page.id, f"part {i + 1} of {n}") + "\n" + "\n".join(chunk) for i, chunk in enumerate(chunks)]
+    return [
+        _header(page.id, f"part {i + 1} of {n}") + "\n" + "\n".join(chunk) for i, chunk in enumerate(chunks)
+    ]
 
 
 def _split_message(line: str, size: int, counter: TokenCounter) -> list[str]:
@@ -191,8 +195,9 @@ def render_passages(page: Page, spans: Sequence[Sequence[int]], version: int = S
     return _header(page.id, f"messages {shown} of {n}") + "\n" + "\n".join(lines)
 
 
-def passages_cost(page: Page, spans: Sequence[Sequence[int]], counter: TokenCounter,
-                  line_tokens: Callable[[int], int]) -> int:
+def passages_cost(
+    page: Page, spans: Sequence[Sequence[int]], counter: TokenCounter, line_tokens: Callable[[int], int]
+) -> int:
     """Tokens `render_passages` (version 2) takes in a result (its body and newline, as
     `render_recall_shown` counts them), from the tokens of each message's line with its newline
     (`line_tokens(index)`: ``count(render_message(m) + "\n")``, which a caller may cache). A line
@@ -215,7 +220,9 @@ def member_line(page: Page) -> str:
     return f"[{page.id}:{keywords}] {page.token_count} tokens"
 
 
-def render_recall(spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter) -> str:
+def render_recall(
+    spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter
+) -> str:
     """The recall result for `spec` (what was asked and found), within ``spec.max_tokens``."""
     return render_recall_shown(spec, get_page, get_node, counter)[0]
 
@@ -276,8 +283,9 @@ def _item_body(
     return _cluster_body(item, get_page, get_node, version, spec.tool)
 
 
-def _cluster_body(item: ClusterItem, get_page: GetPage, get_node: GetNode | None,
-                  version: int, tool: str = "recall") -> tuple[str, str] | None:
+def _cluster_body(
+    item: ClusterItem, get_page: GetPage, get_node: GetNode | None, version: int, tool: str = "recall"
+) -> tuple[str, str] | None:
     node = get_node(item.cluster) if get_node else None
     if node is None:
         return None
@@ -340,8 +348,13 @@ def with_media(content: str, page_ids: Sequence[str], get_page: GetPage) -> str 
     """The recalled text, followed by the original image and file blocks of the messages it shows
     (by their placeholders in it, `langmem_paging.core.blocks`): the model sees the image again, not a
     description of it. Text alone when none shows."""
-    candidates = (b for pid in page_ids if (page := get_page(pid)) is not None
-                  for m in page.messages for b in media_blocks(m.content))
+    candidates = (
+        b
+        for pid in page_ids
+        if (page := get_page(pid)) is not None
+        for m in page.messages
+        for b in media_blocks(m.content)
+    )
     blocks: list[str | dict] = [*blocks_in(content, candidates)]
     return [{"type": "text", "text": content}, *blocks] if blocks else content
 
@@ -359,8 +372,11 @@ def expand_recall_copy(
     spec = RecallSpec.from_dict(message.artifact[METADATA_KEY]["spec"])
     if spec.encoding and spec.encoding != counter.encoding.name:
         counter = shared_counter(spec.encoding)
-    content = with_media(render_recall(spec, get_page, get_node, counter),
-                         message.artifact[METADATA_KEY].get("recalled", []), get_page)
+    content = with_media(
+        render_recall(spec, get_page, get_node, counter),
+        message.artifact[METADATA_KEY].get("recalled", []),
+        get_page,
+    )
     meta = {k: v for k, v in message.additional_kwargs.get(METADATA_KEY, {}).items() if k != "shrunk"}
     kwargs = {k: v for k, v in message.additional_kwargs.items() if k != METADATA_KEY}
     if meta:

@@ -47,8 +47,15 @@ from langmem_paging.step.io import LoadPages
 from langmem_paging.storage.thread_io import ListMembers, LoadClusters, Notify, ScoreTexts, Search, ThreadFlow
 from langmem_paging.strategies.bookmarks import Bookmarker
 
-__all__ = ["RECALL_UNAVAILABLE", "RecallAnswer", "RecallRequest", "RecallService", "Served", "holds_text",
-           "resident_turns"]
+__all__ = [
+    "RECALL_UNAVAILABLE",
+    "RecallAnswer",
+    "RecallRequest",
+    "RecallService",
+    "Served",
+    "holds_text",
+    "resident_turns",
+]
 
 logger = logging.getLogger("langmem_paging")
 
@@ -149,10 +156,14 @@ class RecallService:
         hooks: Told when pages are recalled.
     """
 
-    def __init__(self, config: PagingConfig, *, bookmarker: Bookmarker, hooks: Sequence[PagingHooks] = ()) -> None:
+    def __init__(
+        self, config: PagingConfig, *, bookmarker: Bookmarker, hooks: Sequence[PagingHooks] = ()
+    ) -> None:
         self.config, self.bookmarker, self.hooks = config, bookmarker, list(hooks)
 
-    def flow(self, thread_id: str, state: Any, request: RecallRequest, counter: TokenCounter) -> ThreadFlow[RecallAnswer]:
+    def flow(
+        self, thread_id: str, state: Any, request: RecallRequest, counter: TokenCounter
+    ) -> ThreadFlow[RecallAnswer]:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch."""
         branch = PagingState.from_value(state)
         plan = plan_recall(request.page_ids, request.query, request.part)
@@ -165,33 +176,52 @@ class RecallService:
             read.pages = {pid: _edited(page, request.edits) for pid, page in read.pages.items()}
             notes[:0] = _elsewhere_notes(elsewhere, request.served, read.pages, counter)
         except StorageError as error:
-            logger.warning("recall on thread %s: %s; the model is told to try again", thread_id, error,
-                           exc_info=error)
+            logger.warning(
+                "recall on thread %s: %s; the model is told to try again", thread_id, error, exc_info=error
+            )
             return RecallAnswer(RECALL_UNAVAILABLE, {}, [], branch.turn, status="error")
         try:
-            answer = yield from _Composer(self.config, plan, branch, read, counter, cap, request.share,
-                                          request.resident, request.edits).answer(wanted, notes)
+            answer = yield from _Composer(
+                self.config, plan, branch, read, counter, cap, request.share, request.resident, request.edits
+            ).answer(wanted, notes)
         except StorageError as error:
-            logger.warning("recall on thread %s: %s; the model is told to try again", thread_id, error,
-                           exc_info=error)
+            logger.warning(
+                "recall on thread %s: %s; the model is told to try again", thread_id, error, exc_info=error
+            )
             return RecallAnswer(RECALL_UNAVAILABLE, {}, [], branch.turn, status="error")
         if answer.accessed and self.hooks:
             event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
             yield from ask(Notify(self.hooks, [("recalled", event)]))
         return answer
 
-    def _read(self, plan: RecallPlan, branch: PagingState, wanted: list[str], clusters: list[str],
-              room: int, resident: Sequence[tuple[str, str, int]]) -> ThreadFlow[_Read]:
+    def _read(
+        self,
+        plan: RecallPlan,
+        branch: PagingState,
+        wanted: list[str],
+        clusters: list[str],
+        room: int,
+        resident: Sequence[tuple[str, str, int]],
+    ) -> ThreadFlow[_Read]:
         read = _Read()
         if plan.query is not None:
             # resident pages too: the room the result takes pushes them out at the next step
-            read.hits = yield from ask(Search(plan.query, _hit_limit(self.config, room),
-                                              lambda pid: branch.owns("p", page_number(pid)),
-                                              newest=branch.next["p"] - 1))
+            read.hits = yield from ask(
+                Search(
+                    plan.query,
+                    _hit_limit(self.config, room),
+                    lambda pid: branch.owns("p", page_number(pid)),
+                    newest=branch.next["p"] - 1,
+                )
+            )
             if resident:
-                read.resident_scores = yield from ask(ScoreTexts(plan.query, [text for _, text, _ in resident]))
+                read.resident_scores = yield from ask(
+                    ScoreTexts(plan.query, [text for _, text, _ in resident])
+                )
         read.nodes = (yield from ask(LoadClusters(clusters))) if clusters else {}
-        read.members = (yield from ask(ListMembers(list(read.nodes), CLUSTER_MEMBERS_LISTED))) if read.nodes else {}
+        read.members = (
+            (yield from ask(ListMembers(list(read.nodes), CLUSTER_MEMBERS_LISTED))) if read.nodes else {}
+        )
         listed = [p for members in read.members.values() for p in members]
         matched = best_pages(read.hits, _page_limit(room))
         read.pages = yield from ask(LoadPages([*wanted, *matched, *listed]))
@@ -200,7 +230,9 @@ class RecallService:
             read.pages.update((yield from ask(LoadPages(edges))))
         return read
 
-    def room_for(self, branch: PagingState, counter: TokenCounter, *, share: int = 1, call_tokens: int = 0) -> int:
+    def room_for(
+        self, branch: PagingState, counter: TokenCounter, *, share: int = 1, call_tokens: int = 0
+    ) -> int:
         """Tokens a recall result may take: all the budget leaves beside what nothing may evict
         (the next step makes that room: it pages the rest out, back to the budget rather than the
         low-water mark, and keeps the result), within `recall_max_tokens`, split between recalls
@@ -213,7 +245,9 @@ class RecallService:
         bookmark_text = int(getattr(self.bookmarker, "max_tokens", 24) or 24)
         bookmark_tokens = bookmark_text + counter.count_message(HumanMessage("", id="langmem-paging-room"))
         shown = sum(s.tokens for s in branch.shown.values()) + sum(c.tokens for c in branch.clusters.values())
-        new_bookmarks = min(int(budget * self.config.bookmark_share), bookmark_tokens * (len(branch.pages) + 1))
+        new_bookmarks = min(
+            int(budget * self.config.bookmark_share), bookmark_tokens * (len(branch.pages) + 1)
+        )
         folded = min(shown + new_bookmarks, FOLDED_BOOKMARKS * bookmark_tokens)
         room = budget - (branch.protected - shown) - call_tokens - folded - 16
         if self.config.recall_max_tokens is not None:
@@ -243,8 +277,10 @@ def resident_turns(view: Sequence[BaseMessage], counter: TokenCounter) -> list[t
     """The turns of `view` (what the model sees) a search may rank beside the paged ones: before the
     newest user message, not the library's, with an id; each with the tokens keeping its unit
     (a tool call with its results) costs."""
-    newest = max((i for i, m in enumerate(view) if isinstance(m, HumanMessage) and not library_mark(m)),
-                 default=len(view))
+    newest = max(
+        (i for i, m in enumerate(view) if isinstance(m, HumanMessage) and not library_mark(m)),
+        default=len(view),
+    )
     out: list[tuple[str, str, int]] = []
     for unit in split_units(view[:newest]):
         if any(library_mark(m) for m in unit.messages):
@@ -254,8 +290,9 @@ def resident_turns(view: Sequence[BaseMessage], counter: TokenCounter) -> list[t
     return out
 
 
-def _resolve(plan: RecallPlan, branch: PagingState,
-             served: Mapping[str, Served]) -> tuple[list[str], list[str], list[str]]:
+def _resolve(
+    plan: RecallPlan, branch: PagingState, served: Mapping[str, Served]
+) -> tuple[list[str], list[str], list[str]]:
     """The pages and clusters to read, and notes on what was asked but cannot be (clusters in the
     result of another recall call of the same message; pages served elsewhere are noted once read)."""
     notes: list[str] = []  # most useful first: a small result clips the rest
@@ -272,10 +309,18 @@ def _resolve(plan: RecallPlan, branch: PagingState,
 class _Composer:
     """Sizes and renders one recall result."""
 
-    def __init__(self, config: PagingConfig, plan: RecallPlan, branch: PagingState, read: _Read,
-                 counter: TokenCounter, cap: int, share: int = 1,
-                 resident: Sequence[tuple[str, str, int]] = (), edits: Mapping[str, BaseMessage] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        config: PagingConfig,
+        plan: RecallPlan,
+        branch: PagingState,
+        read: _Read,
+        counter: TokenCounter,
+        cap: int,
+        share: int = 1,
+        resident: Sequence[tuple[str, str, int]] = (),
+        edits: Mapping[str, BaseMessage] | None = None,
+    ) -> None:
         self.config, self.plan, self.branch, self.read = config, plan, branch, read
         self.edits = edits or {}
         self.line_tokens: dict[tuple[str, int], int] = {}  # this call's: a message line's tokens
@@ -293,13 +338,23 @@ class _Composer:
         if notes and not items and not all(n.endswith("not repeated.") for n in notes):
             shown = [*self.branch.clusters, *self.branch.shown]
             notes.append(f"Bookmarks in your context: {', '.join(shown) or 'none yet (nothing paged out)'}.")
-        spec = RecallSpec(items=items, max_tokens=self.cap, part_tokens=part_tokens, note=" ".join(notes),
-                          encoding=self.counter.encoding.name, tool=self.config.tool_name)
+        spec = RecallSpec(
+            items=items,
+            max_tokens=self.cap,
+            part_tokens=part_tokens,
+            note=" ".join(notes),
+            encoding=self.counter.encoding.name,
+            tool=self.config.tool_name,
+        )
         content, labels = render_recall_shown(spec, pages.get, self.read.nodes.get, self.counter)
         recalled = list(dict.fromkeys(label for label in labels if label.startswith("p")))
-        return RecallAnswer(with_media(content, recalled, pages.get), recall_artifact(spec, recalled),
-                            self._accessed(labels, items),
-                            self.branch.turn, kept=self.kept)
+        return RecallAnswer(
+            with_media(content, recalled, pages.get),
+            recall_artifact(spec, recalled),
+            self._accessed(labels, items),
+            self.branch.turn,
+            kept=self.kept,
+        )
 
     def _missing_notes(self, wanted: list[str]) -> list[str]:
         notes = []
@@ -317,7 +372,11 @@ class _Composer:
         """Whole pages, or the asked part of those too long for the result (a part leaves room
         for the notes, its own included: "p3 is long: part 1 of 12; ...")."""
         pages, counter, cap = self.read.pages, self.counter, self.cap
-        long = [p for p in found if self.plan.part is not None or counter.count_text(render_page(pages[p])) > cap - 16]
+        long = [
+            p
+            for p in found
+            if self.plan.part is not None or counter.count_text(render_page(pages[p])) > cap - 16
+        ]
         part_tokens = cap - _note_tokens(notes, cap, counter) - 28 * len(long) - 8
         shared = self.share > 1 or len(long) > 1
         crowded = shared and part_tokens < PART_MIN_TOKENS  # parts this small would hold a few words
@@ -329,13 +388,19 @@ class _Composer:
                 continue
             if crowded:
                 items.append(PageItem(page_id, 1))
-                notes.append(f"{page_id} does not fit the {cap} tokens this recall gets beside the others "
-                             f"made with it: call {self.config.tool_name} with fewer pages at a time.")
+                notes.append(
+                    f"{page_id} does not fit the {cap} tokens this recall gets beside the others "
+                    f"made with it: call {self.config.tool_name} with fewer pages at a time."
+                )
                 continue
             n = len(page_parts(pages[page_id], part_tokens, counter))
             part = min(self.plan.part or 1, n)
             items.append(PageItem(page_id, part))
-            follow = f"; {self.config.tool_name}(page_ids=['{page_id}'], part={part + 1}) for more" if part < n else ""
+            follow = (
+                f"; {self.config.tool_name}(page_ids=['{page_id}'], part={part + 1}) for more"
+                if part < n
+                else ""
+            )
             notes.append(f"{page_id} is long: part {part} of {n}{follow}.")
         return items, part_tokens
 
@@ -366,30 +431,50 @@ class _Composer:
         visible = self._visible_pages()
         cutoff = hits[0].score * FIRST_HOP_SCORE if hits else 0.0
         strong = [h for h in hits if h.score >= cutoff]
-        packed = self._pack(strong, room, resident=[(score, tokens) for score, (_, _, tokens)
-                                                      in zip(self.read.resident_scores, self.resident, strict=False)])
+        packed = self._pack(
+            strong,
+            room,
+            resident=[
+                (score, tokens)
+                for score, (_, _, tokens) in zip(self.read.resident_scores, self.resident, strict=False)
+            ],
+        )
         self.kept = [self.resident[k][0] for k in packed.resident]
         if strong and room - packed.used >= SECOND_HOP_MIN_ROOM:
             second = yield from self._second_hop(strong, packed.groups)
             more = self._pack(second, room - packed.used, taken=packed.groups)
             packed.groups, packed.used = more.groups, packed.used + more.used
         if len(strong) < len(hits) and room > packed.used:
-            rest = self._pack([h for h in hits if h.score < cutoff and h.page_id in visible], room - packed.used,
-                              taken=packed.groups)
+            rest = self._pack(
+                [h for h in hits if h.score < cutoff and h.page_id in visible],
+                room - packed.used,
+                taken=packed.groups,
+            )
             packed.groups, packed.used = rest.groups, packed.used + rest.used
         out = [PassageItem(pid, spans) for pid, spans in packed.groups]
         if not out and hits and not self.kept:
             best = ", ".join(best_pages(hits, 3))
-            notes.append(f"Matches in {best}, but no passage fits the {self.cap} tokens left for this result: "
-                         f"{self.config.tool_name}(page_ids=['{best_pages(hits, 1)[0]}'], part=1) reads the best page in parts.")
+            notes.append(
+                f"Matches in {best}, but no passage fits the {self.cap} tokens left for this result: "
+                f"{self.config.tool_name}(page_ids=['{best_pages(hits, 1)[0]}'], part=1) reads the best page in parts."
+            )
         return list(out)
 
     def _visible_pages(self) -> dict[str, Page]:
-        return {pid: page for pid, page in self.read.pages.items()
-                if _visible(self.branch, pid) or pid in self.branch.pages}
+        return {
+            pid: page
+            for pid, page in self.read.pages.items()
+            if _visible(self.branch, pid) or pid in self.branch.pages
+        }
 
-    def _pack(self, hits: Sequence[Hit], room: int, *, resident: Sequence[tuple[float, int]] = (),
-              taken: Sequence[tuple[str, list[tuple[int, int]]]] = ()) -> Packed:
+    def _pack(
+        self,
+        hits: Sequence[Hit],
+        room: int,
+        *,
+        resident: Sequence[tuple[float, int]] = (),
+        taken: Sequence[tuple[str, list[tuple[int, int]]]] = (),
+    ) -> Packed:
         visible, counter, lines = self._visible_pages(), self.counter, self.line_tokens
 
         def cost(page: Page, runs: list[tuple[int, int]]) -> int:
@@ -401,27 +486,45 @@ class _Composer:
 
             return passages_cost(page, runs, counter, line)
 
-        return pack_hits([h for h in hits if h.page_id in visible], visible, page_cost=cost,
-                         room=room, neighbours=self.config.passage_neighbours, resident=resident,
-                         taken=dict(taken))
+        return pack_hits(
+            [h for h in hits if h.page_id in visible],
+            visible,
+            page_cost=cost,
+            room=room,
+            neighbours=self.config.passage_neighbours,
+            resident=resident,
+            taken=dict(taken),
+        )
 
-    def _second_hop(self, first: Sequence[Hit], taken: Sequence[tuple[str, list[tuple[int, int]]]]
-                    ) -> ThreadFlow[list[Hit]]:
+    def _second_hop(
+        self, first: Sequence[Hit], taken: Sequence[tuple[str, list[tuple[int, int]]]]
+    ) -> ThreadFlow[list[Hit]]:
         """Hits of a follow-up query drawn from the best first hits' distinctive terms, their
         pages loaded (with their neighbours across page edges)."""
         pages, branch = self.read.pages, self.branch
-        top = [message_text(pages[h.page_id].messages[h.index]) for h in first[:FEEDBACK_HITS]
-               if h.page_id in pages and h.index < len(pages[h.page_id].messages)]
+        top = [
+            message_text(pages[h.page_id].messages[h.index])
+            for h in first[:FEEDBACK_HITS]
+            if h.page_id in pages and h.index < len(pages[h.page_id].messages)
+        ]
         corpus = [message_text(m) for page in self._visible_pages().values() for m in page.messages]
         query = follow_up_query(self.plan.query or "", top, corpus)
         if not query:
             return []
         shown = {(pid, i) for pid, runs in taken for a, b in runs for i in range(a, b)}
-        hits = yield from ask(Search(query, _hit_limit(self.config, self.cap),
-                                     lambda pid: branch.owns("p", page_number(pid)), newest=branch.next["p"] - 1))
+        hits = yield from ask(
+            Search(
+                query,
+                _hit_limit(self.config, self.cap),
+                lambda pid: branch.owns("p", page_number(pid)),
+                newest=branch.next["p"] - 1,
+            )
+        )
         hits = [h for h in hits if (h.page_id, h.index) not in shown]
         needed = [p for p in best_pages(hits, _page_limit(self.cap)) if p not in pages]
-        edges = [p for p in adjacent_pages(needed) if p not in pages and p not in needed and _visible(branch, p)]
+        edges = [
+            p for p in adjacent_pages(needed) if p not in pages and p not in needed and _visible(branch, p)
+        ]
         if needed or edges:
             loaded = yield from ask(LoadPages([*needed, *edges]))
             pages.update({pid: _edited(page, self.edits) for pid, page in loaded.items()})
@@ -439,7 +542,9 @@ class _Composer:
 
 def _edited(page: Page, edits: Mapping[str, BaseMessage]) -> Page:
     """`page` with the messages the history holds in another version replaced by that version."""
-    changed = {m.id: edit for m in page.messages if m.id and (edit := edits.get(m.id)) is not None and edit != m}
+    changed = {
+        m.id: edit for m in page.messages if m.id and (edit := edits.get(m.id)) is not None and edit != m
+    }
     if not changed:
         return page
     return replace(page, messages=[changed.get(m.id or "", m) for m in page.messages])
@@ -454,12 +559,16 @@ def _not_served_elsewhere(plan: RecallPlan, served: Mapping[str, Served], notes:
     clusters = [c for c in plan.cluster_ids if c in served]
     if clusters:
         notes.append(_pointer(clusters, served))
-    return replace(plan, page_ids=[p for p in plan.page_ids if p not in served],
-                   cluster_ids=[c for c in plan.cluster_ids if c not in served])
+    return replace(
+        plan,
+        page_ids=[p for p in plan.page_ids if p not in served],
+        cluster_ids=[c for c in plan.cluster_ids if c not in served],
+    )
 
 
-def _elsewhere_notes(asked: Sequence[str], served: Mapping[str, Served], pages: Mapping[str, Page],
-                     counter: TokenCounter) -> list[str]:
+def _elsewhere_notes(
+    asked: Sequence[str], served: Mapping[str, Served], pages: Mapping[str, Page], counter: TokenCounter
+) -> list[str]:
     """Notes on the pages another call serves: a pointer to it when its room holds the page, else
     that the page does not fit beside the others (no call shows it, so none is pointed to)."""
     elsewhere = [p for p in dict.fromkeys(asked) if p in served]
@@ -468,8 +577,10 @@ def _elsewhere_notes(asked: Sequence[str], served: Mapping[str, Served], pages: 
     notes = [_pointer(held, served)] if held else []
     lost = [p for p in elsewhere if p not in held]
     if lost:
-        notes.append(f"{_listed(lost)} does not fit the room your recall calls made at once share: "
-                     "recall fewer pages at a time.")
+        notes.append(
+            f"{_listed(lost)} does not fit the room your recall calls made at once share: "
+            "recall fewer pages at a time."
+        )
     return notes
 
 

@@ -98,9 +98,15 @@ class RecallSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, versioned."""
-        return {"v": self.version, "items": [item.to_dict() for item in self.items], "max_tokens": self.max_tokens,
-                "part_tokens": self.part_tokens, "note": self.note, "encoding": self.encoding,
-                **({"tool": self.tool} if self.tool != "recall" else {})}
+        return {
+            "v": self.version,
+            "items": [item.to_dict() for item in self.items],
+            "max_tokens": self.max_tokens,
+            "part_tokens": self.part_tokens,
+            "note": self.note,
+            "encoding": self.encoding,
+            **({"tool": self.tool} if self.tool != "recall" else {}),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RecallSpec:
@@ -111,12 +117,19 @@ class RecallSpec:
         """
         version = data.get("v", 0)
         if version > SPEC_VERSION:
-            raise ValueError(f"Recall spec version {version} is newer than this langmem-paging reads "
-                             f"({SPEC_VERSION}); upgrade langmem-paging.")
-        return cls(items=[_item(raw) for raw in data.get("items", [])], max_tokens=int(data["max_tokens"]),
-                   part_tokens=int(data.get("part_tokens", data["max_tokens"])), note=data.get("note") or "",
-                   encoding=data.get("encoding"), version=max(1, int(version)),
-                   tool=str(data.get("tool") or "recall"))
+            raise ValueError(
+                f"Recall spec version {version} is newer than this langmem-paging reads "
+                f"({SPEC_VERSION}); upgrade langmem-paging."
+            )
+        return cls(
+            items=[_item(raw) for raw in data.get("items", [])],
+            max_tokens=int(data["max_tokens"]),
+            part_tokens=int(data.get("part_tokens", data["max_tokens"])),
+            note=data.get("note") or "",
+            encoding=data.get("encoding"),
+            version=max(1, int(version)),
+            tool=str(data.get("tool") or "recall"),
+        )
 
 
 def _item(raw: dict[str, Any]) -> Item:
@@ -124,4 +137,6 @@ def _item(raw: dict[str, Any]) -> Item:
         return PassageItem(raw["passages"], [(int(a), int(b)) for a, b in raw.get("spans", [])])
     if "page" in raw:
         return PageItem(raw["page"], raw.get("part") or None)
-    return ClusterItem(raw["cluster"], list(raw.get("members", [])), bool(raw.get("text")), int(raw.get("more", 0)))
+    return ClusterItem(
+        raw["cluster"], list(raw.get("members", [])), bool(raw.get("text")), int(raw.get("more", 0))
+    )

@@ -49,8 +49,9 @@ def trim_latest_group(ctx: StepContext) -> Flow[None]:
         if ctx.keys[i] in ctx.replace or not _stub_saves(ctx, i, result):
             continue
         chosen.append((i, result))
-        over -= ctx.counts[i] - count(tool_result_stub("p999999", result, ctx.calls.get(result.tool_call_id),
-                                                       ctx.counts[i]))
+        over -= ctx.counts[i] - count(
+            tool_result_stub("p999999", result, ctx.calls.get(result.tool_call_id), ctx.counts[i])
+        )
     yield from _page_on_arrival(ctx, chosen)
 
 
@@ -60,8 +61,9 @@ def _page_on_arrival(ctx: StepContext, arrivals: list[Arrival]) -> Flow[None]:
     drafts = [Draft([Unit(i, (result,))], kind="tool_result") for i, result in arrivals]
     pages = yield from form_pages(ctx, drafts)
     for (i, result), page in zip(arrivals, pages, strict=True):
-        stub = tool_result_stub(page.id, result, ctx.calls.get(result.tool_call_id), page.token_count,
-                                tool=ctx.options.tool_name)
+        stub = tool_result_stub(
+            page.id, result, ctx.calls.get(result.tool_call_id), page.token_count, tool=ctx.options.tool_name
+        )
         ctx.replace[ctx.keys[i]] = stub
         ctx.state.pages.pop(page.id)
         ctx.total += ctx.options.count_message(stub) - ctx.counts[i]
@@ -69,17 +71,28 @@ def _page_on_arrival(ctx: StepContext, arrivals: list[Arrival]) -> Flow[None]:
 
 
 def _stub_saves(ctx: StepContext, i: int, result: ToolMessage) -> bool:
-    return stub_is_shorter(result, ctx.calls.get(result.tool_call_id), ctx.counts[i], ctx.options.count_message,
-                           tool=ctx.options.tool_name)
+    return stub_is_shorter(
+        result,
+        ctx.calls.get(result.tool_call_id),
+        ctx.counts[i],
+        ctx.options.count_message,
+        tool=ctx.options.tool_name,
+    )
 
 
 def _pageable_results(ctx: StepContext) -> list[Arrival]:
     """Tool results not paged yet (each is paged once, as it arrives), with their index in the view:
     not the library's own (a stub, a recall result) and not part of a page already."""
     formed = {k for page in ctx.state.pages.values() for k in page.ids}
-    return [(i, message) for i, message in enumerate(ctx.messages)
-            if isinstance(message, ToolMessage) and message.id and ctx.keys[i] not in formed
-            and not library_mark(message) and not recall_copy_pages(message)]
+    return [
+        (i, message)
+        for i, message in enumerate(ctx.messages)
+        if isinstance(message, ToolMessage)
+        and message.id
+        and ctx.keys[i] not in formed
+        and not library_mark(message)
+        and not recall_copy_pages(message)
+    ]
 
 
 def _latest_group_results(ctx: StepContext) -> list[Arrival]:
@@ -96,16 +109,27 @@ def _over_the_groups_room(ctx: StepContext, results: list[Arrival]) -> list[Arri
         return []
     count = ctx.options.count_message
     mine = {i for i, _ in results}
-    others = sum(ctx.tokens_now(i) for k in ctx.protected for i in range(ctx.units[k].start, ctx.units[k].end)
-                 if i not in mine)
+    others = sum(
+        ctx.tokens_now(i)
+        for k in ctx.protected
+        for i in range(ctx.units[k].start, ctx.units[k].end)
+        if i not in mine
+    )
     room = ctx.options.budget - others
     size = sum(ctx.counts[i] for i in mine)
     chosen: list[Arrival] = []
     for i, result in sorted(results, key=lambda a: (-ctx.counts[a[0]], a[0])):
         if size <= room:
             break
-        stub = count(tool_result_stub("p999999", result, ctx.calls.get(result.tool_call_id), ctx.counts[i],
-                                      tool=ctx.options.tool_name))
+        stub = count(
+            tool_result_stub(
+                "p999999",
+                result,
+                ctx.calls.get(result.tool_call_id),
+                ctx.counts[i],
+                tool=ctx.options.tool_name,
+            )
+        )
         if stub < ctx.counts[i]:
             chosen.append((i, result))
             size += stub - ctx.counts[i]

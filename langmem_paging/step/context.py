@@ -78,7 +78,9 @@ class StepContext:
 
     def library_keys(self) -> set[str]:
         """Keys of the messages the state says are ours (bookmarks, digests, cluster bookmarks)."""
-        return {s.anchor for s in self.state.shown.values()} | {c.anchor for c in self.state.clusters.values()}
+        return {s.anchor for s in self.state.shown.values()} | {
+            c.anchor for c in self.state.clusters.values()
+        }
 
     def tokens_now(self, i: int) -> int:
         """Tokens of the view's message `i` as the step has left it (0 when dropped): its count when
@@ -95,15 +97,21 @@ class StepContext:
     def policy_context(self) -> PolicyContext:
         """What a policy may know besides its candidates: the turn and the recent context."""
         end = len(self.messages)
-        start = max(0, (self.newest_user if self.newest_user is not None else end) - self.options.recent_messages)
+        start = max(
+            0, (self.newest_user if self.newest_user is not None else end) - self.options.recent_messages
+        )
         recent = "\n".join(message_text(m) for m in self.messages[start:end])
         return PolicyContext(turn=self.state.turn, recent_text=recent)
 
     def cluster_in_view(self) -> bool:
         """True when a cluster bookmark is in the view as the step has left it: a page can join it
         at no cost."""
-        return any(c.anchor in self.position and (m := self.current(c.anchor)) is not None
-                   and library_mark(m).get("cluster") == cid for cid, c in self.state.clusters.items())
+        return any(
+            c.anchor in self.position
+            and (m := self.current(c.anchor)) is not None
+            and library_mark(m).get("cluster") == cid
+            for cid, c in self.state.clusters.items()
+        )
 
 
 def start(view: Sequence[BaseMessage], state_value: Any, options: StepOptions) -> StepContext:
@@ -115,9 +123,14 @@ def start(view: Sequence[BaseMessage], state_value: Any, options: StepOptions) -
     counts = [options.count_message(m) for m in messages]
     total = sum(counts)
     ctx = StepContext(
-        options=options, messages=messages, state=state,
+        options=options,
+        messages=messages,
+        state=state,
         result=PagingResult(view=messages, state=state, tokens_before=total, tokens=total),
-        keys=keys, position={k: i for i, k in enumerate(keys)}, counts=counts, total=total,
+        keys=keys,
+        position={k: i for i, k in enumerate(keys)},
+        counts=counts,
+        total=total,
         rewritten=repaired is not None,
     )
     library = ctx.library_keys()

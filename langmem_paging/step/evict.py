@@ -76,7 +76,9 @@ def evict_resident(ctx: StepContext, context: PolicyContext) -> Flow[None]:
     """Evict resident pages and recall results until the context is under its target."""
     current = _Pass(_candidates(ctx), context, ctx.cluster_in_view() or bool(unbookmarked(ctx)))
     limit = ctx.options.policy.resident_limit(ctx.options.budget)
-    while current.candidates and (ctx.total > ctx.target or (limit is not None and _resident(current) > limit)):
+    while current.candidates and (
+        ctx.total > ctx.target or (limit is not None and _resident(current) > limit)
+    ):
         victim = ctx.options.policy.victim(current.candidates, current.context)
         current.candidates = [c for c in current.candidates if c.key != victim.key]
         if victim.kind == "copy":
@@ -135,7 +137,11 @@ def _page_tokens(ctx: StepContext, page: ResidentPage) -> int:
 
 def _candidates(ctx: StepContext) -> list[Candidate]:
     """Resident pages (as this step left them), and unshrunk recall results outside protected units."""
-    out = [c for page_id, page in ctx.state.pages.items() if (c := _page_candidate(ctx, page_id, page)) is not None]
+    out = [
+        c
+        for page_id, page in ctx.state.pages.items()
+        if (c := _page_candidate(ctx, page_id, page)) is not None
+    ]
     protected = {ctx.keys[i] for k in ctx.protected for i in range(ctx.units[k].start, ctx.units[k].end)}
     for i, message in enumerate(ctx.messages):
         pages = recall_copy_pages(message)
@@ -144,11 +150,19 @@ def _candidates(ctx: StepContext) -> list[Candidate]:
             continue
         stats = [ctx.state.access(p) for p in pages]
         last = max((s[1] for s in stats), default=ctx.state.turn)
-        out.append(Candidate(
-            key=key, kind="copy", page_ids=tuple(pages), position=i, tokens=ctx.counts[i],
-            created_turn=last, last_access=last, access_count=max((s[0] for s in stats), default=1),
-            messages=(message,),
-        ))
+        out.append(
+            Candidate(
+                key=key,
+                kind="copy",
+                page_ids=tuple(pages),
+                position=i,
+                tokens=ctx.counts[i],
+                created_turn=last,
+                last_access=last,
+                access_count=max((s[0] for s in stats), default=1),
+                messages=(message,),
+            )
+        )
     return out
 
 
@@ -157,14 +171,24 @@ def _page_candidate(ctx: StepContext, page_id: str, page: ResidentPage) -> Candi
     by shrinking a recall copy inside it, or paging a tool result inside it on arrival)."""
     where = [ctx.position[k] for k in page.ids]
     current = [ctx.replace.get(ctx.keys[i], ctx.messages[i]) for i in where]
-    if not all(m is ctx.messages[i] or is_shrunk_copy(m) or is_result_stub(m)
-               for m, i in zip(current, where, strict=True)):
+    if not all(
+        m is ctx.messages[i] or is_shrunk_copy(m) or is_result_stub(m)
+        for m, i in zip(current, where, strict=True)
+    ):
         return None
     tokens = sum(ctx.tokens_now(i) for i in where)
     return Candidate(
-        key=page_id, kind="page", page_ids=(page_id,), position=where[0], tokens=tokens,
-        created_turn=page.turn, last_access=page.last, access_count=page.count,
-        messages=tuple(m for m in current if m is not None), features=page.features, terms=page.terms,
+        key=page_id,
+        kind="page",
+        page_ids=(page_id,),
+        position=where[0],
+        tokens=tokens,
+        created_turn=page.turn,
+        last_access=page.last,
+        access_count=page.count,
+        messages=tuple(m for m in current if m is not None),
+        features=page.features,
+        terms=page.terms,
     )
 
 
@@ -179,9 +203,12 @@ def _join_growth(ctx: StepContext, page: ResidentPage, page_id: str) -> int:
         if shown is None or library_mark(shown).get("cluster") != cid:
             continue
         joined = cluster_bookmark_tokens(
-            merge_terms(cluster.terms, page.terms), (min(cluster.first, n), max(cluster.last, n), cluster.size + 1),
-            max_keywords=ctx.options.clusters.max_keywords, count_message=ctx.options.count_message,
-            cluster_id=cid)
+            merge_terms(cluster.terms, page.terms),
+            (min(cluster.first, n), max(cluster.last, n), cluster.size + 1),
+            max_keywords=ctx.options.clusters.max_keywords,
+            count_message=ctx.options.count_message,
+            cluster_id=cid,
+        )
         growth = max(growth, joined - ctx.options.count_message(shown))
     return growth
 
@@ -192,10 +219,19 @@ def _cluster_cost(ctx: StepContext, page: ResidentPage, page_id: str) -> int:
 
     n = page_number(page_id)
     shapes = [(dict(page.terms), (n, n, 1))]
-    shapes += [(merge_terms(c.terms, page.terms), (min(c.first, n), max(c.last, n), c.size + 1))
-               for c in ctx.state.clusters.values()]
-    return max(cluster_bookmark_tokens(terms, span, max_keywords=ctx.options.clusters.max_keywords,
-                                       count_message=ctx.options.count_message) for terms, span in shapes)
+    shapes += [
+        (merge_terms(c.terms, page.terms), (min(c.first, n), max(c.last, n), c.size + 1))
+        for c in ctx.state.clusters.values()
+    ]
+    return max(
+        cluster_bookmark_tokens(
+            terms,
+            span,
+            max_keywords=ctx.options.clusters.max_keywords,
+            count_message=ctx.options.count_message,
+        )
+        for terms, span in shapes
+    )
 
 
 def _evict_page(ctx: StepContext, page_id: str, restored: list[Page]) -> int:
@@ -212,8 +248,15 @@ def _evict_page(ctx: StepContext, page_id: str, restored: list[Page]) -> int:
     if messages_digest([stored_form(m) for m in current]) != page.digest:
         restored.append(_restored_page(ctx, page_id, page, current))  # renumbered: see _renumber
     ctx.state.shown[page_id] = ShownPage(
-        anchor=page.ids[0], tokens=cost, page_tokens=page_tokens, turn=page.turn, last=page.last,
-        count=page.count, terms=dict(page.terms), bookmark=page.bookmark, weight=importance(current),
+        anchor=page.ids[0],
+        tokens=cost,
+        page_tokens=page_tokens,
+        turn=page.turn,
+        last=page.last,
+        count=page.count,
+        terms=dict(page.terms),
+        bookmark=page.bookmark,
+        weight=importance(current),
     )
     ctx.replace[page.ids[0]] = None if direct else bookmark
     for key in page.ids[1:]:
@@ -227,9 +270,16 @@ def _restored_page(ctx: StepContext, page_id: str, page: ResidentPage, current: 
     """A page whose messages changed while resident (edited or removed) is stored again as it is."""
     msgs = [stored_form(m) for m in current]
     return Page(
-        id=page_id, messages=msgs, bookmark=page.bookmark, keywords=[], token_count=page.tokens,
-        boundary=ctx.options.boundary.name, created_turn=page.turn, order=page.order,
-        digest=messages_digest(msgs), features={**page.features, "terms": dict(page.terms)},
+        id=page_id,
+        messages=msgs,
+        bookmark=page.bookmark,
+        keywords=[],
+        token_count=page.tokens,
+        boundary=ctx.options.boundary.name,
+        created_turn=page.turn,
+        order=page.order,
+        digest=messages_digest(msgs),
+        features={**page.features, "terms": dict(page.terms)},
     )
 
 
@@ -253,5 +303,8 @@ def _renumber(ctx: StepContext, restored: list[Page]) -> Flow[None]:
 
 def unbookmarked(ctx: StepContext) -> list[str]:
     """Pages this step evicted straight into a cluster: shown, but no message shows them yet."""
-    return [pid for pid in ctx.result.evicted
-            if pid in ctx.state.shown and ctx.replace.get(ctx.state.shown[pid].anchor, "") is None]
+    return [
+        pid
+        for pid in ctx.result.evicted
+        if pid in ctx.state.shown and ctx.replace.get(ctx.state.shown[pid].anchor, "") is None
+    ]

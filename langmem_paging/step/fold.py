@@ -18,16 +18,29 @@ from langmem_paging.strategies.clusters import ClusterOptions, FoldPlan, materia
 __all__ = ["fold", "fold_to_fit"]
 
 
-def fold(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str], direct: Sequence[str], *,
-         clusters: ClusterOptions | None = None) -> Flow[None]:
+def fold(
+    ctx: StepContext,
+    orphans: Sequence[str],
+    orphan_clusters: Sequence[str],
+    direct: Sequence[str],
+    *,
+    clusters: ClusterOptions | None = None,
+) -> Flow[None]:
     """Plan the unions, reserve cluster numbers, and show the new roots where their first member was
     (`clusters`: folding options other than the step's, to fold tighter)."""
     state = ctx.state
     orphans, orphan_clusters = _drop_removed(ctx, orphans, orphan_clusters)
     position = _ours(ctx, orphans, orphan_clusters)
-    plan = plan_folds(state, position, clusters or ctx.options.clusters, count_message=ctx.options.count_message,
-                      orphans=orphans, orphan_clusters=orphan_clusters, direct=direct,
-                      displaced=list(orphan_clusters))
+    plan = plan_folds(
+        state,
+        position,
+        clusters or ctx.options.clusters,
+        count_message=ctx.options.count_message,
+        orphans=orphans,
+        orphan_clusters=orphan_clusters,
+        direct=direct,
+        displaced=list(orphan_clusters),
+    )
     _forget_unhoused(state, plan, orphans, orphan_clusters)
     if not plan:
         return
@@ -64,16 +77,18 @@ def fold_to_fit(ctx: StepContext) -> Flow[None]:
     tokens the view is over by, before their share would make them fold."""
     over = ctx.measured_total() - ctx.options.budget
     state = ctx.state
-    shown = (sum(s.tokens for s in state.shown.values() if s.tier == "cold" and s.anchor in ctx.position)
-             + sum(c.tokens for c in state.clusters.values()))
+    shown = sum(
+        s.tokens for s in state.shown.values() if s.tier == "cold" and s.anchor in ctx.position
+    ) + sum(c.tokens for c in state.clusters.values())
     if over <= 0 or not shown:
         return
     tighter = replace(ctx.options.clusters, bookmark_tokens=max(1, shown - over), fold_to=1.0)
     yield from fold(ctx, [], [], [], clusters=tighter)
 
 
-def _drop_removed(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str]
-                  ) -> tuple[list[str], list[str]]:
+def _drop_removed(
+    ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str]
+) -> tuple[list[str], list[str]]:
     """Bookmarks the app removed from the context (a summary replaced the history, an old message was
     deleted) leave the view with what they stood for: their pages are deleted history, never folded
     into another cluster (they stay stored and recallable by id). Returns the orphans that were
@@ -94,8 +109,9 @@ def _ours(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[st
     return {k: i for k, i in ctx.position.items() if k not in foreign} if foreign else ctx.position
 
 
-def _forget_unhoused(state: PagingState, plan: FoldPlan, orphans: Sequence[str],
-                     orphan_clusters: Sequence[str]) -> None:
+def _forget_unhoused(
+    state: PagingState, plan: FoldPlan, orphans: Sequence[str], orphan_clusters: Sequence[str]
+) -> None:
     """Orphans nothing could take stay recallable by id and search, just not listed."""
     for page_id in orphans:
         if page_id not in plan.folded:

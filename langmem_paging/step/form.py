@@ -63,7 +63,7 @@ def free_runs(ctx: StepContext) -> list[FreeRun]:
     runs: list[FreeRun] = []
     current: list[Unit] = []
     for k, unit in enumerate(ctx.units):
-        keys = ctx.keys[unit.start:unit.end]
+        keys = ctx.keys[unit.start : unit.end]
         free = k not in ctx.protected and not any(key in formed for key in keys)
         if free and current and not _contiguous(ctx, current[-1], unit):
             runs.append(FreeRun(current, None, True))
@@ -112,12 +112,18 @@ def form_pages(ctx: StepContext, drafts: list[Draft]) -> Flow[list[Page]]:
     digests = [messages_digest(msgs) for msgs in stored]
     numbers = yield from ask(Reserve("p", digests, ctx.state))
     page_drafts = [PageDraft(f"p{n}", msgs) for n, msgs in zip(numbers, stored, strict=True)]
-    bookmarks = yield from ask(MakeBookmarks(ctx.options.bookmarker, page_drafts, _bookmark_context(ctx, stored)))
+    bookmarks = yield from ask(
+        MakeBookmarks(ctx.options.bookmarker, page_drafts, _bookmark_context(ctx, stored))
+    )
     if len(bookmarks) != len(page_drafts):
         raise ValueError(f"The bookmarker returned {len(bookmarks)} bookmarks for {len(page_drafts)} pages.")
     features = yield from ask(ComputeFeatures(ctx.options.policy, stored))
-    pages = [_record(ctx, draft, page_draft, digest, bookmark, feats) for draft, page_draft, digest, bookmark, feats
-             in zip(drafts, page_drafts, digests, bookmarks, features, strict=True)]
+    pages = [
+        _record(ctx, draft, page_draft, digest, bookmark, feats)
+        for draft, page_draft, digest, bookmark, feats in zip(
+            drafts, page_drafts, digests, bookmarks, features, strict=True
+        )
+    ]
     ctx.result.pages.extend(pages)
     ctx.result.formed.extend(p.id for p in pages)
     return pages
@@ -129,8 +135,9 @@ def _current(ctx: StepContext, draft: Draft) -> list[BaseMessage]:
     return [m for i in draft.indexes if (m := ctx.current(ctx.keys[i])) is not None]
 
 
-def _record(ctx: StepContext, draft: Draft, page_draft: PageDraft, digest: str, bookmark: Bookmark,
-            features: dict) -> Page:
+def _record(
+    ctx: StepContext, draft: Draft, page_draft: PageDraft, digest: str, bookmark: Bookmark, features: dict
+) -> Page:
     """The page record, and its resident entry in the state."""
     state = ctx.state
     tokens = sum(ctx.tokens_now(i) for i in draft.indexes)
@@ -140,15 +147,29 @@ def _record(ctx: StepContext, draft: Draft, page_draft: PageDraft, digest: str, 
         for key in ids:
             state.order.pop(key, None)
     page = Page(
-        id=page_draft.id, messages=list(page_draft.messages), bookmark=bookmark.text,
-        keywords=list(bookmark.keywords), token_count=tokens,
+        id=page_draft.id,
+        messages=list(page_draft.messages),
+        bookmark=bookmark.text,
+        keywords=list(bookmark.keywords),
+        token_count=tokens,
         boundary="tool_result" if draft.kind == "tool_result" else ctx.options.boundary.name,
-        created_turn=state.turn, order=order, digest=digest, kind=draft.kind,
-        features={**features, "terms": dict(bookmark.terms)}, last_access=state.turn,
+        created_turn=state.turn,
+        order=order,
+        digest=digest,
+        kind=draft.kind,
+        features={**features, "terms": dict(bookmark.terms)},
+        last_access=state.turn,
     )
     state.pages[page.id] = ResidentPage(
-        ids=ids, order=order, tokens=tokens, turn=state.turn, last=state.turn, bookmark=bookmark.text,
-        digest=digest, terms=dict(bookmark.terms), features=dict(features),
+        ids=ids,
+        order=order,
+        tokens=tokens,
+        turn=state.turn,
+        last=state.turn,
+        bookmark=bookmark.text,
+        digest=digest,
+        terms=dict(bookmark.terms),
+        features=dict(features),
     )
     return page
 
@@ -158,5 +179,6 @@ def _bookmark_context(ctx: StepContext, drafts: list[Sequence[BaseMessage]]) -> 
     pages formed now."""
     for msgs in drafts:
         ctx.state.count_terms(dict.fromkeys(search_terms("\n".join(message_text(m) for m in msgs))))
-    return BookmarkContext(count_text=ctx.options.count_text, doc_freq=dict(ctx.state.doc_freq),
-                           n_docs=ctx.state.n_pages)
+    return BookmarkContext(
+        count_text=ctx.options.count_text, doc_freq=dict(ctx.state.doc_freq), n_docs=ctx.state.n_pages
+    )

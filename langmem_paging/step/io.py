@@ -48,9 +48,13 @@ are typed by `ask`)."""
 class Digester(Protocol):
     """What writes warm digests (`langmem_paging.strategies.llm.LLMDigester`)."""
 
-    def digest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]: ...
+    def digest(
+        self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]
+    ) -> list[str | None]: ...
 
-    async def adigest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]: ...
+    async def adigest(
+        self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]
+    ) -> list[str | None]: ...
 
 
 class StepIO(Protocol):

@@ -38,8 +38,9 @@ def shrink_malformed(ctx: StepContext) -> Flow[None]:
     for i, message in sorted(_candidates(ctx), key=lambda c: (-ctx.counts[c[0]], c[0])):
         if over <= 0:
             break
-        saved = ctx.counts[i] - ctx.options.count_message(malformed_call_stub(STUB_ID_FOR_ESTIMATES, message,
-                                                                            ctx.counts[i]))
+        saved = ctx.counts[i] - ctx.options.count_message(
+            malformed_call_stub(STUB_ID_FOR_ESTIMATES, message, ctx.counts[i])
+        )
         if saved > 0:
             chosen.append((i, message))
             over -= saved
@@ -65,8 +66,12 @@ def _candidates(ctx: StepContext) -> list[tuple[int, AIMessage]]:
             continue
         for i in range(unit.start, unit.end):
             message = ctx.messages[i]
-            if isinstance(message, AIMessage) and message.invalid_tool_calls and message.id \
-                    and ctx.keys[i] not in ctx.replace and "paged_result" not in library_mark(message):
+            if (
+                isinstance(message, AIMessage)
+                and message.invalid_tool_calls
+                and message.id
+                and ctx.keys[i] not in ctx.replace
+                and "paged_result" not in library_mark(message)
+            ):
                 out.append((i, message))
     return out
-

@@ -42,8 +42,12 @@ class Components:
         """The objects `config` names (tier scoring, when set, is the eviction policy)."""
         tiers = get_tiers(config.tiers)
         policy = TierPolicy(tiers) if tiers is not None else get_policy(config.policy)
-        return cls(boundary=get_boundary(config.boundary), policy=policy,
-                   bookmarker=as_bookmarker(config.bookmarker), tiers=tiers)
+        return cls(
+            boundary=get_boundary(config.boundary),
+            policy=policy,
+            bookmarker=as_bookmarker(config.bookmarker),
+            tiers=tiers,
+        )
 
 
 @dataclass(frozen=True)
@@ -112,8 +116,11 @@ def step_options(
         boundary=components.boundary,
         policy=components.policy,
         bookmarker=components.bookmarker,
-        clusters=ClusterOptions.for_share(max(1, int(max_tokens * config.bookmark_share)),
-                                          threshold=config.cluster_threshold, max_clusters=config.max_clusters),
+        clusters=ClusterOptions.for_share(
+            max(1, int(max_tokens * config.bookmark_share)),
+            threshold=config.cluster_threshold,
+            max_clusters=config.max_clusters,
+        ),
         count_message=count_message,
         count_text=counter.count_text,
         large_result_tokens=None if large is None else max(1, int(max_tokens * large)),

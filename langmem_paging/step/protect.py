@@ -21,8 +21,11 @@ def protect(ctx: StepContext) -> None:
     ctx.units = split_units(ctx.messages)
     latest_group = ctx.latest_group = _latest_tool_group(ctx)
     library = ctx.library_keys()
-    ctx.protected = {k for k, unit in enumerate(ctx.units)
-                     if _in_current_turn(ctx, k, unit, latest_group) or _kept(ctx, unit, library)}
+    ctx.protected = {
+        k
+        for k, unit in enumerate(ctx.units)
+        if _in_current_turn(ctx, k, unit, latest_group) or _kept(ctx, unit, library)
+    }
     for message in ctx.messages:
         for call in getattr(message, "tool_calls", None) or []:
             if call.get("id"):
@@ -62,7 +65,7 @@ def _kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
 
 def _chosen_kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
     """Kept by what it is: unanswered, ours, pinned or just recalled."""
-    keys = ctx.keys[unit.start:unit.end]
+    keys = ctx.keys[unit.start : unit.end]
     return (
         not unit.answered
         or keys[0] in library
@@ -78,15 +81,24 @@ def _without_id(ctx: StepContext, unit: Unit) -> bool:
 def unremovable(ctx: StepContext, k: int, unit: Unit) -> bool:
     """True for a unit of an earlier turn that only a message without an id keeps (no update could
     remove it): nothing else protects it."""
-    return (_without_id(ctx, unit) and not _in_current_turn(ctx, k, unit, ctx.latest_group)
-            and not _chosen_kept(ctx, unit, ctx.library_keys()))
+    return (
+        _without_id(ctx, unit)
+        and not _in_current_turn(ctx, k, unit, ctx.latest_group)
+        and not _chosen_kept(ctx, unit, ctx.library_keys())
+    )
 
 
 def protected_tokens(ctx: StepContext) -> int:
     """Tokens no eviction can free: the protected units (measured on the input) and the
     bookmarks and clusters the step leaves (an estimate good enough to warn and size recalls)."""
     library = ctx.library_keys()
-    total = sum(ctx.counts[i] for k in ctx.protected for i in range(ctx.units[k].start, ctx.units[k].end)
-                if ctx.keys[ctx.units[k].start] not in library)
+    total = sum(
+        ctx.counts[i]
+        for k in ctx.protected
+        for i in range(ctx.units[k].start, ctx.units[k].end)
+        if ctx.keys[ctx.units[k].start] not in library
+    )
     state = ctx.state
-    return total + sum(s.tokens for s in state.shown.values()) + sum(c.tokens for c in state.clusters.values())
+    return (
+        total + sum(s.tokens for s in state.shown.values()) + sum(c.tokens for c in state.clusters.values())
+    )

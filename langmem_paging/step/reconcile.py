@@ -18,8 +18,12 @@ def reconcile(ctx: StepContext) -> None:
         state.turn += 1
         state.last_user = ctx.keys[ctx.newest_user]
     _forget_removed(ctx)
-    ctx.orphans = [pid for pid, shown in state.shown.items() if not _shows(ctx, shown.anchor, "bookmark", pid)]
-    ctx.orphan_clusters = [cid for cid, c in state.clusters.items() if not _shows(ctx, c.anchor, "cluster", cid)]
+    ctx.orphans = [
+        pid for pid, shown in state.shown.items() if not _shows(ctx, shown.anchor, "bookmark", pid)
+    ]
+    ctx.orphan_clusters = [
+        cid for cid, c in state.clusters.items() if not _shows(ctx, c.anchor, "cluster", cid)
+    ]
     ctx.recalled_now = {k for k in state.recalled if k in ctx.position}
     state.recalled = []
 

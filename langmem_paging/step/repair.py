@@ -27,8 +27,10 @@ from langmem_paging.core.messages import METADATA_KEY, tool_call_ids
 
 __all__ = ["repair_unanswered"]
 
-REPAIR_TEXT = ("Error: this tool call got no result (the run stopped before the tool answered). "
-               "Call the tool again if you still need it.")
+REPAIR_TEXT = (
+    "Error: this tool call got no result (the run stopped before the tool answered). "
+    "Call the tool again if you still need it."
+)
 
 
 def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
@@ -50,7 +52,7 @@ def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | No
 def _unanswered(messages: Sequence[BaseMessage], at: int) -> list[str]:
     """The calls of ``messages[at]`` with no result among the tool messages right after it."""
     pending = list(tool_call_ids(messages[at]))
-    for message in messages[at + 1:]:
+    for message in messages[at + 1 :]:
         if not isinstance(message, ToolMessage):
             break
         if message.tool_call_id in pending:
@@ -60,10 +62,18 @@ def _unanswered(messages: Sequence[BaseMessage], at: int) -> list[str]:
 
 def _went_on(messages: Sequence[BaseMessage], at: int) -> bool:
     """True when something other than the call's results follows it."""
-    return any(not isinstance(m, ToolMessage) for m in messages[at + 1:])
+    return any(not isinstance(m, ToolMessage) for m in messages[at + 1 :])
 
 
 def _error_result(call: AIMessage, call_id: str) -> ToolMessage:
-    name = next((c.get("name") for c in [*call.tool_calls, *call.invalid_tool_calls] if c.get("id") == call_id), None)
-    return ToolMessage(REPAIR_TEXT, tool_call_id=call_id, name=name, id=f"repair-{call_id}", status="error",
-                       additional_kwargs={METADATA_KEY: {"repair": call_id}})
+    name = next(
+        (c.get("name") for c in [*call.tool_calls, *call.invalid_tool_calls] if c.get("id") == call_id), None
+    )
+    return ToolMessage(
+        REPAIR_TEXT,
+        tool_call_id=call_id,
+        name=name,
+        id=f"repair-{call_id}",
+        status="error",
+        additional_kwargs={METADATA_KEY: {"repair": call_id}},
+    )

@@ -33,11 +33,18 @@ def present_warm(ctx: StepContext) -> Flow[None]:
     texts = yield from _written(tiers, sources, costs)
     for pid in promote:
         if sources[pid]:
-            digest = texts.get(pid) or extractive_digest(sources[pid], shown[pid].terms, max_tokens=costs[pid],
-                                                         count_text=ctx.options.count_text)
+            digest = texts.get(pid) or extractive_digest(
+                sources[pid], shown[pid].terms, max_tokens=costs[pid], count_text=ctx.options.count_text
+            )
             if digest:
-                _show_warm(ctx, pid, shown[pid], digest_message(pid, digest, len(sources[pid]), shown[pid].anchor,
-                                                                 tool=ctx.options.tool_name))
+                _show_warm(
+                    ctx,
+                    pid,
+                    shown[pid],
+                    digest_message(
+                        pid, digest, len(sources[pid]), shown[pid].anchor, tool=ctx.options.tool_name
+                    ),
+                )
     for pid in shown:
         if shown[pid].tier == "warm" and pid not in warm:
             _show(ctx, shown[pid], bookmark_message(pid, shown[pid].bookmark, shown[pid].anchor), "cold")
@@ -50,15 +57,21 @@ def _in_view(ctx: StepContext) -> dict[str, ShownPage]:
     return {pid: s for pid, s in ctx.state.shown.items() if s.anchor in ctx.position and pid not in orphans}
 
 
-def _choose_warm(ctx: StepContext, tiers: TierMode, shown: dict[str, ShownPage], costs: dict[str, int]) -> list[str]:
+def _choose_warm(
+    ctx: StepContext, tiers: TierMode, shown: dict[str, ShownPage], costs: dict[str, int]
+) -> list[str]:
     """The pages the tier mode ranks best whose digests fit the warm room."""
-    items = [TierItem(pid, costs[pid], s.turn, s.last, s.count, s.terms, s.weight) for pid, s in shown.items()]
+    items = [
+        TierItem(pid, costs[pid], s.turn, s.last, s.count, s.terms, s.weight) for pid, s in shown.items()
+    ]
     recent = search_terms(ctx.policy_context().recent_text)
     scores = tiers.scores(items, turn=ctx.state.turn, recent_terms=recent)
     ranked = sorted(items, key=lambda i: (-tiers.rank_key(i, scores[i.id]), page_number(i.id)))
     budget = ctx.options.budget
-    room = min(tiers.warm_budget(budget),
-               budget - ctx.total + sum(s.tokens for s in shown.values() if s.tier == "warm"))
+    room = min(
+        tiers.warm_budget(budget),
+        budget - ctx.total + sum(s.tokens for s in shown.values() if s.tier == "warm"),
+    )
     warm, used = [], 0
     for item in ranked:
         if used + costs[item.id] <= room:
@@ -69,15 +82,21 @@ def _choose_warm(ctx: StepContext, tiers: TierMode, shown: dict[str, ShownPage],
 
 def _sources(ctx: StepContext, promote: list[str]) -> Flow[dict[str, list[BaseMessage]]]:
     """The messages to digest: still in the view for a page evicted by this step, else stored."""
-    in_view = {pid: [ctx.messages[ctx.position[k]] for k in ctx.result.evicted_ids.get(pid, []) if k in ctx.position]
-               for pid in promote}
+    in_view = {
+        pid: [ctx.messages[ctx.position[k]] for k in ctx.result.evicted_ids.get(pid, []) if k in ctx.position]
+        for pid in promote
+    }
     missing = [pid for pid in promote if not in_view[pid]]
     loaded = (yield from ask(LoadPages(missing))) if missing else {}
-    return {pid: [stored_form(m) for m in in_view[pid]] or (loaded[pid].messages if pid in loaded else [])
-            for pid in promote}
+    return {
+        pid: [stored_form(m) for m in in_view[pid]] or (loaded[pid].messages if pid in loaded else [])
+        for pid in promote
+    }
 
 
-def _written(tiers: TierMode, sources: dict[str, list[BaseMessage]], costs: dict[str, int]) -> Flow[dict[str, str]]:
+def _written(
+    tiers: TierMode, sources: dict[str, list[BaseMessage]], costs: dict[str, int]
+) -> Flow[dict[str, str]]:
     """Digests a digester has written (or writes now, when it does not work in the background)."""
     digester = tiers.digester
     if digester is None:

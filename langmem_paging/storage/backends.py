@@ -56,7 +56,7 @@ def sqlite_path(uri: str) -> str:
         raise BackendError(
             f"A SQLite URI is sqlite:///relative/path.sqlite or sqlite:////absolute/path.sqlite; got {uri!r}."
         )
-    return uri[len(prefix):]
+    return uri[len(prefix) :]
 
 
 def _missing_extra(scheme: str, error: ImportError) -> BackendError:

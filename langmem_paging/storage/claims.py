@@ -48,7 +48,9 @@ class NumberClaims(ABC):
     def drop(self, thread_id: str) -> None:
         """Forget a thread's claims (its records are deleted)."""
 
-    async def aclaim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
+    async def aclaim(
+        self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
+    ) -> list[bool]:
         """Async `claim`."""
         return await asyncio.to_thread(self.claim, thread_id, kind, list(numbers), list(digests))
 
@@ -80,8 +82,10 @@ class SqliteClaims(NumberClaims):
     def __init__(self, conn: sqlite3.Connection, lock: Any) -> None:
         self._conn, self._lock = conn, lock
         with self._lock:
-            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (thread_id TEXT NOT NULL, kind TEXT NOT NULL, "
-                               "number INTEGER NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (thread_id, kind, number))")
+            self._conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE} (thread_id TEXT NOT NULL, kind TEXT NOT NULL, "
+                "number INTEGER NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (thread_id, kind, number))"
+            )
 
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
         rows = [(thread_id, kind, n, d) for n, d in zip(numbers, digests, strict=True)]
@@ -89,9 +93,13 @@ class SqliteClaims(NumberClaims):
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?)", rows)
-                held = dict(self._conn.execute(
-                    f"SELECT number, digest FROM {TABLE} WHERE thread_id = ? AND kind = ? AND number IN "
-                    f"({','.join('?' * len(numbers))})", (thread_id, kind, *numbers)).fetchall())
+                held = dict(
+                    self._conn.execute(
+                        f"SELECT number, digest FROM {TABLE} WHERE thread_id = ? AND kind = ? AND number IN "
+                        f"({','.join('?' * len(numbers))})",
+                        (thread_id, kind, *numbers),
+                    ).fetchall()
+                )
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -103,14 +111,18 @@ class SqliteClaims(NumberClaims):
             self._conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = ?", (thread_id,))
 
 
-_POSTGRES_DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (thread_id TEXT NOT NULL, kind TEXT NOT NULL, "
-                 "number INTEGER NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (thread_id, kind, number))")
-_POSTGRES_CLAIM = (f"WITH wanted AS (SELECT * FROM unnest(%s::int[], %s::text[]) AS w(number, digest)), "
-                   f"ins AS (INSERT INTO {TABLE} (thread_id, kind, number, digest) "
-                   f"SELECT %s, %s, number, digest FROM wanted ON CONFLICT DO NOTHING RETURNING number, digest) "
-                   f"SELECT number, digest FROM ins UNION ALL SELECT c.number, c.digest FROM {TABLE} c "
-                   f"JOIN wanted w ON c.number = w.number WHERE c.thread_id = %s AND c.kind = %s "
-                   f"AND c.number NOT IN (SELECT number FROM ins)")
+_POSTGRES_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {TABLE} (thread_id TEXT NOT NULL, kind TEXT NOT NULL, "
+    "number INTEGER NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (thread_id, kind, number))"
+)
+_POSTGRES_CLAIM = (
+    f"WITH wanted AS (SELECT * FROM unnest(%s::int[], %s::text[]) AS w(number, digest)), "
+    f"ins AS (INSERT INTO {TABLE} (thread_id, kind, number, digest) "
+    f"SELECT %s, %s, number, digest FROM wanted ON CONFLICT DO NOTHING RETURNING number, digest) "
+    f"SELECT number, digest FROM ins UNION ALL SELECT c.number, c.digest FROM {TABLE} c "
+    f"JOIN wanted w ON c.number = w.number WHERE c.thread_id = %s AND c.kind = %s "
+    f"AND c.number NOT IN (SELECT number FROM ins)"
+)
 
 
 class PostgresClaims(NumberClaims):
@@ -122,16 +134,22 @@ class PostgresClaims(NumberClaims):
         self._ready = False
         self._async = type(store).__name__ == "AsyncPostgresStore"
 
-    def _params(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> tuple[Any, ...]:
+    def _params(
+        self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
+    ) -> tuple[Any, ...]:
         return (list(numbers), list(digests), thread_id, kind, thread_id, kind)
 
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
         if self._async:  # an AsyncPostgresStore from sync code: on its own loop, as its sync methods do
             loop = self._store.loop
-            return asyncio.run_coroutine_threadsafe(self.aclaim(thread_id, kind, numbers, digests), loop).result()
+            return asyncio.run_coroutine_threadsafe(
+                self.aclaim(thread_id, kind, numbers, digests), loop
+            ).result()
         return self._execute(self._claim(thread_id, kind, numbers, digests))
 
-    async def aclaim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
+    async def aclaim(
+        self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
+    ) -> list[bool]:
         if not self._async:
             return await super().aclaim(thread_id, kind, numbers, digests)
         return await self._aexecute(self._claim(thread_id, kind, numbers, digests))
@@ -149,7 +167,9 @@ class PostgresClaims(NumberClaims):
         await self._aexecute(self._drop(thread_id))
 
     # -- one source for both: generators of statements, run on a sync or an async cursor --------
-    def _claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> _Work[list[bool]]:
+    def _claim(
+        self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
+    ) -> _Work[list[bool]]:
         if not self._ready:
             yield _Statement(_POSTGRES_DDL, creates=True)
             self._ready = True
@@ -166,6 +186,7 @@ class PostgresClaims(NumberClaims):
 
     def _execute(self, work: _Work[T]) -> T:
         with self._store._cursor() as cur:
+
             def execute(statement: _Statement) -> list[Any]:
                 lost_race = _created_meanwhile() if statement.creates else ()
                 try:
@@ -178,6 +199,7 @@ class PostgresClaims(NumberClaims):
 
     async def _aexecute(self, work: _Work[T]) -> T:
         async with self._store._cursor() as cur:
+
             async def execute(statement: _Statement) -> list[Any]:
                 lost_race = _created_meanwhile() if statement.creates else ()
                 try:
@@ -218,8 +240,11 @@ def _created_meanwhile() -> tuple[type[Exception], ...]:
 
 def _held(rows: Sequence[Any]) -> dict[int, str]:
     """``{number: digest}`` from rows as tuples or as the stores' dict rows."""
-    return {int(r["number"]): r["digest"] for r in rows} if rows and isinstance(rows[0], dict) else {
-        int(n): d for n, d in rows}
+    return (
+        {int(r["number"]): r["digest"] for r in rows}
+        if rows and isinstance(rows[0], dict)
+        else {int(n): d for n, d in rows}
+    )
 
 
 _CLAIMS: weakref.WeakKeyDictionary[Any, NumberClaims] = weakref.WeakKeyDictionary()

@@ -55,8 +55,19 @@ from langmem_paging.core.state import STATE_KEY, PagingState, ResidentPage, Show
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
 
-__all__ = ["FORGOTTEN", "Forgotten", "forget_in_cluster", "forget_in_page", "forget_in_records", "forget_in_state",
-           "forgotten", "merged_messages", "term_keys", "tombstone", "vocabulary"]
+__all__ = [
+    "FORGOTTEN",
+    "Forgotten",
+    "forget_in_cluster",
+    "forget_in_page",
+    "forget_in_records",
+    "forget_in_state",
+    "forgotten",
+    "merged_messages",
+    "term_keys",
+    "tombstone",
+    "vocabulary",
+]
 
 FORGOTTEN = "[forgotten]"
 """The text a forgotten message keeps."""
@@ -103,14 +114,22 @@ def _kept_terms(terms: Mapping[str, float], gone: set[str]) -> dict[str, float]:
 def forgotten(page: Page, message_id: str) -> Page:
     """`page` with message `message_id` a tombstone (its text, tool arguments and metadata gone)."""
     messages = [tombstone(m) if m.id == message_id else m for m in page.messages]
-    return Page(**{**{name: getattr(page, name) for name in page.__dataclass_fields__},
-                   "messages": messages, "digest": messages_digest(messages)})
+    return Page(
+        **{
+            **{name: getattr(page, name) for name in page.__dataclass_fields__},
+            "messages": messages,
+            "digest": messages_digest(messages),
+        }
+    )
 
 
 def tombstone(message: BaseMessage) -> BaseMessage:
     """The message with the same id, type and tool-call ids, holding `FORGOTTEN` only."""
-    update: dict[str, Any] = {"content": FORGOTTEN, "additional_kwargs": {METADATA_KEY: {"forgotten": True}},
-                              "response_metadata": {}}
+    update: dict[str, Any] = {
+        "content": FORGOTTEN,
+        "additional_kwargs": {METADATA_KEY: {"forgotten": True}},
+        "response_metadata": {},
+    }
     if isinstance(message, AIMessage):
         update["tool_calls"] = [{**call, "args": {}} for call in message.tool_calls]
         update["invalid_tool_calls"] = [{**call, "args": ""} for call in message.invalid_tool_calls]
@@ -134,7 +153,9 @@ def forget_in_page(page: Page, message_id: str) -> tuple[Page, set[str]]:
     if parsed is not None:
         bookmark = format_bookmark(page.id, [k for k in parsed[1] if not _is_gone(k, gone)])
     else:  # a bookmarker's own shape (a stub, a sentence): kept only if none of its words went
-        bookmark = page.bookmark if vocabulary([page.bookmark]).isdisjoint(gone) else format_bookmark(page.id, [])
+        bookmark = (
+            page.bookmark if vocabulary([page.bookmark]).isdisjoint(gone) else format_bookmark(page.id, [])
+        )
     features = dict(page.features)
     if isinstance(features.get("terms"), dict):
         features["terms"] = _kept_terms(features["terms"], gone)
@@ -147,11 +168,21 @@ def forget_in_cluster(node: ClusterNode, gone: set[str]) -> ClusterNode:
     left, as `clusters.materialize` derives them; a neutral mark when none is left)."""
     terms = _kept_terms(node.terms, gone)
     limit = max(len(node.keywords), 1)
-    keywords = cluster_keywords(terms, limit) if terms else [k for k in node.keywords if not _is_gone(k, gone)]
+    keywords = (
+        cluster_keywords(terms, limit) if terms else [k for k in node.keywords if not _is_gone(k, gone)]
+    )
     bookmark = format_cluster_bookmark(node.id, keywords, node.first_page, node.last_page, node.size)
-    return ClusterNode(id=node.id, children=list(node.children), size=node.size, first_page=node.first_page,
-                       last_page=node.last_page, bookmark=bookmark, keywords=keywords, terms=terms,
-                       digest=node.digest)
+    return ClusterNode(
+        id=node.id,
+        children=list(node.children),
+        size=node.size,
+        first_page=node.first_page,
+        last_page=node.last_page,
+        bookmark=bookmark,
+        keywords=keywords,
+        terms=terms,
+        digest=node.digest,
+    )
 
 
 def forget_in_records(pages: Sequence[Page], nodes: Sequence[ClusterNode], message_id: str) -> Forgotten:
@@ -210,11 +241,16 @@ def forget_in_state(values: Mapping[str, Any], forgot: Forgotten) -> dict[str, A
     lost = set(forgot.gone)
     for pid, page in pages.items():
         kept_terms = page.features.get("terms") if isinstance(page.features.get("terms"), dict) else None
-        entries: list[ResidentPage | ShownPage] = [e for e in (state.pages.get(pid), state.shown.get(pid)) if e]
+        entries: list[ResidentPage | ShownPage] = [
+            e for e in (state.pages.get(pid), state.shown.get(pid)) if e
+        ]
         for entry in entries:
             lost |= _dropped(entry.terms, kept_terms)
-            entry.terms = _kept_terms(entry.terms, lost) if kept_terms is None else \
-                {t: w for t, w in entry.terms.items() if t in kept_terms}
+            entry.terms = (
+                _kept_terms(entry.terms, lost)
+                if kept_terms is None
+                else {t: w for t, w in entry.terms.items() if t in kept_terms}
+            )
             entry.bookmark = page.bookmark
         if pid in state.pages:
             state.pages[pid].digest = page.digest
@@ -271,4 +307,3 @@ def merged_messages(messages: Sequence[BaseMessage], replaced: Sequence[BaseMess
     """`messages` with `replaced` put in place by id (what `add_messages` does with them)."""
     by_id = {m.id: m for m in replaced}
     return [by_id.get(m.id, m) for m in messages]
-

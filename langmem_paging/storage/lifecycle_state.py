@@ -27,8 +27,14 @@ def _saver_config(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
-def write_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, config: dict[str, Any] | None = None,
-                    checkpointer: Any = None) -> bool:
+def write_forgotten(
+    forgot: Forgotten,
+    thread_id: str,
+    *,
+    graph: Any = None,
+    config: dict[str, Any] | None = None,
+    checkpointer: Any = None,
+) -> bool:
     """Make the thread's latest state agree with `forgot`; True if a state was written."""
     if graph is not None:
         snapshot = graph.get_state(_config(thread_id, config))
@@ -45,8 +51,14 @@ def write_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, con
     return False
 
 
-async def awrite_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = None, config: dict[str, Any] | None = None,
-                           checkpointer: Any = None) -> bool:
+async def awrite_forgotten(
+    forgot: Forgotten,
+    thread_id: str,
+    *,
+    graph: Any = None,
+    config: dict[str, Any] | None = None,
+    checkpointer: Any = None,
+) -> bool:
     """Async `write_forgotten`."""
     if graph is not None:
         snapshot = await graph.aget_state(_config(thread_id, config))
@@ -63,7 +75,9 @@ async def awrite_forgotten(forgot: Forgotten, thread_id: str, *, graph: Any = No
     return False
 
 
-def _checkpoint(saver: Any, latest: Any, forgot: Forgotten) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+def _checkpoint(
+    saver: Any, latest: Any, forgot: Forgotten
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
     """The checkpoint, metadata and new channel versions that put the update on top of `latest`
     (None: no checkpoint, or nothing to change)."""
     from langgraph.checkpoint.base import copy_checkpoint
@@ -79,8 +93,9 @@ def _checkpoint(saver: Any, latest: Any, forgot: Forgotten) -> tuple[dict[str, A
     checkpoint: Any = copy_checkpoint(latest.checkpoint)
     versions: dict[str, Any] = {}
     for channel, new in update.items():
-        checkpoint["channel_values"][channel] = merged_messages(values.get("messages") or [], new) \
-            if channel == "messages" else new
+        checkpoint["channel_values"][channel] = (
+            merged_messages(values.get("messages") or [], new) if channel == "messages" else new
+        )
         versions[channel] = saver.get_next_version(checkpoint["channel_versions"].get(channel), None)
     checkpoint["channel_versions"].update(versions)
     checkpoint["id"] = str(uuid6(clock_seq=step))

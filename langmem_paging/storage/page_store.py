@@ -40,12 +40,22 @@ from langmem_paging.storage.claims import NumberClaims, claims_for
 from langmem_paging.storage.lifecycle import FORGOTTEN, Forgotten, forget_in_records, forgotten
 from langmem_paging.storage.postgres_reads import abatch_reads, batch_reads
 
-__all__ = ["FORGOTTEN", "KINDS", "NAMESPACE_ROOT", "PageStore", "PageStoreError", "abatch_any", "forgotten",
-           "thread_namespace"]
+__all__ = [
+    "FORGOTTEN",
+    "KINDS",
+    "NAMESPACE_ROOT",
+    "PageStore",
+    "PageStoreError",
+    "abatch_any",
+    "forgotten",
+    "thread_namespace",
+]
 
 logger = logging.getLogger("langmem_paging")
 
 T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class Claim:
     """A request of a store operation: claim `numbers` of `kind` on a thread for these digests
@@ -200,8 +210,9 @@ class PageStore:
 
     def _failed(self, error: Exception) -> PageStoreError:
         tries = f" after {self.retries} retries" if self.retries else ""
-        return PageStoreError(f"the page store ({type(self.store).__name__}) failed{tries}: "
-                              f"{type(error).__name__}: {error}")
+        return PageStoreError(
+            f"the page store ({type(self.store).__name__}) failed{tries}: {type(error).__name__}: {error}"
+        )
 
     def _run(self, operation: Batches[T]) -> T:
         return drive(operation, self._batch)
@@ -210,8 +221,13 @@ class PageStore:
         return await adrive(operation, self._abatch)
 
     def _put(self, thread_id: str, kind: Kind, key: str, value: dict[str, Any] | None) -> PutOp:
-        return PutOp(thread_namespace(thread_id, kind), key, value, index=False,
-                     ttl=self._ttl() if value is not None else None)
+        return PutOp(
+            thread_namespace(thread_id, kind),
+            key,
+            value,
+            index=False,
+            ttl=self._ttl() if value is not None else None,
+        )
 
     def _ttl(self) -> float | None:
         """`ttl`, else the store's own default (``ttl={"default_ttl": ...}``), else None: never expire."""
@@ -241,8 +257,10 @@ class PageStore:
         ids = [p for p in dict.fromkeys(page_ids) if _valid(p, page_number)]
         ops: list[Op] = []
         for page_id in ids:
-            ops += [GetOp(thread_namespace(thread_id, "pages"), page_id),
-                    GetOp(thread_namespace(thread_id, "stats"), page_id)]
+            ops += [
+                GetOp(thread_namespace(thread_id, "pages"), page_id),
+                GetOp(thread_namespace(thread_id, "stats"), page_id),
+            ]
         items = yield ops
         pages = {pid: _page(items[2 * k], items[2 * k + 1]) for k, pid in enumerate(ids)}
         return {pid: page for pid, page in pages.items() if page is not None}
@@ -262,7 +280,9 @@ class PageStore:
     def _get_clusters(self, thread_id: str, cluster_ids: Iterable[str]) -> Batches[dict[str, ClusterNode]]:
         ids = [c for c in dict.fromkeys(cluster_ids) if _valid(c, cluster_number)]
         items = yield [GetOp(thread_namespace(thread_id, "clusters"), c) for c in ids]
-        return {c: ClusterNode.from_dict(it.value) for c, it in zip(ids, items, strict=True) if it is not None}
+        return {
+            c: ClusterNode.from_dict(it.value) for c, it in zip(ids, items, strict=True) if it is not None
+        }
 
     def list_items(self, thread_id: str, kind: Kind) -> list[Item]:
         """Every record of one kind of a thread, as the store holds it (paged through the store)."""
@@ -275,7 +295,9 @@ class PageStore:
     def _list_items(self, thread_id: str, kind: Kind) -> Batches[list[Item]]:
         items: list[Item] = []
         while True:
-            (batch,) = yield [SearchOp(thread_namespace(thread_id, kind), limit=_LIST_BATCH, offset=len(items))]
+            (batch,) = yield [
+                SearchOp(thread_namespace(thread_id, kind), limit=_LIST_BATCH, offset=len(items))
+            ]
             items.extend(batch)
             if len(batch) < _LIST_BATCH:
                 return items
@@ -330,7 +352,9 @@ class PageStore:
         return sorted(nodes, key=lambda n: cluster_number(n.id))
 
     # -- the union-find forest -----------------------------------------------------------
-    def find(self, thread_id: str, ident: str, *, state: PagingState | dict[str, Any] | None = None) -> str | None:
+    def find(
+        self, thread_id: str, ident: str, *, state: PagingState | dict[str, Any] | None = None
+    ) -> str | None:
         """The cluster root holding a page (or cluster), or None if it is in no cluster.
 
         With `state` (a branch's paging state) the answer is exact for that branch: only
@@ -340,14 +364,21 @@ class PageStore:
         """
         return self._run(self._find(thread_id, ident, state))
 
-    async def afind(self, thread_id: str, ident: str, *, state: PagingState | dict[str, Any] | None = None) -> str | None:
+    async def afind(
+        self, thread_id: str, ident: str, *, state: PagingState | dict[str, Any] | None = None
+    ) -> str | None:
         """Async `find`."""
         return await self._arun(self._find(thread_id, ident, state))
 
-    def _find(self, thread_id: str, ident: str, state: PagingState | dict[str, Any] | None) -> Batches[str | None]:
+    def _find(
+        self, thread_id: str, ident: str, state: PagingState | dict[str, Any] | None
+    ) -> Batches[str | None]:
         branch = state if isinstance(state, PagingState) or state is None else PagingState.from_value(state)
-        walk = walk_root(ident, owned=None if branch is None else (lambda c: branch.owns("c", cluster_number(c))),
-                         roots=None if branch is None else branch.clusters)
+        walk = walk_root(
+            ident,
+            owned=None if branch is None else (lambda c: branch.owns("c", cluster_number(c))),
+            roots=None if branch is None else branch.clusters,
+        )
         parents_ns = thread_namespace(thread_id, "parents")
         try:
             node = next(walk)
@@ -358,8 +389,11 @@ class PageStore:
             found = stop.value
         shortcut = found.path[:-1]  # path compression: point each visited node at the root
         existing = yield [GetOp(parents_ns, child) for child in shortcut]
-        yield [self._put(thread_id, "parents", child, {"parents": [*_parents(item), found.root]})
-               for child, item in zip(shortcut, existing, strict=True) if found.root not in _parents(item)]
+        yield [
+            self._put(thread_id, "parents", child, {"parents": [*_parents(item), found.root]})
+            for child, item in zip(shortcut, existing, strict=True)
+            if found.root not in _parents(item)
+        ]
         root: str | None = found.root
         return root
 
@@ -390,7 +424,9 @@ class PageStore:
         """Async `put`."""
         await self._abatch([self._put(thread_id, "pages", page.id, page.to_dict())])
 
-    def reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState) -> list[int]:
+    def reserve(
+        self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
+    ) -> list[int]:
         """Allocate numbers for new records on `state`'s branch (see the module docstring).
 
         Hold the thread's lock from here to `commit` (the engine does). The numbers are claimed
@@ -398,51 +434,79 @@ class PageStore:
         stepping another branch of the thread at the same moment gets other numbers."""
         return self._run(self._reserve(thread_id, kind, digests, state))
 
-    async def areserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
-                       state: PagingState) -> list[int]:
+    async def areserve(
+        self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
+    ) -> list[int]:
         """Async `reserve`."""
         return await self._arun(self._reserve(thread_id, kind, digests, state))
 
-    def _reserve(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
-                 state: PagingState) -> Batches[list[int]]:
+    def _reserve(
+        self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
+    ) -> Batches[list[int]]:
         while True:
             numbers = yield from self._free_numbers(thread_id, kind, digests, state)
             granted = yield Claim(thread_id, kind, numbers, list(digests))
             if all(granted):
                 return numbers  # (refused: another writer holds some; the branch allocates past them)
 
-    def _free_numbers(self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str],
-                      state: PagingState) -> Batches[list[int]]:
+    def _free_numbers(
+        self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
+    ) -> Batches[list[int]]:
         start = state.next[kind]
         records = thread_namespace(thread_id, "pages" if kind == "p" else "clusters")
         while True:
             items = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
-                GetOp(records, f"{kind}{start + i}") for i in range(len(digests))]
+                GetOp(records, f"{kind}{start + i}") for i in range(len(digests))
+            ]
             high = items[0].value.get(kind, 1) if items[0] is not None else 1
-            taken = [i for i, (item, digest) in enumerate(zip(items[1:], digests, strict=True))
-                     if item is not None and item.value.get("digest") != digest]
+            taken = [
+                i
+                for i, (item, digest) in enumerate(zip(items[1:], digests, strict=True))
+                if item is not None and item.value.get("digest") != digest
+            ]
             if not taken:  # free, or holding these very records (a retry)
                 return state.allocate(kind, len(digests), floor=start)
             start = max(high, start + max(taken) + 1)
 
-    def commit(self, thread_id: str, *, pages: Sequence[Page], nodes: Sequence[ClusterNode],
-               state: PagingState, stats: Iterable[str] = ()) -> None:
+    def commit(
+        self,
+        thread_id: str,
+        *,
+        pages: Sequence[Page],
+        nodes: Sequence[ClusterNode],
+        state: PagingState,
+        stats: Iterable[str] = (),
+    ) -> None:
         """Write a step's new records, the parent pointers of its unions, mirrored access
         statistics and the high-water mark. Idempotent."""
         self._run(self._commit(thread_id, pages, nodes, state, list(stats)))
 
-    async def acommit(self, thread_id: str, *, pages: Sequence[Page], nodes: Sequence[ClusterNode],
-                      state: PagingState, stats: Iterable[str] = ()) -> None:
+    async def acommit(
+        self,
+        thread_id: str,
+        *,
+        pages: Sequence[Page],
+        nodes: Sequence[ClusterNode],
+        state: PagingState,
+        stats: Iterable[str] = (),
+    ) -> None:
         """Async `commit`."""
         await self._arun(self._commit(thread_id, pages, nodes, state, list(stats)))
 
-    def _commit(self, thread_id: str, pages: Sequence[Page], nodes: Sequence[ClusterNode], state: PagingState,
-                stats: list[str]) -> Batches[None]:
+    def _commit(
+        self,
+        thread_id: str,
+        pages: Sequence[Page],
+        nodes: Sequence[ClusterNode],
+        state: PagingState,
+        stats: list[str],
+    ) -> Batches[None]:
         if not (pages or nodes or stats):
             return
         children = list(dict.fromkeys(c for node in nodes for c in node.children))
         reads = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
-            GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
+            GetOp(thread_namespace(thread_id, "parents"), c) for c in children
+        ]
         ops: list[Op] = [self._put(thread_id, "pages", p.id, p.to_dict()) for p in pages]
         ops += [self._put(thread_id, "clusters", n.id, n.to_dict()) for n in nodes]
         parents = _joined({c: _parents(item) for c, item in zip(children, reads[1:], strict=True)}, nodes)
@@ -457,8 +521,16 @@ class PageStore:
         yield ops
 
     # -- the page lifecycle: forgetting one message, deleting a thread -------------------
-    def forget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None, graph: Any = None,
-               config: dict[str, Any] | None = None, checkpointer: Any = None) -> list[str]:
+    def forget(
+        self,
+        thread_id: str,
+        message_id: str,
+        *,
+        index: SearchIndex | None = None,
+        graph: Any = None,
+        config: dict[str, Any] | None = None,
+        checkpointer: Any = None,
+    ) -> list[str]:
         """Remove one message's text from everywhere the thread keeps it, for privacy (a card number
         typed by mistake). One write path (`langmem_paging.storage.lifecycle`), idempotent (run it again after
         a crash and it converges):
@@ -500,8 +572,16 @@ class PageStore:
         write_forgotten(forgot, thread_id, graph=graph, config=config, checkpointer=checkpointer)
         return [p.id for p in forgot.pages]
 
-    async def aforget(self, thread_id: str, message_id: str, *, index: SearchIndex | None = None,
-                      graph: Any = None, config: dict[str, Any] | None = None, checkpointer: Any = None) -> list[str]:
+    async def aforget(
+        self,
+        thread_id: str,
+        message_id: str,
+        *,
+        index: SearchIndex | None = None,
+        graph: Any = None,
+        config: dict[str, Any] | None = None,
+        checkpointer: Any = None,
+    ) -> list[str]:
         """Async `forget`."""
         from langmem_paging.storage.lifecycle_state import awrite_forgotten
 
@@ -535,7 +615,8 @@ class PageStore:
         forgot = forget_in_records(pages, [ClusterNode.from_dict(it.value) for it in items], message_id)
         # one batch: a page and the cluster bookmarks above it never disagree about what it holds
         yield [self._put(thread_id, "pages", page.id, page.to_dict()) for page in forgot.pages] + [
-            self._put(thread_id, "clusters", node.id, node.to_dict()) for node in forgot.nodes]
+            self._put(thread_id, "clusters", node.id, node.to_dict()) for node in forgot.nodes
+        ]
         return forgot
 
     def delete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:

@@ -41,6 +41,7 @@ def batch_reads(store: BaseStore, ops: Sequence[Op]) -> list[Any] | None:
     if reads is None:
         return None
     with store._cursor() as cur:  # type: ignore[attr-defined]
+
         def fetch(query: _Query) -> list[Any]:
             cur.execute(*query, prepare=True)
             return cur.fetchall()
@@ -54,6 +55,7 @@ async def abatch_reads(store: BaseStore, ops: Sequence[Op]) -> list[Any] | None:
     if reads is None:
         return None
     async with store._cursor() as cur:  # type: ignore[attr-defined]
+
         async def fetch(query: _Query) -> list[Any]:
             await cur.execute(*query, prepare=True)
             return await cur.fetchall()
@@ -78,7 +80,9 @@ def _reads(store: BaseStore, ops: Sequence[Op], kind: str) -> _Reads | None:
         found = yield _GET, (prefixes, [op.key for op in gets])
         rows = {(row["prefix"], row["key"]): row for row in found}
         loader = getattr(store, "_deserializer", None)
-        return [_row_to_item(op.namespace, row, loader=loader) if (row := rows.get((prefix, op.key))) else None
-                for op, prefix in zip(gets, prefixes, strict=True)]
+        return [
+            _row_to_item(op.namespace, row, loader=loader) if (row := rows.get((prefix, op.key))) else None
+            for op, prefix in zip(gets, prefixes, strict=True)
+        ]
 
     return reads()

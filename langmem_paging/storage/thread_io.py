@@ -25,8 +25,20 @@ from langmem_paging.index.base import Hit, SearchIndex
 from langmem_paging.step.io import ComputeIO, LoadPages, Reserve, StepIO
 from langmem_paging.storage.page_store import PageStore
 
-__all__ = ["Commit", "HookName", "IndexPages", "ListMembers", "LoadClusters", "Notify", "PagingIO", "ScoreTexts",
-           "Search", "ThreadFlow", "ThreadIO", "Trace"]
+__all__ = [
+    "Commit",
+    "HookName",
+    "IndexPages",
+    "ListMembers",
+    "LoadClusters",
+    "Notify",
+    "PagingIO",
+    "ScoreTexts",
+    "Search",
+    "ThreadFlow",
+    "ThreadIO",
+    "Trace",
+]
 
 logger = logging.getLogger("langmem_paging")
 
@@ -248,19 +260,26 @@ class ThreadIO(ComputeIO, PagingIO):
         return await self.page_store.aget_clusters(self.thread_id, request.cluster_ids)
 
     def list_members(self, request: ListMembers) -> dict[str, list[str]]:
-        return {cid: self.page_store.members(self.thread_id, cid, limit=request.limit) for cid in request.cluster_ids}
+        return {
+            cid: self.page_store.members(self.thread_id, cid, limit=request.limit)
+            for cid in request.cluster_ids
+        }
 
     async def alist_members(self, request: ListMembers) -> dict[str, list[str]]:
-        return {cid: await self.page_store.amembers(self.thread_id, cid, limit=request.limit)
-                for cid in request.cluster_ids}
+        return {
+            cid: await self.page_store.amembers(self.thread_id, cid, limit=request.limit)
+            for cid in request.cluster_ids
+        }
 
     def commit(self, request: Commit) -> None:
-        self.page_store.commit(self.thread_id, pages=request.pages, nodes=request.nodes, state=request.state,
-                               stats=request.stats)
+        self.page_store.commit(
+            self.thread_id, pages=request.pages, nodes=request.nodes, state=request.state, stats=request.stats
+        )
 
     async def acommit(self, request: Commit) -> None:
-        await self.page_store.acommit(self.thread_id, pages=request.pages, nodes=request.nodes,
-                                      state=request.state, stats=request.stats)
+        await self.page_store.acommit(
+            self.thread_id, pages=request.pages, nodes=request.nodes, state=request.state, stats=request.stats
+        )
 
     # -- the index ---------------------------------------------------------------------
     def index_pages(self, request: IndexPages) -> None:
@@ -315,11 +334,15 @@ def _index_failed(error: Exception) -> SearchIndexError:
     return SearchIndexError(f"the search index failed: {type(error).__name__}: {error}")
 
 
-def _handlers(hook: PagingHooks) -> dict[HookName, tuple[Callable[[PageEvent], None],
-                                                       Callable[[PageEvent], Awaitable[None]]]]:
+def _handlers(
+    hook: PagingHooks,
+) -> dict[HookName, tuple[Callable[[PageEvent], None], Callable[[PageEvent], Awaitable[None]]]]:
     """A hook's sync and async handler of each event."""
-    return {"formed": (hook.on_formed, hook.aon_formed), "evicted": (hook.on_evicted, hook.aon_evicted),
-            "recalled": (hook.on_recalled, hook.aon_recalled)}
+    return {
+        "formed": (hook.on_formed, hook.aon_formed),
+        "evicted": (hook.on_evicted, hook.aon_evicted),
+        "recalled": (hook.on_recalled, hook.aon_recalled),
+    }
 
 
 # -- one source for the reads of a search and of an index write, sync or async -----------------
@@ -430,8 +453,11 @@ class _Find(Request[list[Hit], ThreadIO]):
     """What is searched."""
 
     def answer(self, io: ThreadIO) -> list[Hit]:
-        return io.index.search(io.thread_id, self.search.query, limit=self.search.limit, allow=self.search.allow)
+        return io.index.search(
+            io.thread_id, self.search.query, limit=self.search.limit, allow=self.search.allow
+        )
 
     def aanswer(self, io: ThreadIO) -> Awaitable[list[Hit]]:
-        return io.index.asearch(io.thread_id, self.search.query, limit=self.search.limit,
-                                allow=self.search.allow)
+        return io.index.asearch(
+            io.thread_id, self.search.query, limit=self.search.limit, allow=self.search.allow
+        )

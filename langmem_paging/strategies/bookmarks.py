@@ -153,14 +153,20 @@ class _Candidate:
 def participants(messages: Sequence[BaseMessage], context: BookmarkContext) -> frozenset[str]:
     """The lower-cased name parts of everyone who speaks on the page (each message's ``name``) and
     of the thread's known participants (``Maria Lopez`` gives ``maria`` and ``lopez``)."""
-    names = {part for m in messages if m.name for part in _NAME_SPLIT.split(str(m.name).lower()) if len(part) > 1}
-    return frozenset(names | {p for name in context.participants for p in _NAME_SPLIT.split(name.lower()) if p})
+    names = {
+        part for m in messages if m.name for part in _NAME_SPLIT.split(str(m.name).lower()) if len(part) > 1
+    }
+    return frozenset(
+        names | {p for name in context.participants for p in _NAME_SPLIT.split(name.lower()) if p}
+    )
 
 
 def _is_participant(form: str, names: frozenset[str]) -> bool:
     """A participant's name, or a capitalized short form of it (``Mel`` for Melanie)."""
     lower = form.lower()
-    return lower in names or form[:1].isupper() and len(lower) >= 3 and any(n.startswith(lower) for n in names)
+    return (
+        lower in names or form[:1].isupper() and len(lower) >= 3 and any(n.startswith(lower) for n in names)
+    )
 
 
 class KeywordBookmarker(Bookmarker):
@@ -202,8 +208,15 @@ class KeywordBookmarker(Bookmarker):
 
     name = "keywords"
 
-    def __init__(self, *, min_tokens: int = 8, max_tokens: int = 24, max_keywords: int = 12,
-                 stored_keywords: int = 16, background: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        min_tokens: int = 8,
+        max_tokens: int = 24,
+        max_keywords: int = 12,
+        stored_keywords: int = 16,
+        background: bool = False,
+    ) -> None:
         if not 1 <= min_tokens <= max_tokens:
             raise ValueError("`min_tokens` must be at least 1 and at most `max_tokens`.")
         self.min_tokens = min_tokens
@@ -225,8 +238,15 @@ class KeywordBookmarker(Bookmarker):
         out: list[_Candidate] = []
         for form, score in self._scored(terms, context):
             key = keys[form]
-            kind = ("date" if is_date(form.lower()) else "number" if key[:1].isdigit()
-                    else "name" if key in terms.salient else "topic")
+            kind = (
+                "date"
+                if is_date(form.lower())
+                else "number"
+                if key[:1].isdigit()
+                else "name"
+                if key in terms.salient
+                else "topic"
+            )
             if kind in ("name", "topic") and _is_participant(form, names):
                 continue
             out.append(_Candidate(form, score, kind))
@@ -250,7 +270,10 @@ class KeywordBookmarker(Bookmarker):
             if filler.lower() not in seen and self._fits(page.id, [*shown, filler], context):
                 shown.append(filler)
                 seen.add(filler.lower())
-        stored = shown + [c.form for c in candidates if c.form.lower() not in seen][: self.stored_keywords - len(shown)]
+        stored = (
+            shown
+            + [c.form for c in candidates if c.form.lower() not in seen][: self.stored_keywords - len(shown)]
+        )
         weights = {c.form: c.score for c in candidates if c.kind != "date"}
         return Bookmark(format_bookmark(page.id, shown), stored, dict(list(weights.items())[:TERMS_KEPT]))
 
@@ -275,8 +298,9 @@ class KeywordBookmarker(Bookmarker):
                 misses += 1
         return chosen
 
-    def _with_topic(self, page_id: str, chosen: list[_Candidate], candidates: list[_Candidate],
-                    context: BookmarkContext) -> list[_Candidate]:
+    def _with_topic(
+        self, page_id: str, chosen: list[_Candidate], candidates: list[_Candidate], context: BookmarkContext
+    ) -> list[_Candidate]:
         """`chosen` with the page's best topic word in place of its weakest keywords (as few as
         make it fit); unchanged when the page has no topic word that fits."""
         topic = next((c for c in candidates if c.kind == "topic"), None)
@@ -310,8 +334,9 @@ class DiscriminativeBookmarker(KeywordBookmarker):
 
     def _scored(self, terms: PageTerms, context: BookmarkContext) -> list[tuple[str, float]]:
         scored = []
-        for form, score in score_terms(terms, context.doc_freq, context.n_docs, salience=1.5,
-                                       background=self.background):
+        for form, score in score_terms(
+            terms, context.doc_freq, context.n_docs, salience=1.5, background=self.background
+        ):
             key = form.lower() if form[:1].isdigit() else stem(form.lower())
             shared = context.doc_freq.get(key, 0)
             if context.n_docs > 1 and shared > max(1, context.n_docs // 2):

@@ -59,12 +59,16 @@ class ClusterOptions:
     """Keywords in a cluster bookmark."""
 
     @classmethod
-    def for_share(cls, bookmark_tokens: int, *, threshold: float = 0.2, max_clusters: int | None = None
-                  ) -> ClusterOptions:
+    def for_share(
+        cls, bookmark_tokens: int, *, threshold: float = 0.2, max_clusters: int | None = None
+    ) -> ClusterOptions:
         """Options for a bookmark share of `bookmark_tokens`: by default as many cluster roots as
         half the share holds at ~32 tokens a cluster bookmark (at least 2)."""
-        return cls(bookmark_tokens=bookmark_tokens, threshold=threshold,
-                   max_clusters=max_clusters or max(2, bookmark_tokens // 2 // 32))
+        return cls(
+            bookmark_tokens=bookmark_tokens,
+            threshold=threshold,
+            max_clusters=max_clusters or max(2, bookmark_tokens // 2 // 32),
+        )
 
 
 def similarity(a: Mapping[str, float], b: Mapping[str, float]) -> float:
@@ -85,7 +89,9 @@ def _unit(terms: Mapping[str, float]) -> dict[str, float]:
     return {t: w / norm for t, w in terms.items()}
 
 
-def merge_terms(a: Mapping[str, float], b: Mapping[str, float], *, limit: int = MAX_TERMS) -> dict[str, float]:
+def merge_terms(
+    a: Mapping[str, float], b: Mapping[str, float], *, limit: int = MAX_TERMS
+) -> dict[str, float]:
     """Each term's strongest weight in either map (pages normalized), strongest `limit` kept.
 
     A cluster's top terms are then its members' most distinctive terms; a theme word many
@@ -138,25 +144,41 @@ class FoldPlan:
 class _Planner:
     """The unions of one fold, decided over a working copy of the roots."""
 
-    def __init__(self, state: PagingState, position: Mapping[str, int], options: ClusterOptions,
-                 count_message: Callable[[BaseMessage], int]) -> None:
+    def __init__(
+        self,
+        state: PagingState,
+        position: Mapping[str, int],
+        options: ClusterOptions,
+        count_message: Callable[[BaseMessage], int],
+    ) -> None:
         self.state, self.position, self.options, self.count_message = state, position, options, count_message
         self.plan = FoldPlan()
-        self.roots = {cid: _Root(cid, c.anchor, c.size, c.first, c.last, dict(c.terms), [cid], new=False)
-                      for cid, c in state.clusters.items()}
+        self.roots = {
+            cid: _Root(cid, c.anchor, c.size, c.first, c.last, dict(c.terms), [cid], new=False)
+            for cid, c in state.clusters.items()
+        }
         self.digests: dict[str, str] = {}
 
     def at(self, anchor: str, default: int = 0) -> int:
         return self.position.get(anchor, default)
 
-    def new_node(self, children: list[str], anchor: str, span: tuple[int, int, int],
-                 terms: dict[str, float]) -> _Root:
+    def new_node(
+        self, children: list[str], anchor: str, span: tuple[int, int, int], terms: dict[str, float]
+    ) -> _Root:
         """A union of `children`; its digest names its content before ids are reserved (a Merkle
         digest: provisional children count by their own digest)."""
         parts = "\x1f".join(self.digests.get(c, c) for c in children)
         first, last, size = span
-        node = _Root(f"?{len(self.plan.nodes) + 1}", anchor, size, first, last, terms, children,
-                     digest=hashlib.blake2b(parts.encode(), digest_size=8).hexdigest())
+        node = _Root(
+            f"?{len(self.plan.nodes) + 1}",
+            anchor,
+            size,
+            first,
+            last,
+            terms,
+            children,
+            digest=hashlib.blake2b(parts.encode(), digest_size=8).hexdigest(),
+        )
         self.digests[node.key] = node.digest
         self.plan.nodes.append(node)
         self.roots[node.key] = node
@@ -166,15 +188,21 @@ class _Planner:
         """Merge two roots; the bookmark of `other` leaves, the new root stands at `keep`'s place."""
         del self.roots[keep.key], self.roots[other.key]
         self.plan.removed_anchors.append(other.anchor)
-        self.new_node([keep.key, other.key], keep.anchor,
-                      (min(keep.first, other.first), max(keep.last, other.last), keep.size + other.size),
-                      merge_terms(keep.terms, other.terms))
+        self.new_node(
+            [keep.key, other.key],
+            keep.anchor,
+            (min(keep.first, other.first), max(keep.last, other.last), keep.size + other.size),
+            merge_terms(keep.terms, other.terms),
+        )
 
     def fold(self, page_id: str, *, force: bool) -> None:
         """A shown page joins the most similar root (above the threshold unless forced), or starts one."""
         shown = self.state.shown[page_id]
-        best = max(self.roots.values(), key=lambda r: (similarity(shown.terms, r.terms), -self.at(r.anchor)),
-                   default=None)
+        best = max(
+            self.roots.values(),
+            key=lambda r: (similarity(shown.terms, r.terms), -self.at(r.anchor)),
+            default=None,
+        )
         if best is not None and not force and similarity(shown.terms, best.terms) < self.options.threshold:
             best = None
         n, terms = page_number(page_id), _unit(shown.terms)
@@ -184,18 +212,24 @@ class _Planner:
             del self.roots[best.key]
             first, second = sorted([best.anchor, shown.anchor], key=lambda a: self.at(a, 1 << 60))
             self.plan.removed_anchors.append(second)
-            self.new_node([best.key, page_id], first, (min(best.first, n), max(best.last, n), best.size + 1),
-                          merge_terms(best.terms, terms))
+            self.new_node(
+                [best.key, page_id],
+                first,
+                (min(best.first, n), max(best.last, n), best.size + 1),
+                merge_terms(best.terms, terms),
+            )
         self.plan.folded.append(page_id)
 
     def merge_closest(self) -> None:
         """Merge the two most similar roots (the earlier one's place keeps the bookmark)."""
         ordered = sorted(self.roots.values(), key=lambda r: self.at(r.anchor))
-        pairs = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]]
+        pairs = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :]]
         best = max(pairs, key=lambda ab: similarity(ab[0].terms, ab[1].terms))  # the first of equals
         self.union(*best)
 
-    def rehome(self, orphan_clusters: Sequence[str], orphans: Sequence[str], displaced: Sequence[str]) -> None:
+    def rehome(
+        self, orphan_clusters: Sequence[str], orphans: Sequence[str], displaced: Sequence[str]
+    ) -> None:
         """Orphan clusters merge into the nearest root still shown (a displaced one with none takes
         a page bookmark's place); with none at all (the history was replaced), they are dropped."""
         for cid in orphan_clusters:
@@ -215,25 +249,39 @@ class _Planner:
     def _house(self, orphan: _Root, orphans: Sequence[str]) -> None:
         """A cluster whose bookmark's id another message took takes the place of the most similar
         page bookmark in the view (that page folds into it)."""
-        homes = [pid for pid, s in self.state.shown.items()
-                 if pid not in orphans and s.tier == "cold" and s.anchor in self.position]
+        homes = [
+            pid
+            for pid, s in self.state.shown.items()
+            if pid not in orphans and s.tier == "cold" and s.anchor in self.position
+        ]
         if homes:
-            self.fold(max(homes, key=lambda pid: (similarity(self.state.shown[pid].terms, orphan.terms),
-                                                  -self.position[self.state.shown[pid].anchor])), force=True)
+            self.fold(
+                max(
+                    homes,
+                    key=lambda pid: (
+                        similarity(self.state.shown[pid].terms, orphan.terms),
+                        -self.position[self.state.shown[pid].anchor],
+                    ),
+                ),
+                force=True,
+            )
 
     def estimate(self, root: _Root) -> int:
         if not root.new:
             return self.state.clusters[root.key].tokens
-        return cluster_bookmark_tokens(root.terms, root.span, max_keywords=self.options.max_keywords,
-                                       count_message=self.count_message)
+        return cluster_bookmark_tokens(
+            root.terms, root.span, max_keywords=self.options.max_keywords, count_message=self.count_message
+        )
 
     def fold_old_bookmarks(self) -> None:
         """Past the share, the oldest cold bookmarks fold until bookmarks are back under `fold_to`
         of it; past `max_clusters`, the closest roots merge."""
         folded = set(self.plan.folded)
         shown = self.state.shown
-        cold = sorted((pid for pid, s in shown.items() if s.tier == "cold" and pid not in folded),
-                      key=lambda pid: self.at(shown[pid].anchor))
+        cold = sorted(
+            (pid for pid, s in shown.items() if s.tier == "cold" and pid not in folded),
+            key=lambda pid: self.at(shown[pid].anchor),
+        )
         page_tokens = sum(shown[pid].tokens for pid in cold)
 
         def total() -> int:
@@ -308,16 +356,31 @@ def materialize(
         cid = f"c{number}"
         rename[root.key] = cid
         keywords = cluster_keywords(root.terms, max_keywords)
-        nodes.append(ClusterNode(
-            id=cid, children=[rename.get(c, c) for c in root.children], size=root.size, first_page=root.first,
-            last_page=root.last, bookmark=format_cluster_bookmark(cid, keywords, root.first, root.last, root.size),
-            keywords=keywords, terms=dict(root.terms), digest=root.digest,
-        ))
+        nodes.append(
+            ClusterNode(
+                id=cid,
+                children=[rename.get(c, c) for c in root.children],
+                size=root.size,
+                first_page=root.first,
+                last_page=root.last,
+                bookmark=format_cluster_bookmark(cid, keywords, root.first, root.last, root.size),
+                keywords=keywords,
+                terms=dict(root.terms),
+                digest=root.digest,
+            )
+        )
     by_id = {node.id: node for node in nodes}
     entries = {}
     for root in plan.roots.values():
         if root.new:
             node = by_id[rename[root.key]]
-            entries[node.id] = ClusterEntry(anchor=root.anchor, text=node.bookmark, tokens=0, size=root.size,
-                                            first=root.first, last=root.last, terms=dict(root.terms))
+            entries[node.id] = ClusterEntry(
+                anchor=root.anchor,
+                text=node.bookmark,
+                tokens=0,
+                size=root.size,
+                first=root.first,
+                last=root.last,
+                terms=dict(root.terms),
+            )
     return nodes, entries, rename

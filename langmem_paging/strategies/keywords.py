@@ -38,21 +38,128 @@ _WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")  # a time of day: rarely what a question is about
 _UNSAFE = re.compile(r"[\[\],:|\n]")
 _ESCAPE = re.compile(r"u[0-9a-f]{4}")  # a JSON escape (\u05d5) read as a word: never a keyword
-_NUMERIC_DATE = re.compile(r"(1[89]|20)\d\d|\d{1,4}[/.\-]\d{1,2}([/.\-]\d{1,4})?")  # a year, 2023-05-08, 5/8/23
+_NUMERIC_DATE = re.compile(
+    r"(1[89]|20)\d\d|\d{1,4}[/.\-]\d{1,2}([/.\-]\d{1,4})?"
+)  # a year, 2023-05-08, 5/8/23
 FILLER = frozenset(
-    ["interesting", "interested", "sharing", "share", "shared", "lately", "recently", "every", "everyone",
-     "anyone", "someone", "actually", "basically", "literally", "honestly", "seriously", "absolutely",
-     "pretty", "super", "kinda", "lol", "haha", "omg", "love", "loved", "lovely", "nice", "fun", "happy",
-     "excited", "exciting", "hear", "heard", "hope", "hoping", "maybe", "probably", "kind", "bit", "stuff",
-     "tell", "telling", "told", "guess", "soon", "today", "keep", "keeps", "kept", "thinking", "thought",
-     "doing", "getting", "trying", "looking", "finally", "especially", "sometimes", "usually", "together",
-     "whole", "able", "wonderful", "fantastic", "incredible", "beautiful", "proud", "sorry", "congrats",
-     "congratulations", "appreciate", "awesome", "absolutely", "exactly", "indeed", "hmm", "ah", "aw", "wish"]
+    [
+        "interesting",
+        "interested",
+        "sharing",
+        "share",
+        "shared",
+        "lately",
+        "recently",
+        "every",
+        "everyone",
+        "anyone",
+        "someone",
+        "actually",
+        "basically",
+        "literally",
+        "honestly",
+        "seriously",
+        "absolutely",
+        "pretty",
+        "super",
+        "kinda",
+        "lol",
+        "haha",
+        "omg",
+        "love",
+        "loved",
+        "lovely",
+        "nice",
+        "fun",
+        "happy",
+        "excited",
+        "exciting",
+        "hear",
+        "heard",
+        "hope",
+        "hoping",
+        "maybe",
+        "probably",
+        "kind",
+        "bit",
+        "stuff",
+        "tell",
+        "telling",
+        "told",
+        "guess",
+        "soon",
+        "today",
+        "keep",
+        "keeps",
+        "kept",
+        "thinking",
+        "thought",
+        "doing",
+        "getting",
+        "trying",
+        "looking",
+        "finally",
+        "especially",
+        "sometimes",
+        "usually",
+        "together",
+        "whole",
+        "able",
+        "wonderful",
+        "fantastic",
+        "incredible",
+        "beautiful",
+        "proud",
+        "sorry",
+        "congrats",
+        "congratulations",
+        "appreciate",
+        "awesome",
+        "absolutely",
+        "exactly",
+        "indeed",
+        "hmm",
+        "ah",
+        "aw",
+        "wish",
+    ]
 )
 """Conversational filler: words a bookmark shows that tell a model nothing about the page (search
 keeps them: a question may use them)."""
 MONTHS = frozenset(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ]
 )
 
 
@@ -82,8 +189,8 @@ def _sentence_start(text: str, at: int) -> bool:
 
 def _month_by(text: str, start: int, end: int) -> str | None:
     """The month named by the word after or before `text[start:end]` ("12 March", "May 3"), if any."""
-    after = text[end:end + 12].split()[:1]
-    before = text[max(0, start - 12):start].split()[-1:]
+    after = text[end : end + 12].split()[:1]
+    before = text[max(0, start - 12) : start].split()[-1:]
     for word in after + before:
         word = word.strip(".,;:!?'\"()")
         if word.lower() in MONTHS and len(word) > 2:
@@ -178,8 +285,14 @@ def thread_idf(doc_freq: int, n_docs: int) -> float:
     return math.log((n_docs + 1) / df) + 0.1
 
 
-def score_terms(terms: PageTerms, doc_freq: Mapping[str, int], n_docs: int, *, salience: float = 1.5,
-                background: bool = False) -> list[tuple[str, float]]:
+def score_terms(
+    terms: PageTerms,
+    doc_freq: Mapping[str, int],
+    n_docs: int,
+    *,
+    salience: float = 1.5,
+    background: bool = False,
+) -> list[tuple[str, float]]:
     """``(surface form, score)`` best first (ties alphabetical).
 
     score = (1 + ln tf) * `thread_idf` * (`salience` for a word written as a name), times the

@@ -74,8 +74,9 @@ def _plus_plus(points: np.ndarray, sq: np.ndarray, k: int, rng: np.random.Genera
     return points[centers].copy()
 
 
-def _lloyd(points: np.ndarray, norms: np.ndarray, centers: np.ndarray, max_iter: int
-           ) -> tuple[np.ndarray, np.ndarray, float]:
+def _lloyd(
+    points: np.ndarray, norms: np.ndarray, centers: np.ndarray, max_iter: int
+) -> tuple[np.ndarray, np.ndarray, float]:
     n, k = len(points), len(centers)
     labels = None
     for _ in range(max_iter):
@@ -89,7 +90,9 @@ def _lloyd(points: np.ndarray, norms: np.ndarray, centers: np.ndarray, max_iter:
         sizes = onehot.sum(0)
         filled = sizes > 0  # an empty cluster keeps its center and is dropped at the end
         centers[filled] = (onehot.T @ points)[filled] / sizes[filled, None]
-    distances = np.maximum(norms[:, None] + (centers * centers).sum(1)[None, :] - 2.0 * (points @ centers.T), 0.0)
+    distances = np.maximum(
+        norms[:, None] + (centers * centers).sum(1)[None, :] - 2.0 * (points @ centers.T), 0.0
+    )
     labels = distances.argmin(1)
     inertia = float(distances[np.arange(n), labels].sum())
     return labels, centers, inertia
@@ -112,7 +115,9 @@ def _canonical(labels: np.ndarray) -> np.ndarray:
     return np.array([order[label] for label in labels.tolist()], dtype=np.int64)
 
 
-def kmeans(points: np.ndarray, k: int, *, restarts: int = 4, max_iter: int = 100, seed: int = 0) -> KMeansResult:
+def kmeans(
+    points: np.ndarray, k: int, *, restarts: int = 4, max_iter: int = 100, seed: int = 0
+) -> KMeansResult:
     """Lloyd's k-means from k-means++ seeds; the best of `restarts` runs by inertia.
 
     Args:
@@ -142,8 +147,16 @@ def kmeans(points: np.ndarray, k: int, *, restarts: int = 4, max_iter: int = 100
     return _kmeans(points, points, k, restarts=restarts, max_iter=max_iter, seed=seed, sq=None)
 
 
-def _kmeans(points: np.ndarray, reduced: np.ndarray, k: int, *, restarts: int, max_iter: int, seed: int,
-            sq: np.ndarray | None) -> KMeansResult:
+def _kmeans(
+    points: np.ndarray,
+    reduced: np.ndarray,
+    k: int,
+    *,
+    restarts: int,
+    max_iter: int,
+    seed: int,
+    sq: np.ndarray | None,
+) -> KMeansResult:
     """`kmeans` in reduced coordinates; centers reported in the original ones."""
     if sq is None:
         sq = pairwise_sq_distances(reduced)
@@ -192,8 +205,15 @@ def silhouette(labels: np.ndarray, *, sq_distances: np.ndarray) -> float:
     return float(scores.mean())
 
 
-def choose_k(points: np.ndarray, *, k_min: int = 2, k_max: int = 25, restarts: int = 4, seed: int = 0,
-             sq_distances: np.ndarray | None = None) -> KMeansResult:
+def choose_k(
+    points: np.ndarray,
+    *,
+    k_min: int = 2,
+    k_max: int = 25,
+    restarts: int = 4,
+    seed: int = 0,
+    sq_distances: np.ndarray | None = None,
+) -> KMeansResult:
     """k-means for every k in ``[k_min, min(k_max, n - 1)]``; the labelling with the best silhouette.
 
     Ties go to the smaller k. Each k is seeded from ``(seed, k)``, so the answer for one
@@ -222,13 +242,17 @@ def choose_k(points: np.ndarray, *, k_min: int = 2, k_max: int = 25, restarts: i
     n = len(points)
     if sq_distances is None:
         sq_distances = pairwise_sq_distances(points)
-    one = KMeansResult(labels=np.zeros(n, dtype=np.int64), centers=points.mean(0, keepdims=True),
-                       inertia=float(((points - points.mean(0)) ** 2).sum()))
+    one = KMeansResult(
+        labels=np.zeros(n, dtype=np.int64),
+        centers=points.mean(0, keepdims=True),
+        inertia=float(((points - points.mean(0)) ** 2).sum()),
+    )
     reduced = _reduce(points)
     best: KMeansResult | None = None
     for k in range(k_min, min(k_max, n - 1) + 1):
-        result = _kmeans(points, reduced, k, restarts=restarts, max_iter=100, seed=_k_seed(seed, k),
-                         sq=sq_distances)
+        result = _kmeans(
+            points, reduced, k, restarts=restarts, max_iter=100, seed=_k_seed(seed, k), sq=sq_distances
+        )
         score = silhouette(result.labels, sq_distances=sq_distances)
         if result.k < 2:
             break  # fewer than two distinct points: more k changes nothing

@@ -111,8 +111,16 @@ class LLMBookmarker(Bookmarker):
 
     name = "llm"
 
-    def __init__(self, model: Any, *, max_keywords: int = 8, max_tokens: int = 24, max_input_tokens: int = 1500,
-                 cache_size: int = 4096, fallback: Bookmarker | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        max_keywords: int = 8,
+        max_tokens: int = 24,
+        max_input_tokens: int = 1500,
+        cache_size: int = 4096,
+        fallback: Bookmarker | None = None,
+    ) -> None:
         if not hasattr(model, "batch") or not hasattr(model, "abatch"):
             raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
         self.model = model
@@ -127,8 +135,10 @@ class LLMBookmarker(Bookmarker):
         return messages_digest(page.messages)
 
     def _prompt(self, page: PageDraft) -> list[BaseMessage]:
-        return [SystemMessage(BOOKMARK_PROMPT),
-                HumanMessage(_page_text(page.messages, self._counter, self.max_input_tokens))]
+        return [
+            SystemMessage(BOOKMARK_PROMPT),
+            HumanMessage(_page_text(page.messages, self._counter, self.max_input_tokens)),
+        ]
 
     def _make(self, page: PageDraft, reply: str, fallback: Bookmark, context: BookmarkContext) -> Bookmark:
         chosen: list[str] = []
@@ -147,8 +157,14 @@ class LLMBookmarker(Bookmarker):
         out: list[Any] = [self._cache.get(self._key(p)) for p in pages]
         return out, [i for i, b in enumerate(out) if b is None]
 
-    def _finish(self, pages: Sequence[PageDraft], out: list[Any], todo: list[int], replies: Sequence[Any],
-                context: BookmarkContext) -> list[Bookmark]:
+    def _finish(
+        self,
+        pages: Sequence[PageDraft],
+        out: list[Any],
+        todo: list[int],
+        replies: Sequence[Any],
+        context: BookmarkContext,
+    ) -> list[Bookmark]:
         fallbacks = self.fallback.bookmark([pages[i] for i in todo], context) if todo else []
         for i, reply, fallback in zip(todo, replies, fallbacks, strict=True):
             if isinstance(reply, Exception):
@@ -161,13 +177,18 @@ class LLMBookmarker(Bookmarker):
 
     def bookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
         out, todo = self._split(pages)
-        replies = self.model.batch([self._prompt(pages[i]) for i in todo], return_exceptions=True) if todo else []
+        replies = (
+            self.model.batch([self._prompt(pages[i]) for i in todo], return_exceptions=True) if todo else []
+        )
         return self._finish(pages, out, todo, replies, context)
 
     async def abookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
         out, todo = self._split(pages)
-        replies = (await self.model.abatch([self._prompt(pages[i]) for i in todo], return_exceptions=True)
-                   if todo else [])
+        replies = (
+            await self.model.abatch([self._prompt(pages[i]) for i in todo], return_exceptions=True)
+            if todo
+            else []
+        )
         return self._finish(pages, out, todo, replies, context)
 
 
@@ -184,8 +205,9 @@ class LLMDigester(PagingHooks):
         background: Write digests in the background (False: when a page is promoted, on the turn).
     """
 
-    def __init__(self, model: Any, *, max_input_tokens: int = 2000, cache_size: int = 4096,
-                 background: bool = True) -> None:
+    def __init__(
+        self, model: Any, *, max_input_tokens: int = 2000, cache_size: int = 4096, background: bool = True
+    ) -> None:
         if not hasattr(model, "batch") or not hasattr(model, "abatch"):
             raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
         self.model = model
@@ -198,8 +220,10 @@ class LLMDigester(PagingHooks):
 
     def _prompt(self, messages: Sequence[BaseMessage], max_tokens: int) -> list[BaseMessage]:
         words = max(10, int(max_tokens * 0.7))
-        return [SystemMessage(DIGEST_PROMPT.format(words=words)),
-                HumanMessage(_page_text(messages, self._counter, self.max_input_tokens))]
+        return [
+            SystemMessage(DIGEST_PROMPT.format(words=words)),
+            HumanMessage(_page_text(messages, self._counter, self.max_input_tokens)),
+        ]
 
     def ready(self, messages: Sequence[BaseMessage]) -> str | None:
         """The digest of these messages if it was written, else None."""
@@ -208,13 +232,18 @@ class LLMDigester(PagingHooks):
 
     def digest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]:
         """Digests of pages (None where the model failed), written now and cached."""
-        replies = self.model.batch([self._prompt(m, t) for m, t in zip(pages, max_tokens, strict=True)], return_exceptions=True)
+        replies = self.model.batch(
+            [self._prompt(m, t) for m, t in zip(pages, max_tokens, strict=True)], return_exceptions=True
+        )
         return [self._keep(m, t, r) for m, t, r in zip(pages, max_tokens, replies, strict=True)]
 
-    async def adigest(self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]) -> list[str | None]:
+    async def adigest(
+        self, pages: Sequence[Sequence[BaseMessage]], max_tokens: Sequence[int]
+    ) -> list[str | None]:
         """Async `digest`."""
-        replies = await self.model.abatch([self._prompt(m, t) for m, t in zip(pages, max_tokens, strict=True)],
-                                          return_exceptions=True)
+        replies = await self.model.abatch(
+            [self._prompt(m, t) for m, t in zip(pages, max_tokens, strict=True)], return_exceptions=True
+        )
         return [self._keep(m, t, r) for m, t, r in zip(pages, max_tokens, replies, strict=True)]
 
     def _keep(self, messages: Sequence[BaseMessage], max_tokens: int, reply: Any) -> str | None:
@@ -230,8 +259,11 @@ class LLMDigester(PagingHooks):
 
     # -- hooks: digests of evicted pages, off the turn's path ----------------------------------
     def _wanted(self, event: PageEvent) -> list[Any]:
-        pages = [p for p in event.pages if messages_digest(p.messages) not in self._pending
-                 and self.ready(p.messages) is None]
+        pages = [
+            p
+            for p in event.pages
+            if messages_digest(p.messages) not in self._pending and self.ready(p.messages) is None
+        ]
         for page in pages:
             self._pending.add(messages_digest(page.messages))
         return pages
@@ -246,6 +278,7 @@ class LLMDigester(PagingHooks):
         pages = self._wanted(event) if self.background else []
         if pages:
             task = asyncio.get_running_loop().create_task(
-                self.adigest([p.messages for p in pages], [max(16, p.token_count // 4) for p in pages]))
+                self.adigest([p.messages for p in pages], [max(16, p.token_count // 4) for p in pages])
+            )
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

@@ -87,7 +87,10 @@ class SemanticPolicy(EvictionPolicy):
     def victim(self, candidates: Sequence[Candidate], context: PolicyContext) -> Candidate:
         matrix = self.vectors.matrix([c.messages for c in candidates], [c.features for c in candidates])
         similarity = matrix @ self.vectors.embed_text(context.recent_text)
-        return min(zip(candidates, similarity.tolist(), strict=True), key=lambda cs: (round(cs[1], 9), cs[0].position))[0]
+        return min(
+            zip(candidates, similarity.tolist(), strict=True),
+            key=lambda cs: (round(cs[1], 9), cs[0].position),
+        )[0]
 
 
 def _stae(**options: Any) -> EvictionPolicy:

@@ -177,9 +177,11 @@ class STAEPolicy(EvictionPolicy):
         return self.vectors.embedder
 
     def __repr__(self) -> str:
-        return (f"STAEPolicy(beta={self.beta}, redundancy={self.redundancy!r}, k={self.k}, h={self.h}, "
-                f"grouping={self.grouping!r}, n_groups={self.n_groups}, inverted={self.inverted}, "
-                f"unit={self.unit!r}, embedder={self.embedder.name!r}, seed={self.seed})")
+        return (
+            f"STAEPolicy(beta={self.beta}, redundancy={self.redundancy!r}, k={self.k}, h={self.h}, "
+            f"grouping={self.grouping!r}, n_groups={self.n_groups}, inverted={self.inverted}, "
+            f"unit={self.unit!r}, embedder={self.embedder.name!r}, seed={self.seed})"
+        )
 
     # -- features: one vector per page, at formation -------------------------------------------
 
@@ -277,9 +279,7 @@ class STAEPolicy(EvictionPolicy):
 
     def _layout(self, candidates: list[Candidate]) -> _Layout:
         ordered = sorted(candidates, key=lambda c: (c.position, c.key))
-        key = tuple(
-            (c.key, c.position, self.vectors.stored(c.features) or _text_key(c)) for c in ordered
-        )
+        key = tuple((c.key, c.position, self.vectors.stored(c.features) or _text_key(c)) for c in ordered)
         with self._lock:
             layout = self._layouts.get(key)
             if layout is not None:
@@ -300,9 +300,14 @@ class STAEPolicy(EvictionPolicy):
         labels = self._group_labels(vectors, sq)
         groups = tuple(np.flatnonzero(labels == g) for g in range(int(labels.max()) + 1))
         keys = tuple(c.key for c in ordered)
-        return _Layout(keys=keys, positions=np.array([c.position for c in ordered]), vectors=vectors,
-                       sq_distances=sq, groups=groups,
-                       group_of={keys[i]: int(labels[i]) for i in range(n)})
+        return _Layout(
+            keys=keys,
+            positions=np.array([c.position for c in ordered]),
+            vectors=vectors,
+            sq_distances=sq,
+            groups=groups,
+            group_of={keys[i]: int(labels[i]) for i in range(n)},
+        )
 
     def _group_labels(self, vectors: np.ndarray, sq: np.ndarray) -> np.ndarray:
         """Group of each candidate (candidates in age order), numbered from 0."""
@@ -321,7 +326,9 @@ class STAEPolicy(EvictionPolicy):
         return choose_k(vectors, k_min=low, k_max=high, seed=self.seed, sq_distances=sq).labels
 
 
-def _check_number(name: str, value: Any, *, low: float, high: float | None, what: str, strict: bool = False) -> None:
+def _check_number(
+    name: str, value: Any, *, low: float, high: float | None, what: str, strict: bool = False
+) -> None:
     ok = not isinstance(value, bool) and isinstance(value, (int, float))
     ok = ok and (value > low if strict else value >= low) and (high is None or value <= high)
     if not ok:

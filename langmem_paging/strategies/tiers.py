@@ -103,7 +103,9 @@ class TierMode(ABC):
     name = "tiers"
 
     @abstractmethod
-    def scores(self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]) -> dict[str, float]:
+    def scores(
+        self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]
+    ) -> dict[str, float]:
         """A score per page: higher stays hotter."""
 
     def rank_key(self, item: TierItem, score: float) -> float:
@@ -112,13 +114,19 @@ class TierMode(ABC):
 
     def warm_budget(self, max_tokens: int) -> int:
         """Tokens warm digests may take."""
-        return int(self.warm_tokens * max_tokens) if isinstance(self.warm_tokens, float) else int(self.warm_tokens)
+        return (
+            int(self.warm_tokens * max_tokens)
+            if isinstance(self.warm_tokens, float)
+            else int(self.warm_tokens)
+        )
 
     def hot_budget(self, max_tokens: int) -> int | None:
         """Tokens resident pages may take (None: only the overall budget bounds them)."""
         if self.hot_tokens is None:
             return None
-        return int(self.hot_tokens * max_tokens) if isinstance(self.hot_tokens, float) else int(self.hot_tokens)
+        return (
+            int(self.hot_tokens * max_tokens) if isinstance(self.hot_tokens, float) else int(self.hot_tokens)
+        )
 
 
 @dataclass
@@ -139,7 +147,9 @@ class TierScoring(TierMode):
 
     name = "importance"
 
-    def scores(self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]) -> dict[str, float]:
+    def scores(
+        self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]
+    ) -> dict[str, float]:
         if not items:
             return {}
         vectors = {i.id: _unit_stems(i.terms) for i in items}
@@ -151,11 +161,13 @@ class TierScoring(TierMode):
         out = {}
         for item in items:
             others = [cosine(vectors[item.id], vectors[o.id]) for o in items if o.id != item.id]
-            base = (self.w_rec * (1 - (turn - item.last_access) / span)
-                    + self.w_acc * (math.log1p(item.access_count) / math.log1p(most) if most else 0.0)
-                    + self.w_sem * (cosine(vectors[item.id], recent_vec) if recent_vec else 0.0)
-                    + self.w_ent * _entity_share(item.terms)
-                    + self.w_uniq * (1 - max(others, default=0.0)))
+            base = (
+                self.w_rec * (1 - (turn - item.last_access) / span)
+                + self.w_acc * (math.log1p(item.access_count) / math.log1p(most) if most else 0.0)
+                + self.w_sem * (cosine(vectors[item.id], recent_vec) if recent_vec else 0.0)
+                + self.w_ent * _entity_share(item.terms)
+                + self.w_uniq * (1 - max(others, default=0.0))
+            )
             out[item.id] = base * item.weight
         return out
 
@@ -180,10 +192,17 @@ class UtilityScoring(TierMode):
 
     name = "utility"
 
-    def scores(self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]) -> dict[str, float]:
-        return {i.id: (self.alpha * math.log(i.access_count + 1)
-                       + self.beta * math.exp(-max(0, turn - i.last_access) / self.tau)) * i.weight
-                for i in items}
+    def scores(
+        self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]
+    ) -> dict[str, float]:
+        return {
+            i.id: (
+                self.alpha * math.log(i.access_count + 1)
+                + self.beta * math.exp(-max(0, turn - i.last_access) / self.tau)
+            )
+            * i.weight
+            for i in items
+        }
 
     def rank_key(self, item: TierItem, score: float) -> float:
         return score / max(1, item.tokens)
@@ -199,11 +218,18 @@ def get_tiers(value: TierMode | str | None) -> TierMode | None:
     if isinstance(value, str) and value in TIER_MODES:
         return TIER_MODES[value]()
     available = ", ".join(repr(n) for n in TIER_MODES)
-    raise ValueError(f"Unknown tiers {value!r}. Available: {available}, or TierScoring(...)/UtilityScoring(...).")
+    raise ValueError(
+        f"Unknown tiers {value!r}. Available: {available}, or TierScoring(...)/UtilityScoring(...)."
+    )
 
 
-def extractive_digest(messages: Sequence[BaseMessage], terms: Mapping[str, float], *, max_tokens: int,
-                      count_text: Callable[[str], int]) -> str:
+def extractive_digest(
+    messages: Sequence[BaseMessage],
+    terms: Mapping[str, float],
+    *,
+    max_tokens: int,
+    count_text: Callable[[str], int],
+) -> str:
     """The page's key sentences, in order, within `max_tokens`: sentences are scored by the
     weights of the page's strongest terms they contain (per word, so long ones do not win by
     length), and each keeps its speaker."""
@@ -260,8 +286,18 @@ class TierPolicy(EvictionPolicy):
         return f"TierPolicy({self.tiers!r})"
 
     def victim(self, candidates: Sequence[Candidate], context: PolicyContext) -> Candidate:
-        items = [TierItem(c.key, c.tokens, c.created_turn, c.last_access, c.access_count, c.terms,
-                          importance(c.messages)) for c in candidates]
+        items = [
+            TierItem(
+                c.key,
+                c.tokens,
+                c.created_turn,
+                c.last_access,
+                c.access_count,
+                c.terms,
+                importance(c.messages),
+            )
+            for c in candidates
+        ]
         scores = self.tiers.scores(items, turn=context.turn, recent_terms=search_terms(context.recent_text))
         ranked = zip(candidates, items, strict=True)
         return min(ranked, key=lambda ci: (self.tiers.rank_key(ci[1], scores[ci[0].key]), ci[0].position))[0]

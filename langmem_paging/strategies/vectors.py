@@ -149,8 +149,9 @@ class PageVectors:
         (['vector', 'vector_by'], 'hashing:v1-seed0:256/page')
     """
 
-    def __init__(self, *, embedder: str | Embedder | None = None, unit: Unit = "page",
-                 cache_size: int = 1024) -> None:
+    def __init__(
+        self, *, embedder: str | Embedder | None = None, unit: Unit = "page", cache_size: int = 1024
+    ) -> None:
         if unit not in ("page", "exchange"):
             raise ValueError(f"`unit` must be 'page' or 'exchange', got {unit!r}.")
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
@@ -206,7 +207,9 @@ class PageVectors:
             return features[VECTOR_KEY]
         return None
 
-    def matrix(self, units: Sequence[Sequence[BaseMessage]], features: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    def matrix(
+        self, units: Sequence[Sequence[BaseMessage]], features: Sequence[Mapping[str, Any]]
+    ) -> np.ndarray:
         """Vectors of `units` (rows, float32): decoded from `features`, else embedded from text.
 
         Args:

@@ -12,5 +12,11 @@ from langmem_paging.testing.faults import FaultInjectingStore, StoreFault, kill_
 from langmem_paging.testing.models import ScriptedChatModel
 from langmem_paging.testing.thread import PagingThread
 
-__all__ = ["FaultInjectingStore", "PagingThread", "ScriptedChatModel", "StoreFault", "kill_at",
-           "wrap_checkpointer_puts"]
+__all__ = [
+    "FaultInjectingStore",
+    "PagingThread",
+    "ScriptedChatModel",
+    "StoreFault",
+    "kill_at",
+    "wrap_checkpointer_puts",
+]

@@ -50,21 +50,45 @@ def sample_conversation(n_turns: int = 40, *, seed: int = 0) -> list[BaseMessage
     """A seeded chat with a system prompt, a pinned message, tool groups (parallel calls included),
     timestamps and sessions: what the checks replay."""
     rng = random.Random(seed)
-    words = ["lisbon", "kyoto", "violin", "pottery", "marathon", "puppy", "garden", "harvest", "museum", "concert", "bicycle", "chess"]
+    words = [
+        "lisbon",
+        "kyoto",
+        "violin",
+        "pottery",
+        "marathon",
+        "puppy",
+        "garden",
+        "harvest",
+        "museum",
+        "concert",
+        "bicycle",
+        "chess",
+    ]
     out: list[BaseMessage] = [SystemMessage("You are helpful.", id="sys")]
     for turn in range(n_turns):
         meta = {"timestamp": f"2024-01-01T{turn % 24:02d}:00:00+00:00", "session_id": f"s{turn // 8}"}
         topic = rng.sample(words, 3)
-        out.append(HumanMessage(f"Turn {turn}: tell me about {' '.join(topic)}.", id=f"h{turn}",
-                                additional_kwargs=dict(meta)))
+        out.append(
+            HumanMessage(
+                f"Turn {turn}: tell me about {' '.join(topic)}.", id=f"h{turn}", additional_kwargs=dict(meta)
+            )
+        )
         if turn == 3:
-            out.append(HumanMessage("Remember: my name is Ada.", id="pin",
-                                    additional_kwargs={METADATA_KEY: {"pinned": True}}))
+            out.append(
+                HumanMessage(
+                    "Remember: my name is Ada.", id="pin", additional_kwargs={METADATA_KEY: {"pinned": True}}
+                )
+            )
         if rng.random() < 0.4:
-            calls = [{"name": "lookup", "args": {"q": topic[k]}, "id": f"c{turn}_{k}"} for k in range(rng.randint(1, 2))]
+            calls = [
+                {"name": "lookup", "args": {"q": topic[k]}, "id": f"c{turn}_{k}"}
+                for k in range(rng.randint(1, 2))
+            ]
             out.append(AIMessage("", tool_calls=calls, id=f"t{turn}"))
-            out += [ToolMessage(f"{topic[k]} facts #{turn}", tool_call_id=f"c{turn}_{k}", id=f"rc{turn}_{k}")
-                    for k in range(len(calls))]
+            out += [
+                ToolMessage(f"{topic[k]} facts #{turn}", tool_call_id=f"c{turn}_{k}", id=f"rc{turn}_{k}")
+                for k in range(len(calls))
+            ]
         out.append(AIMessage(f"About {topic[0]}: noted {turn}.", id=f"a{turn}"))
     return out
 
@@ -90,7 +114,9 @@ def model_call_points(messages: list[BaseMessage]) -> list[int]:
     points = []
     for i, m in enumerate(messages):
         following = messages[i + 1] if i + 1 < len(messages) else None
-        if isinstance(m, HumanMessage) or (isinstance(m, ToolMessage) and not isinstance(following, ToolMessage)):
+        if isinstance(m, HumanMessage) or (
+            isinstance(m, ToolMessage) and not isinstance(following, ToolMessage)
+        ):
             points.append(i + 1)
     return points
 
@@ -106,8 +132,9 @@ def _replay(history: list[BaseMessage], max_tokens: int, **options: Any) -> Any:
         state = merge_messages(state, history[previous:point])
         previous = point
         before, paging_before = copy.deepcopy(state), copy.deepcopy(paging)
-        result = page_messages(state, max_tokens=max_tokens, state=paging, pages=pages, text_counter=_COUNTER,
-                               **options)
+        result = page_messages(
+            state, max_tokens=max_tokens, state=paging, pages=pages, text_counter=_COUNTER, **options
+        )
         assert state == before and paging == paging_before, "the step mutated its input"
         for page in result.pages:
             assert page.id not in pages or pages[page.id].digest == page.digest, f"page id {page.id} reused"
@@ -132,20 +159,26 @@ def validate_policy(policy_factory: EvictionPolicy | Callable[[], EvictionPolicy
         policy_factory: The policy, or a function making a fresh one (for stateful policies).
         seeds: Conversations to replay.
     """
-    make = policy_factory if callable(policy_factory) and not isinstance(policy_factory, EvictionPolicy) \
+    make = (
+        policy_factory
+        if callable(policy_factory) and not isinstance(policy_factory, EvictionPolicy)
         else (lambda: policy_factory)
+    )
     for seed in range(seeds):
         history = sample_conversation(40, seed=seed)
         for budget, boundary in ((400, "fixed_3"), (700, "exchange")):
             final, paging, pages, nodes, results = _replay(history, budget, boundary=boundary, policy=make())
             again = _replay(history, budget, boundary=boundary, policy=make())
             assert final == again[0] and paging == again[1], "the policy is not deterministic"
-            assert reconstruct_history(final, pages, _COUNTER, clusters=nodes, state=paging) == history, \
+            assert reconstruct_history(final, pages, _COUNTER, clusters=nodes, state=paging) == history, (
                 "the history is not rebuilt exactly"
+            )
             for result in results:
                 valid_chat(result.view)
                 ids = {m.id for m in result.view}
-                assert "sys" in ids and ("pin" in ids or "pin" not in {m.id for m in history[:len(result.view)]})
+                assert "sys" in ids and (
+                    "pin" in ids or "pin" not in {m.id for m in history[: len(result.view)]}
+                )
                 assert result.tokens <= budget or result.over_budget, "over budget without saying so"
                 if result.over_budget:
                     assert result.protected_tokens > budget * 0.5, "over budget with room left to evict"
@@ -175,8 +208,17 @@ def validate_store(store: BaseStore) -> None:
     thread deletion work. Writes and deletes records under ``("langmem_paging", "conformance-*")``."""
     pages = PageStore(store)
     history = sample_conversation(6, seed=1)
-    page = Page(id="p1", messages=history[1:6], bookmark="[p1:x]", keywords=["x"], token_count=20,
-                boundary="fixed_5", created_turn=1, order=1, digest=messages_digest(history[1:6]))
+    page = Page(
+        id="p1",
+        messages=history[1:6],
+        bookmark="[p1:x]",
+        keywords=["x"],
+        token_count=20,
+        boundary="fixed_5",
+        created_turn=1,
+        order=1,
+        digest=messages_digest(history[1:6]),
+    )
     for thread in ("conformance-a", "conformance-b"):
         pages.delete_thread(thread)
     state = PagingState(next={"p": 2, "c": 2}, spans={"p": [[1, 2]], "c": [[1, 2]]})

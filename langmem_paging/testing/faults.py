@@ -56,9 +56,17 @@ class FaultInjectingStore(BaseStore):
         error: The exception type raised.
     """
 
-    def __init__(self, store: BaseStore, *, fail_at: Iterable[int] = (), p: float = 0.0, seed: int = 0,
-                 landed: float = 0.0, on_call: Callable[[int], None] | None = None,
-                 error: type[Exception] = StoreFault) -> None:
+    def __init__(
+        self,
+        store: BaseStore,
+        *,
+        fail_at: Iterable[int] = (),
+        p: float = 0.0,
+        seed: int = 0,
+        landed: float = 0.0,
+        on_call: Callable[[int], None] | None = None,
+        error: type[Exception] = StoreFault,
+    ) -> None:
         self.store = store
         self.fail_at = set(fail_at)
         self.p = p
@@ -131,8 +139,12 @@ class FaultInjectingStore(BaseStore):
 
     def _record(self, ops: list[Op]) -> None:
         for op in ops:
-            if (isinstance(op, PutOp) and op.namespace[:1] == (NAMESPACE_ROOT,)
-                    and op.namespace[-1] in ("pages", "clusters") and op.value is not None):
+            if (
+                isinstance(op, PutOp)
+                and op.namespace[:1] == (NAMESPACE_ROOT,)
+                and op.namespace[-1] in ("pages", "clusters")
+                and op.value is not None
+            ):
                 key = (op.namespace, op.key)
                 digest = op.value.get("digest", "")
                 old = self.written.get(key)

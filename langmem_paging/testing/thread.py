@@ -128,7 +128,9 @@ class PagingThread:
 
     def add(self, *messages: BaseMessage | str) -> None:
         """Append messages (a string is a user message), as a graph merges a node's output."""
-        self.messages = merge_messages(self.messages, [HumanMessage(m) if isinstance(m, str) else m for m in messages])
+        self.messages = merge_messages(
+            self.messages, [HumanMessage(m) if isinstance(m, str) else m for m in messages]
+        )
 
     def apply(self, update: dict[str, Any]) -> None:
         """Merge a graph update (``messages`` and ``paging``) through the graph's own reducers."""
@@ -141,7 +143,9 @@ class PagingThread:
     def step(self) -> PagingResult:
         """The paging of one model call: the thread pages, and `prompt` is what the model receives."""
         call = self._graph.prepare(self.messages, self.paging, self.thread_id)
-        return self._record(self._graph.step(call, store=self.store, overhead=self.overhead, model=self.model), call)
+        return self._record(
+            self._graph.step(call, store=self.store, overhead=self.overhead, model=self.model), call
+        )
 
     async def astep(self) -> PagingResult:
         """Async `step`."""
@@ -164,28 +168,41 @@ class PagingThread:
         return result
 
     # -- recall ----------------------------------------------------------------------------------
-    def call_recall(self, *, page_ids: Any = None, query: Any = None, part: Any = None,
-                    call_id: str | None = None) -> ToolMessage:
+    def call_recall(
+        self, *, page_ids: Any = None, query: Any = None, part: Any = None, call_id: str | None = None
+    ) -> ToolMessage:
         """The model calls `recall`: its call is appended, the real tool runs on the thread's state,
         and its result and paging update are applied. Returns the tool's message."""
         runtime, call = self._call(page_ids, query, part, call_id)
         return self._result(self.recall_tool.invoke(call), runtime)
 
-    async def acall_recall(self, *, page_ids: Any = None, query: Any = None, part: Any = None,
-                           call_id: str | None = None) -> ToolMessage:
+    async def acall_recall(
+        self, *, page_ids: Any = None, query: Any = None, part: Any = None, call_id: str | None = None
+    ) -> ToolMessage:
         """Async `call_recall`."""
         runtime, call = self._call(page_ids, query, part, call_id)
         return self._result(await self.recall_tool.ainvoke(call), runtime)
 
-    def _call(self, page_ids: Any, query: Any, part: Any, call_id: str | None) -> tuple[ToolRuntime, dict[str, Any]]:
+    def _call(
+        self, page_ids: Any, query: Any, part: Any, call_id: str | None
+    ) -> tuple[ToolRuntime, dict[str, Any]]:
         args = {k: v for k, v in (("page_ids", page_ids), ("query", query), ("part", part)) if v is not None}
         call_id = call_id or f"call-{uuid.uuid4().hex[:12]}"
         self.add(AIMessage("", tool_calls=[{"name": self.recall_tool.name, "args": args, "id": call_id}]))
-        runtime = ToolRuntime(state={"messages": list(self.messages), STATE_KEY: self.paging}, context=None,
-                              config={"configurable": {"thread_id": self.thread_id}}, stream_writer=lambda _: None,
-                              tool_call_id=call_id, store=self.store)
-        return runtime, {"type": "tool_call", "name": self.recall_tool.name, "id": call_id,
-                         "args": {**args, "runtime": runtime}}
+        runtime = ToolRuntime(
+            state={"messages": list(self.messages), STATE_KEY: self.paging},
+            context=None,
+            config={"configurable": {"thread_id": self.thread_id}},
+            stream_writer=lambda _: None,
+            tool_call_id=call_id,
+            store=self.store,
+        )
+        return runtime, {
+            "type": "tool_call",
+            "name": self.recall_tool.name,
+            "id": call_id,
+            "args": {**args, "runtime": runtime},
+        }
 
     def _result(self, output: Any, runtime: ToolRuntime) -> ToolMessage:
         if isinstance(output, Command):
@@ -198,6 +215,9 @@ class PagingThread:
     def history(self) -> list[BaseMessage]:
         """The thread's whole history, rebuilt from its state and its stored pages."""
         page_store = self.page_store
-        return reconstruct_history(self.messages, lambda p: page_store.get(self.thread_id, p),
-                                   clusters=lambda c: page_store.get_cluster(self.thread_id, c), state=self.paging)
-
+        return reconstruct_history(
+            self.messages,
+            lambda p: page_store.get(self.thread_id, p),
+            clusters=lambda c: page_store.get_cluster(self.thread_id, c),
+            state=self.paging,
+        )

@@ -16,9 +16,17 @@ from tests.support.harness import COUNTER, replay
 
 
 def candidate(key, position, *, created=1, last=1, count=0, text="", tokens=10):
-    return Candidate(key=key, kind="page", page_ids=(key,), position=position, tokens=tokens,
-                     created_turn=created, last_access=last, access_count=count,
-                     messages=(HumanMessage(text or key, id=f"m-{key}"),))
+    return Candidate(
+        key=key,
+        kind="page",
+        page_ids=(key,),
+        position=position,
+        tokens=tokens,
+        created_turn=created,
+        last_access=last,
+        access_count=count,
+        messages=(HumanMessage(text or key, id=f"m-{key}"),),
+    )
 
 
 # -- policies -----------------------------------------------------------------------------
@@ -53,8 +61,10 @@ def test_lfu_and_lru_differ_when_the_most_recalled_page_is_the_least_recent():
 def _turns(n, prefix="t"):
     out = []
     for i in range(n):
-        out += [HumanMessage(f"{prefix} question {i} about city{i}", id=f"{prefix}h{i}"),
-                AIMessage(f"{prefix} answer {i} about city{i}", id=f"{prefix}a{i}")]
+        out += [
+            HumanMessage(f"{prefix} question {i} about city{i}", id=f"{prefix}h{i}"),
+            AIMessage(f"{prefix} answer {i} about city{i}", id=f"{prefix}a{i}"),
+        ]
     return out
 
 
@@ -63,14 +73,31 @@ def test_recall_a_page_then_lru_evicts_the_next_one_first_and_fifo_the_recalled_
     history = _turns(5) + [HumanMessage("now", id="n1")]
     victims = {}
     for policy in ("lru", "fifo"):
-        first = page_messages(history, max_tokens=10, low_water_tokens=10, boundary="fixed_2", policy=policy,
-                              token_counter=len, text_counter=COUNTER, bookmark_share=1.0)
+        first = page_messages(
+            history,
+            max_tokens=10,
+            low_water_tokens=10,
+            boundary="fixed_2",
+            policy=policy,
+            token_counter=len,
+            text_counter=COUNTER,
+            bookmark_share=1.0,
+        )
         older, newer = sorted(first.state.pages, key=lambda p: int(p[1:]))[:2]  # both still resident
         # the model recalls it in the next user turn
         state = paging_reducer(first.state.to_value(), recall_delta([older], turn=first.state.turn + 1))
         later = [*first.view, AIMessage("ok", id="x1"), HumanMessage("next", id="n2")]
-        second = page_messages(later, max_tokens=11, low_water_tokens=11, boundary="fixed_2", policy=policy,
-                               state=state, token_counter=len, text_counter=COUNTER, bookmark_share=1.0)
+        second = page_messages(
+            later,
+            max_tokens=11,
+            low_water_tokens=11,
+            boundary="fixed_2",
+            policy=policy,
+            state=state,
+            token_counter=len,
+            text_counter=COUNTER,
+            bookmark_share=1.0,
+        )
         victims[policy] = (second.evicted[0], older, newer)
     assert victims["lru"][0] == victims["lru"][2] and victims["fifo"][0] == victims["fifo"][1]
 
@@ -79,8 +106,14 @@ def test_recall_a_page_then_lru_evicts_the_next_one_first_and_fifo_the_recalled_
 
 
 def _pages(history, boundary, **kw):
-    run = replay(history, max_tokens=kw.pop("max_tokens", 60), boundary=boundary, token_counter=len,
-                 bookmark_share=1.0, **kw)
+    run = replay(
+        history,
+        max_tokens=kw.pop("max_tokens", 60),
+        boundary=boundary,
+        token_counter=len,
+        bookmark_share=1.0,
+        **kw,
+    )
     return [p for p in run.pages.values() if p.kind == "page"]
 
 
@@ -92,8 +125,14 @@ def test_fixed_n_cuts_every_n_messages():
 
 def test_tokens_n_cuts_before_a_page_would_pass_n_tokens():
     history = [HumanMessage("word " * (5 + i % 7), id=f"h{i}") for i in range(40)]
-    run = replay(history, max_tokens=120, boundary="tokens_40", text_counter=COUNTER,
-                 points=list(range(1, 41)), bookmark_share=1.0)
+    run = replay(
+        history,
+        max_tokens=120,
+        boundary="tokens_40",
+        text_counter=COUNTER,
+        points=list(range(1, 41)),
+        bookmark_share=1.0,
+    )
     pages = [p for p in run.pages.values() if p.kind == "page"]
     assert pages and all(sum(COUNTER.count_message(m) for m in p.messages) <= 40 for p in pages)
     assert any(len(p.messages) > 1 for p in pages)
@@ -102,8 +141,11 @@ def test_tokens_n_cuts_before_a_page_would_pass_n_tokens():
 def test_exchange_cuts_at_each_user_turn():
     history = []
     for i in range(10):
-        history += [HumanMessage(f"q{i}", id=f"h{i}"), AIMessage(f"a{i}", id=f"a{i}"),
-                    AIMessage(f"more {i}", id=f"b{i}")]
+        history += [
+            HumanMessage(f"q{i}", id=f"h{i}"),
+            AIMessage(f"a{i}", id=f"a{i}"),
+            AIMessage(f"more {i}", id=f"b{i}"),
+        ]
     pages = _pages(history, "exchange", max_tokens=10)
     assert pages
     for page in pages:
@@ -115,8 +157,10 @@ def test_session_cuts_where_the_session_changes():
     for s in range(5):
         for i in range(4):
             meta = {"session_id": f"s{s}"}
-            history += [HumanMessage(f"s{s} q{i}", id=f"h{s}{i}", additional_kwargs=meta),
-                        AIMessage(f"s{s} a{i}", id=f"a{s}{i}", additional_kwargs=meta)]
+            history += [
+                HumanMessage(f"s{s} q{i}", id=f"h{s}{i}", additional_kwargs=meta),
+                AIMessage(f"s{s} a{i}", id=f"a{s}{i}", additional_kwargs=meta),
+            ]
     pages = _pages(history, "session", max_tokens=12)
     assert pages
     for page in pages:
@@ -127,7 +171,9 @@ def test_session_cuts_where_the_session_changes():
 def test_topic_shift_cuts_where_the_words_change():
     topics = ["violin bow rosin concerto strings", "garden tomatoes compost seedlings soil"]
     history = []
-    for t, (words, turns) in enumerate(zip(topics * 3, [3, 5, 2, 4, 3, 5], strict=False)):  # uneven: no fixed size fits
+    for t, (words, turns) in enumerate(
+        zip(topics * 3, [3, 5, 2, 4, 3, 5], strict=False)
+    ):  # uneven: no fixed size fits
         for i in range(turns):
             history.append(HumanMessage(f"{words} {i}", id=f"h{t}{i}"))
             history.append(AIMessage(f"yes {words}", id=f"a{t}{i}"))
@@ -144,16 +190,27 @@ def test_topic_shift_cuts_where_the_words_change():
 def _tier_history():
     history = []
     for i in range(24):
-        crowd = f" Ana{i}, Petra{i}, Ivo{i} and Mojca{i} came from Ljubljana{i} and Koper{i}." if i % 4 == 1 else ""
-        history += [HumanMessage(f"Note {i}: Zarko{i} keeps {120 + i} beehives near lake Bled{i}. The queen is calm."
-                                 + crowd, id=f"h{i}"),
-                    AIMessage(f"Noted, Zarko{i} and the bees of Bled{i}.", id=f"a{i}")]
+        crowd = (
+            f" Ana{i}, Petra{i}, Ivo{i} and Mojca{i} came from Ljubljana{i} and Koper{i}."
+            if i % 4 == 1
+            else ""
+        )
+        history += [
+            HumanMessage(
+                f"Note {i}: Zarko{i} keeps {120 + i} beehives near lake Bled{i}. The queen is calm." + crowd,
+                id=f"h{i}",
+            ),
+            AIMessage(f"Noted, Zarko{i} and the bees of Bled{i}.", id=f"a{i}"),
+        ]
     history[14] = history[14].model_copy(update={"additional_kwargs": {METADATA_KEY: {"importance": 10.0}}})
     return history
 
 
-@pytest.mark.parametrize("tiers", [TierScoring(w_rec=0, w_acc=0, w_sem=0, w_ent=0, w_uniq=0.1),
-                                   UtilityScoring(tau=2.0)], ids=["importance", "utility"])
+@pytest.mark.parametrize(
+    "tiers",
+    [TierScoring(w_rec=0, w_acc=0, w_sem=0, w_ent=0, w_uniq=0.1), UtilityScoring(tau=2.0)],
+    ids=["importance", "utility"],
+)
 def test_an_important_page_stays_warm_as_a_digest_of_its_own_lines(tiers):
     run = replay(_tier_history(), max_tokens=700, boundary="fixed_2", tiers=tiers, text_counter=COUNTER)
     holder = next(pid for pid, p in run.pages.items() if any(m.id == "h7" for m in p.messages))
@@ -193,11 +250,12 @@ def test_a_tool_result_keeps_its_call_in_every_tier():
     history = [HumanMessage("look it up", id="h")]
     for i in range(12):
         call = {"name": "lookup", "args": {"q": f"bees {i}"}, "id": f"c{i}"}
-        history += [AIMessage("", tool_calls=[call], id=f"t{i}"),
-                    ToolMessage(f"Bled{i} has {i} hives", tool_call_id=f"c{i}", id=f"r{i}")]
+        history += [
+            AIMessage("", tool_calls=[call], id=f"t{i}"),
+            ToolMessage(f"Bled{i} has {i} hives", tool_call_id=f"c{i}", id=f"r{i}"),
+        ]
     from tests.support.harness import assert_valid_chat
 
     run = replay(history, max_tokens=260, boundary="fixed_2", tiers=TierScoring(), text_counter=COUNTER)
     for result in run.steps:
         assert_valid_chat(result.view)
-

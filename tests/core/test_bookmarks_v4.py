@@ -31,11 +31,17 @@ def _shown(mark) -> list[str]:
 
 
 CHAT = [
-    HumanMessage("Mel, Caroline here: I finally went to the pottery class with Caroline's cousin Tamsin.",
-                 id="m1", name="Caroline"),
-    AIMessage("Caroline, that's great! Did Tamsin make a bowl? Caroline, send pics.", id="m2", name="Melanie"),
-    HumanMessage("She made a bowl and a mug, Melanie. The kiln broke twice though, Melanie.", id="m3",
-                 name="Caroline"),
+    HumanMessage(
+        "Mel, Caroline here: I finally went to the pottery class with Caroline's cousin Tamsin.",
+        id="m1",
+        name="Caroline",
+    ),
+    AIMessage(
+        "Caroline, that's great! Did Tamsin make a bowl? Caroline, send pics.", id="m2", name="Melanie"
+    ),
+    HumanMessage(
+        "She made a bowl and a mug, Melanie. The kiln broke twice though, Melanie.", id="m3", name="Caroline"
+    ),
 ]
 
 
@@ -54,9 +60,15 @@ def test_participants_known_to_the_thread_are_left_out_even_when_silent_on_the_p
 
 
 def test_a_bookmark_shows_at_most_one_date_the_most_specific():
-    page = [HumanMessage("(1:56 pm on 8 May, 2023) On Friday in May we sailed to Hvar; 12 March 2024 was the "
-                         "regatta, and 2022 the first one.", id="m1", name="Jon"),
-            AIMessage("Hvar in May! Friday regatta again in 2024?", id="m2", name="Gina")]
+    page = [
+        HumanMessage(
+            "(1:56 pm on 8 May, 2023) On Friday in May we sailed to Hvar; 12 March 2024 was the "
+            "regatta, and 2022 the first one.",
+            id="m1",
+            name="Jon",
+        ),
+        AIMessage("Hvar in May! Friday regatta again in 2024?", id="m2", name="Gina"),
+    ]
     mark = _mark(page)
     dates = [w for w in mark.keywords if is_date(w.lower())]
     assert len(dates) == 1 and " " in dates[0], mark.keywords  # a day with its month, not "May" or "2024"
@@ -65,8 +77,11 @@ def test_a_bookmark_shows_at_most_one_date_the_most_specific():
 
 
 def test_a_word_distinctive_in_the_thread_beats_a_globally_rare_word_the_thread_shares():
-    page = [HumanMessage("The greyhound chased the greyhound next door; my greyhound then ate bread.", id="m1",
-                         name="Jon")]
+    page = [
+        HumanMessage(
+            "The greyhound chased the greyhound next door; my greyhound then ate bread.", id="m1", name="Jon"
+        )
+    ]
     # "greyhound" is rare in English but on 9 of the thread's 10 pages; "bread" is on this page only
     mark = _mark(page, doc_freq={"greyhound": 9, "bread": 1}, n_docs=10)
     assert mark.keywords.index("bread") < mark.keywords.index("greyhound"), mark.keywords
@@ -85,11 +100,15 @@ def test_a_bookmark_has_a_topic_word_even_among_many_names_and_numbers():
 
 def test_bookmarks_in_the_view_leave_out_the_speakers():
     """Through the pure paging function: the view's bookmarks carry no participant's name."""
-    history = [HumanMessage(f"Caroline here: my {w} story, Melanie!", id=f"h{i}", name="Caroline") if i % 2 == 0
-               else AIMessage(f"Caroline, lovely {w}! Melanie loves a {w}.", id=f"h{i}", name="Melanie")
-               for i, w in enumerate(["pottery", "pottery", "camping", "camping", "violin", "violin", "x", "y"])]
-    result = page_messages(history, max_tokens=4, boundary="fixed_2", token_counter=len, text_counter=COUNTER,
-                           bookmark_share=1.0)
+    history = [
+        HumanMessage(f"Caroline here: my {w} story, Melanie!", id=f"h{i}", name="Caroline")
+        if i % 2 == 0
+        else AIMessage(f"Caroline, lovely {w}! Melanie loves a {w}.", id=f"h{i}", name="Melanie")
+        for i, w in enumerate(["pottery", "pottery", "camping", "camping", "violin", "violin", "x", "y"])
+    ]
+    result = page_messages(
+        history, max_tokens=4, boundary="fixed_2", token_counter=len, text_counter=COUNTER, bookmark_share=1.0
+    )
     marks = " ".join(str(m.content) for m in result.view if is_bookmark(m)).lower()  # pages and clusters
     assert "pottery" in marks and "camping" in marks, marks
     assert "caroline" not in marks and "melanie" not in marks, marks

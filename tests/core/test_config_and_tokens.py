@@ -12,22 +12,41 @@ from langmem_paging.core import tokens as tokens_module
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"max_tokens": 100, "policy": "lfuu"},
-         "Invalid paging option `policy`: Unknown policy 'lfuu'. Available: 'fifo', 'lru', 'lfu', 'semantic'"),
-        ({"max_tokens": 100, "boundary": "fixed"}, "Invalid paging option `boundary`: Unknown boundary 'fixed'"),
+        (
+            {"max_tokens": 100, "policy": "lfuu"},
+            "Invalid paging option `policy`: Unknown policy 'lfuu'. Available: 'fifo', 'lru', 'lfu', 'semantic'",
+        ),
+        (
+            {"max_tokens": 100, "boundary": "fixed"},
+            "Invalid paging option `boundary`: Unknown boundary 'fixed'",
+        ),
         ({"max_tokens": 100, "boundary": "fixed_0"}, "`fixed_N` needs N >= 1"),
-        ({"max_tokens": 100, "low_water_tokens": 200}, "Invalid paging option `low_water_tokens`: 200 is above `max_tokens` (100)"),
+        (
+            {"max_tokens": 100, "low_water_tokens": 200},
+            "Invalid paging option `low_water_tokens`: 200 is above `max_tokens` (100)",
+        ),
         ({"max_tokens": 0}, "Invalid paging option `max_tokens`: must be a positive number of tokens"),
-        ({"max_tokens": ("fraction", 2)}, "Invalid paging option `max_tokens`: use an int, ('tokens', n) with n > 0, or ('fraction', x)"),
+        (
+            {"max_tokens": ("fraction", 2)},
+            "Invalid paging option `max_tokens`: use an int, ('tokens', n) with n > 0, or ('fraction', x)",
+        ),
         ({"max_tokens": 100, "mode": "both"}, "Invalid paging option `mode`"),
-        ({"max_tokens": 100, "token_counter": 3}, "Invalid paging option `token_counter`: must be a callable messages -> int"),
-        ({"max_tokens": 100, "bookmarker": "kw"}, "Unknown bookmarker 'kw'. Available: 'keywords', 'discriminative'"),
+        (
+            {"max_tokens": 100, "token_counter": 3},
+            "Invalid paging option `token_counter`: must be a callable messages -> int",
+        ),
+        (
+            {"max_tokens": 100, "bookmarker": "kw"},
+            "Unknown bookmarker 'kw'. Available: 'keywords', 'discriminative'",
+        ),
         ({"max_tokens": 100, "encoding": "p50k_base"}, "cannot be loaded offline"),
         ({"max_tokens": 100, "bookmark_share": 0}, "Invalid paging option `bookmark_share`"),
     ],
 )
 def test_bad_options_name_what_to_fix(kwargs, message):
-    with pytest.raises((ValueError, TypeError), match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")) as error:
+    with pytest.raises(
+        (ValueError, TypeError), match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+    ) as error:
         PagingMiddleware(**kwargs)
     assert "validation error" not in str(error.value) and "_Options" not in str(error.value)
 
@@ -165,8 +184,17 @@ def test_cluster_node_to_dict_is_asdict_and_a_copy():
 
     from langmem_paging.core.records import ClusterNode
 
-    node = ClusterNode(id="c3", children=["p1", "c2"], size=3, first_page=1, last_page=4, bookmark="[c3:a,b]",
-                       keywords=["a", "b"], terms={"a": 0.5, "b": 0.25}, digest="x")
+    node = ClusterNode(
+        id="c3",
+        children=["p1", "c2"],
+        size=3,
+        first_page=1,
+        last_page=4,
+        bookmark="[c3:a,b]",
+        keywords=["a", "b"],
+        terms={"a": 0.5, "b": 0.25},
+        digest="x",
+    )
     data = node.to_dict()
     assert data == asdict(node) and list(data) == [f.name for f in fields(ClusterNode)]
     data["children"].append("p9")

@@ -35,7 +35,9 @@ PIL = pytest.importorskip("PIL.Image", reason="Pillow makes the test images")
 def _png(width: int, height: int, seed: int = 0) -> bytes:
     """A noise image: PNG cannot compress it, so its file is about 3 bytes a pixel."""
     rng = random.Random(seed)
-    image = PIL.frombytes("RGB", (width, height), bytes(rng.getrandbits(8) for _ in range(width * height * 3)))
+    image = PIL.frombytes(
+        "RGB", (width, height), bytes(rng.getrandbits(8) for _ in range(width * height * 3))
+    )
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()
@@ -46,10 +48,13 @@ B64 = base64.b64encode(PNG).decode()
 
 
 def _harbour_message() -> HumanMessage:
-    return HumanMessage(content_blocks=[
-        {"type": "text", "text": "Here is where we moored the boat."},
-        create_image_block(base64=B64, mime_type="image/png", alt="photo of harbour"),
-    ], id="img-1")
+    return HumanMessage(
+        content_blocks=[
+            {"type": "text", "text": "Here is where we moored the boat."},
+            create_image_block(base64=B64, mime_type="image/png", alt="photo of harbour"),
+        ],
+        id="img-1",
+    )
 
 
 def test_the_test_image_is_a_300_kb_image():
@@ -68,7 +73,9 @@ def test_a_300_kb_image_counts_within_2x_of_openais_rule_not_its_base64():
 
 def test_openai_image_forms_and_detail_count_by_the_rule():
     counter = TokenCounter(model="gpt-4o")
-    low = HumanMessage([{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64}", "detail": "low"}}])
+    low = HumanMessage(
+        [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64}", "detail": "low"}}]
+    )
     high = HumanMessage([{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64}"}}])
     assert counter.count_message(low) - counter.count_message(HumanMessage(message_text(low))) == 85
     assert counter.count_message(high) - counter.count_message(HumanMessage(message_text(high))) == 255
@@ -84,8 +91,11 @@ def test_jpeg_and_gif_sizes_are_read_from_their_bytes():
 
 def test_files_count_by_their_text_or_a_fixed_cost_and_read_as_their_name():
     counter = TokenCounter(model="gpt-4o")
-    pdf = create_file_block(base64=base64.b64encode(b"%PDF-1.7" + bytes(200_000)).decode(),
-                            mime_type="application/pdf", filename="harbour-fees.pdf")
+    pdf = create_file_block(
+        base64=base64.b64encode(b"%PDF-1.7" + bytes(200_000)).decode(),
+        mime_type="application/pdf",
+        filename="harbour-fees.pdf",
+    )
     notes = create_plaintext_block(text="Mooring costs 40 euros a night. " * 20, title="fees.txt")
     message = HumanMessage(content_blocks=[{"type": "text", "text": "Two files."}, pdf, notes])
     text = message_text(message)
@@ -97,12 +107,16 @@ def test_text_only_models_get_a_clear_placeholder():
     message = _harbour_message()
     content = text_only(message.content)
     assert not media_blocks(content)
-    assert content[1] == {"type": "text", "text": "[image: photo of harbour] (not shown: this model reads text only)"}
+    assert content[1] == {
+        "type": "text",
+        "text": "[image: photo of harbour] (not shown: this model reads text only)",
+    }
     assert message.content[1]["base64"] == B64  # the message itself is untouched
     assert text_only("plain text") == "plain text"
 
 
 # -- through the agent ------------------------------------------------------------------------------
+
 
 def _turn(i: int) -> str:
     return f"Day {i}: we sailed to island{i} and ate grilled sardines with lemon at the quay."
@@ -136,7 +150,7 @@ def test_an_image_is_bookmarked_by_its_alt_text_and_recalled_as_the_image(mode):
         state = invoke(HumanMessage(_turn(i)))
 
     bookmark = next(m.content for m in state["messages"] if is_bookmark(m) and m.content.startswith("[p1:"))
-    keywords = bookmark[len("[p1:"):-1].split(",")
+    keywords = bookmark[len("[p1:") : -1].split(",")
     readable = message_text(original) + " Noted."
     assert all(k in readable for k in keywords), (bookmark, "a keyword not from the readable text")
     assert "harbour" in keywords or "photo" in keywords, bookmark
@@ -151,9 +165,12 @@ def test_an_image_is_bookmarked_by_its_alt_text_and_recalled_as_the_image(mode):
     seen = [m for m in model.prompts[-1] if isinstance(m, ToolMessage)][-1]
     assert seen.content[1]["base64"] == B64  # the model received the image
 
-    rebuilt = reconstruct_history(state["messages"], lambda p: PageStore(store).get("sea", p),
-                                  clusters=lambda c: PageStore(store).get_cluster("sea", c),
-                                  state=state["paging"])
+    rebuilt = reconstruct_history(
+        state["messages"],
+        lambda p: PageStore(store).get("sea", p),
+        clusters=lambda c: PageStore(store).get_cluster("sea", c),
+        state=state["paging"],
+    )
     first = next(m for m in rebuilt if m.id == "img-1")
     assert first.content == original.content  # nothing lost
     assert block_text(original.content[1]) == "[image: photo of harbour]"
@@ -161,19 +178,29 @@ def test_an_image_is_bookmarked_by_its_alt_text_and_recalled_as_the_image(mode):
 
 def test_a_model_whose_profile_reads_no_images_gets_the_placeholder_and_the_state_keeps_the_image():
     model = ScriptedChatModel(responses=["Noted."] * 4, profile={"image_inputs": False})
-    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=2000)], store=InMemoryStore(),
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        middleware=[PagingMiddleware(max_tokens=2000)],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     state = agent.invoke({"messages": [_harbour_message()]}, {"configurable": {"thread_id": "text-only"}})
     (sent,) = [m for m in model.prompts[-1] if isinstance(m, HumanMessage)]
     assert not media_blocks(sent.content) and B64 not in str(sent.content)
-    assert "[image: photo of harbour] (not shown: this model does not read this kind of content)" in str(sent.content)
+    assert "[image: photo of harbour] (not shown: this model does not read this kind of content)" in str(
+        sent.content
+    )
     assert state["messages"][0].content[1]["base64"] == B64  # only the prompt changed
 
 
 def test_a_model_that_reads_images_gets_them():
     model = ScriptedChatModel(responses=["Noted."] * 4, profile={"image_inputs": True})
-    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=2000)], store=InMemoryStore(),
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        middleware=[PagingMiddleware(max_tokens=2000)],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     agent.invoke({"messages": [_harbour_message()]}, {"configurable": {"thread_id": "vision"}})
     (sent,) = [m for m in model.prompts[-1] if isinstance(m, HumanMessage)]
     assert media_blocks(sent.content)[0]["base64"] == B64

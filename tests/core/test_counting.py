@@ -29,14 +29,21 @@ def _tokens(text: str) -> int:
 
 def test_a_malformed_call_counts_its_raw_argument_string():
     raw = '{"q": "' + "a very long argument that was cut " * 200
-    call = AIMessage("", id="m", invalid_tool_calls=[{"name": "lookup", "args": raw, "id": "bad1", "error": "cut",
-                                                      "type": "invalid_tool_call"}])
+    call = AIMessage(
+        "",
+        id="m",
+        invalid_tool_calls=[
+            {"name": "lookup", "args": raw, "id": "bad1", "error": "cut", "type": "invalid_tool_call"}
+        ],
+    )
     assert COUNTER.count_message(call) >= _tokens(raw)
     assert raw in message_text(call)  # the model reads what it sent
 
 
 def test_tool_calls_and_results_count_their_wire_form():
-    calls = [{"name": "lookup", "args": {"q": f"lake {k}", "limit": k}, "id": f"call_{k:024d}"} for k in range(5)]
+    calls = [
+        {"name": "lookup", "args": {"q": f"lake {k}", "limit": k}, "id": f"call_{k:024d}"} for k in range(5)
+    ]
     message = AIMessage("", id="m", tool_calls=calls)
     wire = _convert_message_to_dict(message)["tool_calls"]
     assert COUNTER.count_message(message) >= _tokens(json.dumps(wire))
@@ -52,10 +59,15 @@ def test_non_ascii_tool_arguments_stay_unicode_in_text_stubs_and_bookmarks():
     assert HEBREW in str(stub.content) and "\\u05" not in str(stub.content)
     history = []
     for i in range(8):
-        history += [HumanMessage(f"Translate sentence {i}", id=f"h{i}"),
-                    AIMessage("", id=f"a{i}", tool_calls=[{"name": "translate", "args": {"text": f"{HEBREW} {i}"},
-                                                           "id": f"t{i}"}]),
-                    ToolMessage(f"done {i}", tool_call_id=f"t{i}", id=f"r{i}")]
+        history += [
+            HumanMessage(f"Translate sentence {i}", id=f"h{i}"),
+            AIMessage(
+                "",
+                id=f"a{i}",
+                tool_calls=[{"name": "translate", "args": {"text": f"{HEBREW} {i}"}, "id": f"t{i}"}],
+            ),
+            ToolMessage(f"done {i}", tool_call_id=f"t{i}", id=f"r{i}"),
+        ]
     result = page_messages(history, max_tokens=120, boundary="fixed_3")
     keywords = [k for page in result.pages for k in page.keywords]
     assert keywords and not any(k.lower().startswith("u05") for k in keywords), keywords
@@ -76,8 +88,9 @@ def test_a_counter_shared_by_threads_never_loses_an_entry_between_read_and_move(
             entry = super().get(key, default)
             if key == "m1" and not Racing.raced:
                 Racing.raced = True
-                other = threading.Thread(target=lambda: [counter.count_message(HumanMessage(str(k), id=f"x{k}"))
-                                                         for k in range(3)])
+                other = threading.Thread(
+                    target=lambda: [counter.count_message(HumanMessage(str(k), id=f"x{k}")) for k in range(3)]
+                )
                 other.start()
                 other.join(timeout=0.5)  # with the lock held, it cannot evict now
             return entry

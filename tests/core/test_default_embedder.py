@@ -94,7 +94,9 @@ def _agent_recalling(embedder, thread: str):
     for text in [*FACTS, *(f"Question {k}?" for k in range(len(QUERIES)))]:
         agent.invoke({"messages": [text]}, config)
     # each recall's result as the model saw it (older ones leave the context later)
-    results = {m.tool_call_id: m.content for prompt in model.prompts for m in prompt if isinstance(m, ToolMessage)}
+    results = {
+        m.tool_call_id: m.content for prompt in model.prompts for m in prompt if isinstance(m, ToolMessage)
+    }
     return [results[f"c{k}"] for k in range(len(QUERIES))], paging
 
 
@@ -118,8 +120,12 @@ def test_default_embedder_loads_offline_from_its_package(default_embedder, monke
 
 def test_default_embedder_ranks_a_paraphrase_with_no_shared_words_above_unrelated(default_embedder):
     query, paraphrase, unrelated = default_embedder.embed(
-        ["Which pet did they get?", "We adopted a young greyhound puppy last week.",
-         "The quarterly budget review moved to Thursday."])
+        [
+            "Which pet did they get?",
+            "We adopted a young greyhound puppy last week.",
+            "The quarterly budget review moved to Thursday.",
+        ]
+    )
     assert query @ paraphrase > query @ unrelated + 0.1
 
 
@@ -137,8 +143,10 @@ def test_default_embedder_refuses_a_model_file_that_is_not_the_pinned_one(tmp_pa
         _checked_model(str(fake), "0" * 64)
 
 
-@pytest.mark.parametrize(("kwargs", "param"), [({"batch_size": 0}, "batch_size"), ({"max_tokens": 600}, "max_tokens"),
-                                               ({"threads": -1}, "threads")])
+@pytest.mark.parametrize(
+    ("kwargs", "param"),
+    [({"batch_size": 0}, "batch_size"), ({"max_tokens": 600}, "max_tokens"), ({"threads": -1}, "threads")],
+)
 def test_default_embedder_validates_its_arguments(kwargs, param):
     with pytest.raises(ValueError, match=f"`{param}`"):
         DefaultEmbedder(**kwargs)
@@ -169,8 +177,15 @@ def test_the_index_embeds_a_resident_turn_once_however_often_it_is_ranked():
     index = InMemoryBM25Index(embedder=embedder)
     from langmem_paging.core.records import Page
 
-    page = Page(id="p1", messages=[HumanMessage(FACTS[0], id="a"), HumanMessage(FACTS[1], id="b")],
-                bookmark="[p1:x]", keywords=[], token_count=9, boundary="fixed_2", created_turn=1)
+    page = Page(
+        id="p1",
+        messages=[HumanMessage(FACTS[0], id="a"), HumanMessage(FACTS[1], id="b")],
+        bookmark="[p1:x]",
+        keywords=[],
+        token_count=9,
+        boundary="fixed_2",
+        created_turn=1,
+    )
     index.load("t", [page])
     resident = [FACTS[2], FACTS[3]]
     for _ in range(3):
@@ -178,8 +193,15 @@ def test_the_index_embeds_a_resident_turn_once_however_often_it_is_ranked():
         index.score("t", "beehives Bled1", resident)
     assert embedder.documents == Counter([FACTS[0], FACTS[1], *resident])
     assert embedder.queries == Counter(["beehives Bled1"])
-    later = Page(id="p2", messages=[HumanMessage(FACTS[2], id="c")], bookmark="[p2:x]", keywords=[],
-                 token_count=5, boundary="fixed_2", created_turn=2)
+    later = Page(
+        id="p2",
+        messages=[HumanMessage(FACTS[2], id="c")],
+        bookmark="[p2:x]",
+        keywords=[],
+        token_count=5,
+        boundary="fixed_2",
+        created_turn=2,
+    )
     index.add("t", [later])  # a resident turn that leaves in a page keeps its vector
     assert embedder.documents[FACTS[2]] == 1
 

@@ -441,8 +441,10 @@ def test_get_embedder_resolves_names_instances_and_none():
 
 @pytest.mark.parametrize("spec", ["hashin", "openai:", "hashing:1024", "MiniLM"])
 def test_get_embedder_unknown_name_lists_the_valid_ones(spec):
-    message = (f"Unknown embedder '{spec}'. Available: 'default', 'hashing', 'minilm', 'openai' "
-               "(or 'openai:<model>', or a LangChain Embeddings).")
+    message = (
+        f"Unknown embedder '{spec}'. Available: 'default', 'hashing', 'minilm', 'openai' "
+        "(or 'openai:<model>', or a LangChain Embeddings)."
+    )
     with pytest.raises(ValueError) as info:
         get_embedder(spec)
     assert str(info.value) == message
@@ -464,7 +466,16 @@ def test_wordpiece_cuts_texts_like_the_minilm_tokenizer():
 
     vocab = _minilm_vocab()
     reference = tokenizers.BertWordPieceTokenizer(vocab, lowercase=True)
-    texts = [*TEXTS, *FILLER[:5], "ﬁne naïve coöperate — “quotes” ½ x\u200by \x00a\ufffdb", "a" * 150,
-             "$5^2`~ ok...", "🙂 emoji!!", "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ", "İstanbul ǅemal", "don't re-use e-mail@x.org"]
+    texts = [
+        *TEXTS,
+        *FILLER[:5],
+        "ﬁne naïve coöperate — “quotes” ½ x\u200by \x00a\ufffdb",
+        "a" * 150,
+        "$5^2`~ ok...",
+        "🙂 emoji!!",
+        "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ",
+        "İstanbul ǅemal",
+        "don't re-use e-mail@x.org",
+    ]
     expected = [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
     assert [WordPiece(vocab).encode(text) for text in texts] == expected

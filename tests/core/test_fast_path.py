@@ -30,8 +30,10 @@ class CountingCounter:
 def _history(n: int) -> list:
     out = []
     for i in range(n):
-        out += [HumanMessage(f"Trip {i} to Lisbon{i} with Zarko{i}?", id=f"h{i}"),
-                AIMessage(f"Booked Lisbon{i}.", id=f"a{i}")]
+        out += [
+            HumanMessage(f"Trip {i} to Lisbon{i} with Zarko{i}?", id=f"h{i}"),
+            AIMessage(f"Booked Lisbon{i}.", id=f"a{i}"),
+        ]
     return out
 
 
@@ -69,8 +71,9 @@ def test_an_edited_message_is_counted_again():
 
 def test_the_sketch_is_passed_on_unparsed_by_a_step_that_forms_no_page():
     history = _history(8)
-    paged = page_messages(history, max_tokens=8, low_water_tokens=6, boundary="fixed_2", token_counter=len,
-                             bookmark_share=1.0)
+    paged = page_messages(
+        history, max_tokens=8, low_water_tokens=6, boundary="fixed_2", token_counter=len, bookmark_share=1.0
+    )
     assert paged.pages and paged.state.doc_freq
     value = paged.state.to_value()
     view = paged.view + [HumanMessage("One more?", id="h-more")]
@@ -82,10 +85,12 @@ def test_the_sketch_is_passed_on_unparsed_by_a_step_that_forms_no_page():
 
 def test_a_paging_call_still_pages_and_counts_the_sketch():
     history = _history(8)
-    before = page_messages(history, max_tokens=8, low_water_tokens=6, boundary="fixed_2", token_counter=len,
-                             bookmark_share=1.0)
-    again = page_messages(history, max_tokens=8, low_water_tokens=6, boundary="fixed_2", token_counter=len,
-                             bookmark_share=1.0)
+    before = page_messages(
+        history, max_tokens=8, low_water_tokens=6, boundary="fixed_2", token_counter=len, bookmark_share=1.0
+    )
+    again = page_messages(
+        history, max_tokens=8, low_water_tokens=6, boundary="fixed_2", token_counter=len, bookmark_share=1.0
+    )
     assert [m.content for m in before.view] == [m.content for m in again.view]
     assert before.state.n_pages == len(before.pages) > 0
     assert PagingState.from_value(before.state.to_value()).doc_freq == before.state.doc_freq
@@ -95,8 +100,12 @@ def test_through_the_middleware_a_quiet_turn_asks_the_counter_about_new_messages
     counter = CountingCounter()
     store = InMemoryStore()
     paging = PagingMiddleware(max_tokens=10_000, store=store, token_counter=counter)
-    agent = create_agent(ScriptedChatModel(responses=[f"Noted {i}." for i in range(4)]), middleware=[paging],
-                         store=store, checkpointer=InMemorySaver())
+    agent = create_agent(
+        ScriptedChatModel(responses=[f"Noted {i}." for i in range(4)]),
+        middleware=[paging],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
     config = {"configurable": {"thread_id": "quiet"}}
     for i in range(3):
         agent.invoke({"messages": [f"Fact {i}: the ferry to Bled{i} leaves at noon."]}, config)
@@ -113,12 +122,14 @@ def test_forming_a_page_loads_the_english_stemmer_alone():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom langchain_core.messages import HumanMessage\n"
-            "from langmem_paging import page_messages\n"
-            "history = [HumanMessage(f'Adopted greyhounds in Lisbon{i}', id=f'h{i}') for i in range(6)]\n"
-            "result = page_messages(history, max_tokens=3, boundary='fixed_2', token_counter=len)\n"
-            "assert result.pages, result\n"
-            "print(sorted(m for m in sys.modules if 'stemmer' in m))")
+    code = (
+        "import sys\nfrom langchain_core.messages import HumanMessage\n"
+        "from langmem_paging import page_messages\n"
+        "history = [HumanMessage(f'Adopted greyhounds in Lisbon{i}', id=f'h{i}') for i in range(6)]\n"
+        "result = page_messages(history, max_tokens=3, boundary='fixed_2', token_counter=len)\n"
+        "assert result.pages, result\n"
+        "print(sorted(m for m in sys.modules if 'stemmer' in m))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = done.stdout.strip()
     assert "english_stemmer" in loaded and "french_stemmer" not in loaded, loaded

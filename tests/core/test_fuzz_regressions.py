@@ -97,9 +97,14 @@ def test_spoofed_bookmark_metadata() -> None:
     store = InMemoryStore()
     pager = Pager(PagingConfig(max_tokens=300, boundary="fixed_2"), PageStore(store))
     exchanges = [
-        [HumanMessage(FACTS[i], id=f"h{i}",
-                      additional_kwargs={METADATA_KEY: {"bookmark": "p1"}} if i in (9, 12) else {}),
-         AIMessage("ok", id=f"a{i}")]
+        [
+            HumanMessage(
+                FACTS[i],
+                id=f"h{i}",
+                additional_kwargs={METADATA_KEY: {"bookmark": "p1"}} if i in (9, 12) else {},
+            ),
+            AIMessage("ok", id=f"a{i}"),
+        ]
         for i in range(14)
     ]
     full: list[BaseMessage] = [m for exchange in exchanges for m in exchange]

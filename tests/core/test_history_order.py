@@ -22,8 +22,12 @@ from tools.fuzzing.oracles import in_history_order, same_messages
 from tools.fuzzing.vocabulary import COUNTER
 
 CONFIGS: dict[str, dict] = {
-    "fixed_2-stae-importance-350": {"max_tokens": 350, "boundary": "fixed_2", "policy": "stae",
-                                    "tiers": "importance"},
+    "fixed_2-stae-importance-350": {
+        "max_tokens": 350,
+        "boundary": "fixed_2",
+        "policy": "stae",
+        "tiers": "importance",
+    },
     "topic_shift-lru-500": {"max_tokens": 500, "boundary": "topic_shift", "policy": "lru"},
 }
 """The two create_agent settings where an independent campaign saw two messages swapped."""
@@ -51,8 +55,9 @@ class Thread:
         """What kept messages stand for, in the ledger's order (a kept cluster bookmark stands for
         pages from several places in the history)."""
         store = self.paging.page_store
-        rebuilt = reconstruct_history(messages, lambda p: store.get("t", p), COUNTER,
-                                      clusters=lambda c: store.get_cluster("t", c))
+        rebuilt = reconstruct_history(
+            messages, lambda p: store.get("t", p), COUNTER, clusters=lambda c: store.get_cluster("t", c)
+        )
         return in_history_order(rebuilt, self.ledger)
 
     def say(self, n: int = 1) -> None:
@@ -61,8 +66,9 @@ class Thread:
             self.turns += 1
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                values = self.agent.invoke({"messages": [HumanMessage(FACTS[i % len(FACTS)], id=f"h{i}")]},
-                                           self.config)
+                values = self.agent.invoke(
+                    {"messages": [HumanMessage(FACTS[i % len(FACTS)], id=f"h{i}")]}, self.config
+                )
             known = {m.id for m in self.ledger}
             self.ledger += [m for m in values["messages"] if m.id not in known]
 
@@ -168,8 +174,11 @@ def test_a_fork_rebuilds_its_own_order_and_the_original_branch_keeps_its(config:
     original = list(thread.ledger)
     head = thread.agent.get_state(thread.config).config
     # the fork: from the earlier checkpoint, a removal, then new turns
-    victim = [m for m in thread.agent.get_state(fork_point).values["messages"]
-              if isinstance(m, AIMessage) and not library_mark(m)][-1]
+    victim = [
+        m
+        for m in thread.agent.get_state(fork_point).values["messages"]
+        if isinstance(m, AIMessage) and not library_mark(m)
+    ][-1]
     forked = thread.agent.update_state(fork_point, {"messages": [RemoveMessage(id=victim.id)]})
     thread.config = {"configurable": {**forked["configurable"]}}
     thread.ledger = [m for m in ledger_at_fork if m.id != victim.id]

@@ -34,14 +34,18 @@ def draft(page_id, text):
 def test_llm_bookmarks_are_the_models_keywords_one_call_per_page_and_cached():
     # the pages are asked about in parallel (model.batch): each reply answers its own page's prompt
     def reply(messages):
-        return "Farid, greyhound, adoption" if "Farid" in messages[-1].content else "Tuesday pottery, blue bowl"
+        return (
+            "Farid, greyhound, adoption" if "Farid" in messages[-1].content else "Tuesday pottery, blue bowl"
+        )
 
     model = ScriptedChatModel(responses=[reply, reply])
     bookmarker = LLMBookmarker(model)
     pages = [draft("p1", "Farid adopted a greyhound."), draft("p2", "Pottery on Tuesday: a blue bowl.")]
     marks = bookmarker.bookmark(pages, CTX)
     assert [m.text for m in marks] == ["[p1:Farid,greyhound,adoption]", "[p2:Tuesday pottery,blue bowl]"]
-    assert len(model.prompts) == 2 and any("Farid adopted a greyhound." in p[-1].content for p in model.prompts)
+    assert len(model.prompts) == 2 and any(
+        "Farid adopted a greyhound." in p[-1].content for p in model.prompts
+    )
     assert bookmarker.bookmark(pages, CTX) == marks and len(model.prompts) == 2  # cached: no new call
     assert marks[0].terms.get("Farid") == 1.0 and len(marks[0].terms) > 3  # keyword terms feed clusters
 
@@ -53,8 +57,13 @@ def test_llm_bookmarks_fall_back_to_keywords_when_the_model_fails_or_rambles():
         raise RuntimeError("rate limited")
 
     model = ScriptedChatModel(responses=[reply, reply])
-    marks = LLMBookmarker(model).bookmark([draft("p1", "Caroline joined the LGBTQ support group in May."),
-                                           draft("p2", "Melanie painted a sunset at the lake.")], CTX)
+    marks = LLMBookmarker(model).bookmark(
+        [
+            draft("p1", "Caroline joined the LGBTQ support group in May."),
+            draft("p2", "Melanie painted a sunset at the lake."),
+        ],
+        CTX,
+    )
     assert marks[0].text.startswith("[p1:") and "Caroline" in marks[0].text
     assert marks[1].text.startswith("[p2:") and "Melanie" in marks[1].text
 
@@ -64,13 +73,23 @@ def test_llm_bookmarks_async_and_through_an_agent():
     marks = asyncio.run(LLMBookmarker(model).abookmark([draft("p1", "Trip to city0.")], CTX))
     assert marks[0].text == "[p1:city0 booking]"
 
-    bookmark_model = ScriptedChatModel(responses=[lambda msgs: msgs[-1].content.split(":")[1].split()[0]] * 40)
+    bookmark_model = ScriptedChatModel(
+        responses=[lambda msgs: msgs[-1].content.split(":")[1].split()[0]] * 40
+    )
     store = InMemoryStore()
-    paging = PagingMiddleware(max_tokens=420, boundary="fixed_2", store=store, bookmarker=LLMBookmarker(bookmark_model))
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 12), middleware=[paging], store=store,
-                         checkpointer=InMemorySaver())
+    paging = PagingMiddleware(
+        max_tokens=420, boundary="fixed_2", store=store, bookmarker=LLMBookmarker(bookmark_model)
+    )
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 12),
+        middleware=[paging],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
     for i in range(12):
-        agent.invoke({"messages": [f"Trip{i}: a flight to City{i} on day {i}."]}, {"configurable": {"thread_id": "t"}})
+        agent.invoke(
+            {"messages": [f"Trip{i}: a flight to City{i} on day {i}."]}, {"configurable": {"thread_id": "t"}}
+        )
     page = paging.page_store.get("t", "p1")
     assert page.bookmark.startswith("[p1:") and bookmark_model.prompts
 
@@ -91,16 +110,23 @@ def test_llm_bookmarks_through_the_openai_client_and_a_local_server():
 def _digest_history():
     history = []
     for i in range(24):
-        history += [HumanMessage(f"Note {i}: Zarko{i} keeps {i} beehives near lake Bled{i}.", id=f"h{i}"),
-                    AIMessage(f"Noted, Zarko{i} and Bled{i}.", id=f"a{i}")]
+        history += [
+            HumanMessage(f"Note {i}: Zarko{i} keeps {i} beehives near lake Bled{i}.", id=f"h{i}"),
+            AIMessage(f"Noted, Zarko{i} and Bled{i}.", id=f"a{i}"),
+        ]
     return history
 
 
 def test_a_digester_written_digest_shows_for_a_warm_page_once_ready():
     model = ScriptedChatModel(responses=[lambda msgs: "LLM DIGEST: " + msgs[-1].content[:40]] * 200)
     digester = LLMDigester(model, background=False)  # written when a page turns warm, on the turn
-    run = replay(_digest_history(), max_tokens=700, boundary="fixed_2", text_counter=COUNTER,
-                 tiers=TierScoring(digester=digester))
+    run = replay(
+        _digest_history(),
+        max_tokens=700,
+        boundary="fixed_2",
+        text_counter=COUNTER,
+        tiers=TierScoring(digester=digester),
+    )
     warm = [m for m in run.state if "digest of" in str(m.content)]
     assert warm and all("LLM DIGEST:" in m.content for m in warm)
     assert model.prompts
@@ -116,9 +142,15 @@ def test_a_background_digester_keeps_llm_calls_off_the_turn():
     model = ScriptedChatModel(responses=[slow] * 400)
     digester = LLMDigester(model)  # background: digests written after pages form
     store = InMemoryStore()
-    paging = PagingMiddleware(max_tokens=900, boundary="fixed_2", store=store, tiers=TierScoring(digester=digester))
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 60), middleware=[paging], store=store,
-                         checkpointer=InMemorySaver())
+    paging = PagingMiddleware(
+        max_tokens=900, boundary="fixed_2", store=store, tiers=TierScoring(digester=digester)
+    )
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 60),
+        middleware=[paging],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
     config = {"configurable": {"thread_id": "bg"}}
     for message in _digest_history()[0::2]:
         agent.invoke({"messages": [message.content]}, config)
@@ -145,12 +177,32 @@ class TableEmbedder(Embedder):
 
 
 def test_hybrid_search_finds_a_paraphrase_that_bm25_alone_misses():
-    pages = [Page(id="p1", messages=[HumanMessage("My kitten sleeps on the rug.", id="a")], bookmark="", keywords=[],
-                  token_count=8, boundary="x", created_turn=1),
-             Page(id="p2", messages=[HumanMessage("The stock market fell sharply.", id="b")], bookmark="",
-                  keywords=[], token_count=8, boundary="x", created_turn=1)]
+    pages = [
+        Page(
+            id="p1",
+            messages=[HumanMessage("My kitten sleeps on the rug.", id="a")],
+            bookmark="",
+            keywords=[],
+            token_count=8,
+            boundary="x",
+            created_turn=1,
+        ),
+        Page(
+            id="p2",
+            messages=[HumanMessage("The stock market fell sharply.", id="b")],
+            bookmark="",
+            keywords=[],
+            token_count=8,
+            boundary="x",
+            created_turn=1,
+        ),
+    ]
     query = "where does the cat nap"
-    table = {"My kitten sleeps on the rug.": (1, 0), "The stock market fell sharply.": (0, 1), query: (1, 0.1)}
+    table = {
+        "My kitten sleeps on the rug.": (1, 0),
+        "The stock market fell sharply.": (0, 1),
+        query: (1, 0.1),
+    }
     plain, hybrid = InMemoryBM25Index(), InMemoryBM25Index(embedder=TableEmbedder(table))
     for index in (plain, hybrid):
         index.load("t", pages)
@@ -170,8 +222,12 @@ class Events(BaseCallbackHandler):
 def test_each_paging_step_reports_paging_metadata_on_the_run(mode):
     store = InMemoryStore()
     paging = PagingMiddleware(max_tokens=420, boundary="fixed_2", store=store)
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 12), middleware=[paging], store=store,
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 12),
+        middleware=[paging],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
     events = Events()
     config = {"configurable": {"thread_id": f"trace-{mode}"}, "callbacks": [events]}
     for i in range(12):
@@ -181,7 +237,9 @@ def test_each_paging_step_reports_paging_metadata_on_the_run(mode):
     # a step that pages reports what it did; a quiet one has nothing to report (no event)
     assert 0 < len(steps) < 12 and any(s["evicted"] for s in steps)
     assert all(s["formed"] or s["evicted"] or s["folded"] or s["over_budget"] for s in steps)
-    assert all(s["tokens"] <= s["budget"] for s in steps) and all(s["thread_id"] == f"trace-{mode}" for s in steps)
+    assert all(s["tokens"] <= s["budget"] for s in steps) and all(
+        s["thread_id"] == f"trace-{mode}" for s in steps
+    )
 
 
 def test_pages_larger_than_a_recall_bring_a_warning():
@@ -193,9 +251,13 @@ def test_pages_larger_than_a_recall_bring_a_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for i in range(80):  # as the middleware drives it: page, apply the updates, keep the state
-            messages = add_messages(messages, [
-                AIMessage(f"Noted {i - 1}.", id=f"a{i}"),
-                HumanMessage(f"Long note {i}: " + "the ferry timetable changed again " * 12, id=f"h{i}")])
+            messages = add_messages(
+                messages,
+                [
+                    AIMessage(f"Noted {i - 1}.", id=f"a{i}"),
+                    HumanMessage(f"Long note {i}: " + "the ferry timetable changed again " * 12, id=f"h{i}"),
+                ],
+            )
             result = paging.pager.step(messages, state, "w")
             messages, state = result.apply(messages), result.state.to_value()
     assert any("usually larger than one recall returns" in str(w.message) for w in caught)

@@ -30,8 +30,12 @@ def _malformed_call(tokens: int) -> AIMessage:
     while COUNTER.count_text(" ".join(words)) < tokens:
         words += [rng.choice(VOCAB) for _ in range(50)]
     raw = '{"q": "' + " ".join(words)
-    return AIMessage("", invalid_tool_calls=[{"name": "lookup", "args": raw, "id": "bad1", "error": "malformed",
-                                              "type": "invalid_tool_call"}])
+    return AIMessage(
+        "",
+        invalid_tool_calls=[
+            {"name": "lookup", "args": raw, "id": "bad1", "error": "malformed", "type": "invalid_tool_call"}
+        ],
+    )
 
 
 def _run(budget: int, mode: str):
@@ -68,7 +72,9 @@ def test_the_prompt_after_a_long_malformed_call_stays_within_budget(budget: int,
 
 def test_the_malformed_call_is_recallable_behind_its_stub() -> None:
     agent, paging, model, config, _ledger = _run(1500, "replace")
-    stub = next(m for m in model.prompts[MALFORMED_AT + 1] if isinstance(m, AIMessage) and m.invalid_tool_calls)
+    stub = next(
+        m for m in model.prompts[MALFORMED_AT + 1] if isinstance(m, AIMessage) and m.invalid_tool_calls
+    )
     assert "malformed call to lookup" in str(stub.content)
     assert stub.invalid_tool_calls[0]["id"] == "bad1" and not stub.invalid_tool_calls[0]["args"]
     page_id = stub.additional_kwargs["langmem_paging"]["paged_result"]
@@ -79,11 +85,21 @@ def test_the_malformed_call_is_recallable_behind_its_stub() -> None:
 def test_the_current_turns_malformed_call_stays_whole() -> None:
     """The turn's latest tool group (a malformed call beside a valid one, both answered) is what the
     model is working on: over budget, older units go, it stays as it is."""
-    call = _malformed_call(600).model_copy(update={"id": "c", "tool_calls": [
-        {"name": "lookup", "args": {"q": "Bled"}, "id": "ok1", "type": "tool_call"}]})
-    turn = [HumanMessage("look it up", id="q"), call, ToolMessage("found", tool_call_id="ok1", id="r1"),
-            ToolMessage("malformed", tool_call_id="bad1", id="r2", status="error")]
-    older = [m for i in range(6) for m in (HumanMessage(FACTS[i], id=f"h{i}"), AIMessage("Noted.", id=f"a{i}"))]
+    call = _malformed_call(600).model_copy(
+        update={
+            "id": "c",
+            "tool_calls": [{"name": "lookup", "args": {"q": "Bled"}, "id": "ok1", "type": "tool_call"}],
+        }
+    )
+    turn = [
+        HumanMessage("look it up", id="q"),
+        call,
+        ToolMessage("found", tool_call_id="ok1", id="r1"),
+        ToolMessage("malformed", tool_call_id="bad1", id="r2", status="error"),
+    ]
+    older = [
+        m for i in range(6) for m in (HumanMessage(FACTS[i], id=f"h{i}"), AIMessage("Noted.", id=f"a{i}"))
+    ]
     result = page_messages([*older, *turn], max_tokens=700, boundary="fixed_2", text_counter=COUNTER)
     assert result.evicted
     assert [m for m in result.view if m.id == "c"] == [call]

@@ -54,15 +54,24 @@ def test_a_turn_whose_result_was_paged_on_arrival_is_evicted_whole_when_the_next
     (fuzzer seed 241): the page held the stub's position, so eviction skipped it as "changed while
     resident" and the prompt stayed 8 tokens over (408 > 400, protected 107). The page now holds
     the stub (the result's text is stored once, in its own page) and is evicted."""
-    calls = [{"name": "lookup", "args": {"q": f"topic {k} " + "words " * 8}, "id": f"c{k}", "type": "tool_call"}
-             for k in range(3)] + [{"name": "big_report", "args": {"topic": "orchard"}, "id": "c3", "type": "tool_call"}]
+    calls = [
+        {"name": "lookup", "args": {"q": f"topic {k} " + "words " * 8}, "id": f"c{k}", "type": "tool_call"}
+        for k in range(3)
+    ] + [{"name": "big_report", "args": {"topic": "orchard"}, "id": "c3", "type": "tool_call"}]
     history = [
         HumanMessage("start the research " * 2, id="h1"),
         AIMessage("", id="a1", tool_calls=calls),
-        *[ToolMessage(" ".join(f"fact{k}{j}" for j in range(12)), tool_call_id=f"c{k}", id=f"r{k}") for k in range(3)],
+        *[
+            ToolMessage(" ".join(f"fact{k}{j}" for j in range(12)), tool_call_id=f"c{k}", id=f"r{k}")
+            for k in range(3)
+        ],
         ToolMessage("report " + " ".join(f"line{j}" for j in range(1200)), tool_call_id="c3", id="r3"),
         HumanMessage("now summarise the orchard report for me " * 2, id="h2"),
-        AIMessage("", id="a2", tool_calls=[{"name": "lookup", "args": {"q": "orchard"}, "id": "c9", "type": "tool_call"}]),
+        AIMessage(
+            "",
+            id="a2",
+            tool_calls=[{"name": "lookup", "args": {"q": "orchard"}, "id": "c9", "type": "tool_call"}],
+        ),
     ]
     result = page_messages(history, max_tokens=300, boundary="fixed_2", policy="fifo", bookmark_share=0.2)
     assert result.protected_tokens < 300 and result.tokens <= 300, (result.tokens, result.protected_tokens)
@@ -71,5 +80,7 @@ def test_a_turn_whose_result_was_paged_on_arrival_is_evicted_whole_when_the_next
     group = next(p for p in result.pages if p.kind == "page" and any(m.id == "a1" for m in p.messages))
     assert group.id in result.evicted
     stored = next(m for m in group.messages if m.id == "r3")
-    assert arrival.id in str(stored.content) and "line1199" not in str(stored.content)  # the stub, not the text again
+    assert arrival.id in str(stored.content) and "line1199" not in str(
+        stored.content
+    )  # the stub, not the text again
     assert reconstruct_history(result.apply(history), pages.get) == history

@@ -54,10 +54,13 @@ def test_paging_is_deterministic(policy, boundary):
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_never_evicts_system_pinned_or_newest_user_message(policy):
     history = conversation(20, seed=1)
-    pinned = HumanMessage("Remember: my name is Ada.", id="pin", additional_kwargs={METADATA_KEY: {"pinned": True}})
+    pinned = HumanMessage(
+        "Remember: my name is Ada.", id="pin", additional_kwargs={METADATA_KEY: {"pinned": True}}
+    )
     history.insert(3, pinned)
-    result = page_messages(history, max_tokens=50, boundary="fixed_2", policy=policy, token_counter=len,
-                           text_counter=COUNTER)
+    result = page_messages(
+        history, max_tokens=50, boundary="fixed_2", policy=policy, token_counter=len, text_counter=COUNTER
+    )
     ids = [m.id for m in result.view]
     assert "sys" in ids and "pin" in ids and history[-2].id in ids  # newest user message: h19
     assert result.view[ids.index("pin")] is pinned
@@ -83,15 +86,30 @@ def test_bookmarks_never_change_and_pages_are_contiguous_and_disjoint(policy):
     seen = {}
     for result in run.steps:
         for message in result.view:
-            if is_bookmark(message) and METADATA_KEY in message.additional_kwargs \
-                    and "bookmark" in message.additional_kwargs[METADATA_KEY]:
+            if (
+                is_bookmark(message)
+                and METADATA_KEY in message.additional_kwargs
+                and "bookmark" in message.additional_kwargs[METADATA_KEY]
+            ):
                 assert seen.setdefault(message.id, message.content) == message.content
     order = [m.id for m in history]
-    spans = sorted((order.index(p.messages[0].id), order.index(p.messages[-1].id))
-                   for p in run.pages.values() if p.kind == "page")
+    spans = sorted(
+        (order.index(p.messages[0].id), order.index(p.messages[-1].id))
+        for p in run.pages.values()
+        if p.kind == "page"
+    )
     assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))
-    assert all(b - a + 1 == len(p.messages) for (a, b), p in zip(spans, sorted(
-        (p for p in run.pages.values() if p.kind == "page"), key=lambda p: order.index(p.messages[0].id)), strict=False))
+    assert all(
+        b - a + 1 == len(p.messages)
+        for (a, b), p in zip(
+            spans,
+            sorted(
+                (p for p in run.pages.values() if p.kind == "page"),
+                key=lambda p: order.index(p.messages[0].id),
+            ),
+            strict=False,
+        )
+    )
 
 
 def test_low_water_mark_pages_in_steps():
@@ -126,12 +144,25 @@ def conversations(draw):
         out.append(HumanMessage(draw(_texts), id=f"h{turn}"))
         for k in range(draw(st.integers(0, 2))):
             n_calls = draw(st.integers(1, 3))
-            calls = [{"name": "f", "args": {"x": draw(_texts)}, "id": f"c{turn}{k}{j}"} for j in range(n_calls)]
+            calls = [
+                {"name": "f", "args": {"x": draw(_texts)}, "id": f"c{turn}{k}{j}"} for j in range(n_calls)
+            ]
             if draw(st.booleans()) and k == 0:
-                bad = [{"name": "f", "args": "{bad", "id": f"bad{turn}", "error": "bad json",
-                        "type": "invalid_tool_call"}]
-                out.append(AIMessage(draw(_texts), tool_calls=calls, invalid_tool_calls=bad, id=f"t{turn}{k}"))
-                out.append(ToolMessage("Error: bad json", tool_call_id=f"bad{turn}", id=f"rb{turn}", status="error"))
+                bad = [
+                    {
+                        "name": "f",
+                        "args": "{bad",
+                        "id": f"bad{turn}",
+                        "error": "bad json",
+                        "type": "invalid_tool_call",
+                    }
+                ]
+                out.append(
+                    AIMessage(draw(_texts), tool_calls=calls, invalid_tool_calls=bad, id=f"t{turn}{k}")
+                )
+                out.append(
+                    ToolMessage("Error: bad json", tool_call_id=f"bad{turn}", id=f"rb{turn}", status="error")
+                )
             else:
                 out.append(AIMessage(draw(_texts), tool_calls=calls, id=f"t{turn}{k}"))
             out += [ToolMessage(draw(_texts), tool_call_id=c["id"], id=f"r{c['id']}") for c in calls]

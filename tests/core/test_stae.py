@@ -78,8 +78,18 @@ def pages(policy, texts, *, positions=None) -> list[Candidate]:
     positions = positions or list(range(1, len(texts) + 1))
     feats = policy.features([[HumanMessage(t)] for t in texts])
     return [
-        Candidate(key=t, kind="page", page_ids=(t,), position=p, tokens=10, created_turn=p, last_access=p,
-                  access_count=0, messages=(HumanMessage(t),), features=f)
+        Candidate(
+            key=t,
+            kind="page",
+            page_ids=(t,),
+            position=p,
+            tokens=10,
+            created_turn=p,
+            last_access=p,
+            access_count=0,
+            messages=(HumanMessage(t),),
+            features=f,
+        )
         for t, p, f in zip(texts, positions, feats, strict=True)
     ]
 
@@ -106,7 +116,9 @@ def test_regular_stae_evicts_near_duplicates_first_and_inverted_the_unique_page(
     embedder = TableEmbedder(DUPLICATES)
     texts = list(DUPLICATES)  # positions 1..4: the unique page is second oldest
     regular = evict(STAEPolicy(beta=1.0, embedder=embedder), pages(STAEPolicy(embedder=embedder), texts))
-    inverted = evict(STAEPolicy(beta=1.0, inverted=True, embedder=embedder), pages(STAEPolicy(embedder=embedder), texts))
+    inverted = evict(
+        STAEPolicy(beta=1.0, inverted=True, embedder=embedder), pages(STAEPolicy(embedder=embedder), texts)
+    )
     fifo = evict(FIFOPolicy(), pages(STAEPolicy(embedder=embedder), texts))
 
     assert set(regular[:2]) <= {"bees", "bees again", "bees once more"}
@@ -160,9 +172,15 @@ def test_scores_mix_redundancy_and_age_by_beta():
     candidates = pages(STAEPolicy(embedder=embedder), list(embedder.table))
     # Redundancy (k=1 density): dup1 = dup2 = 1, unique 0; age: 1, 0.5, 0.
     assert STAEPolicy(beta=1.0, k=1, embedder=embedder).scores(candidates) == {
-        "old unique": 0.0, "dup1": 1.0, "dup2": 1.0}
+        "old unique": 0.0,
+        "dup1": 1.0,
+        "dup2": 1.0,
+    }
     assert STAEPolicy(beta=0.5, k=1, embedder=embedder).scores(candidates) == {
-        "old unique": 0.5, "dup1": 0.75, "dup2": 0.5}
+        "old unique": 0.5,
+        "dup1": 0.75,
+        "dup2": 0.5,
+    }
 
 
 def test_a_survivor_of_evicted_duplicates_is_no_longer_redundant():
@@ -172,7 +190,10 @@ def test_a_survivor_of_evicted_duplicates_is_no_longer_redundant():
     embedder = TableEmbedder(table)
     policy = STAEPolicy(beta=0.6, k=1, embedder=embedder)
     candidates = pages(policy, list(table))
-    assert sorted(policy.scores(candidates), key=policy.scores(candidates).get, reverse=True)[:2] == ["dup1", "dup2"]
+    assert sorted(policy.scores(candidates), key=policy.scores(candidates).get, reverse=True)[:2] == [
+        "dup1",
+        "dup2",
+    ]
     assert evict(policy, candidates, 2) == ["dup1", "x"]
 
 
@@ -218,7 +239,9 @@ def test_temporal_grouping_evicts_one_page_from_each_time_chunk():
     table = {f"old{i}": angle(i) for i in range(4)} | {f"new{i}": angle(60 + 40 * i) for i in range(4)}
     embedder = TableEmbedder(table)
     candidates = pages(STAEPolicy(embedder=embedder), list(table))
-    chunked = evict(STAEPolicy(beta=1.0, k=2, grouping="temporal", n_groups=4, embedder=embedder), candidates, 4)
+    chunked = evict(
+        STAEPolicy(beta=1.0, k=2, grouping="temporal", n_groups=4, embedder=embedder), candidates, 4
+    )
     overall = evict(STAEPolicy(beta=1.0, k=2, embedder=embedder), candidates, 4)
     position = {c.key: c.position for c in candidates}
     assert sorted((position[k] - 1) // 2 for k in chunked) == [0, 1, 2, 3]
@@ -259,8 +282,11 @@ def test_victims_are_deterministic_and_independent_of_candidate_order():
 
 
 def test_silhouette_chooses_three_clusters_for_three_separated_blobs():
-    points = np.array(blob([5, 0, 0, 0], 10, seed=1, spread=0.3) + blob([0, 5, 0, 0], 10, seed=2, spread=0.3)
-                      + blob([0, 0, 5, 0], 10, seed=3, spread=0.3))
+    points = np.array(
+        blob([5, 0, 0, 0], 10, seed=1, spread=0.3)
+        + blob([0, 5, 0, 0], 10, seed=2, spread=0.3)
+        + blob([0, 0, 5, 0], 10, seed=3, spread=0.3)
+    )
     result = choose_k(points, seed=0)
     assert result.k == 3
     assert result.labels.tolist() == [0] * 10 + [1] * 10 + [2] * 10
@@ -320,8 +346,17 @@ def test_a_recall_copy_is_embedded_once_from_its_text_and_scored_with_the_pages(
     embedder = TableEmbedder(table)
     policy = STAEPolicy(beta=1.0, k=1, embedder=embedder)
     candidates = pages(policy, ["bees", "taxes", "chess"])
-    copy = Candidate(key="m9", kind="copy", page_ids=("p1",), position=9, tokens=50, created_turn=4,
-                     last_access=4, access_count=1, messages=(ToolMessage("recalled bees", tool_call_id="c"),))
+    copy = Candidate(
+        key="m9",
+        kind="copy",
+        page_ids=("p1",),
+        position=9,
+        tokens=50,
+        created_turn=4,
+        last_access=4,
+        access_count=1,
+        messages=(ToolMessage("recalled bees", tool_call_id="c"),),
+    )
     embedder.calls.clear()
     assert evict(policy, [*candidates, copy], 1) == ["bees"]  # it and the copy are the redundant pair
     assert evict(policy, [*candidates, copy], 1) == ["bees"]
@@ -350,8 +385,13 @@ def test_semantic_evicts_the_page_least_similar_to_the_recent_context():
 
 def test_semantic_with_the_default_embedder_keeps_the_page_the_user_talks_about():
     policy = get_policy("semantic")
-    candidates = pages(policy, ["My bees in Bled swarmed.", "I sold my old bicycle.", "The tax return is due."])
-    assert evict(policy, candidates, recent="Tell me more about the bees in Bled")[-1] == "My bees in Bled swarmed."
+    candidates = pages(
+        policy, ["My bees in Bled swarmed.", "I sold my old bicycle.", "The tax return is due."]
+    )
+    assert (
+        evict(policy, candidates, recent="Tell me more about the bees in Bled")[-1]
+        == "My bees in Bled swarmed."
+    )
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -361,17 +401,22 @@ def test_stae_is_registered_by_name_and_spec():
     assert isinstance(get_policy("stae"), STAEPolicy)
     policy = get_policy("stae:beta=0.7,grouping=kmeans,inverted=true,embedder=hashing,h=0.5")
     assert (policy.beta, policy.grouping, policy.inverted, policy.h) == (0.7, "kmeans", True, 0.5)
-    assert isinstance(PagingConfig(max_tokens=1000, policy="stae:grouping=temporal").resolved_policy(), STAEPolicy)
+    assert isinstance(
+        PagingConfig(max_tokens=1000, policy="stae:grouping=temporal").resolved_policy(), STAEPolicy
+    )
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("stae:beta=2", "`beta` must be a number in [0, 1]"),
-    ("stae:grouping=tree", "`grouping` must be one of 'global', 'kmeans', 'temporal'"),
-    ("stae:n_groups=3", "`n_groups` needs `grouping='kmeans'`"),
-    ("stae:bogus=1", "Invalid options for policy 'stae'"),
-    ("stae:beta", "expected `option=value`"),
-    ("stae:unit=turn", "`unit` must be 'page' or 'exchange'"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("stae:beta=2", "`beta` must be a number in [0, 1]"),
+        ("stae:grouping=tree", "`grouping` must be one of 'global', 'kmeans', 'temporal'"),
+        ("stae:n_groups=3", "`n_groups` needs `grouping='kmeans'`"),
+        ("stae:bogus=1", "Invalid options for policy 'stae'"),
+        ("stae:beta", "expected `option=value`"),
+        ("stae:unit=turn", "`unit` must be 'page' or 'exchange'"),
+    ],
+)
 def test_bad_stae_options_name_the_option(spec, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
         PagingConfig(max_tokens=1000, policy=spec)
@@ -432,9 +477,13 @@ def run_agent(policy, mode, thread):
         assert COUNTER(model.prompts[-1]) + COUNTER.count_tools(paging.tools) <= 520
     for prompt in model.prompts:
         assert_valid_chat(prompt)
-    history = reconstruct_history(state["messages"], lambda p: paging.page_store.get(thread, p), COUNTER,
-                                  clusters=lambda c: paging.page_store.get_cluster(thread, c),
-                                  state=state.get("paging"))
+    history = reconstruct_history(
+        state["messages"],
+        lambda p: paging.page_store.get(thread, p),
+        COUNTER,
+        clusters=lambda c: paging.page_store.get_cluster(thread, c),
+        state=state.get("paging"),
+    )
     assert [m.content for m in history if isinstance(m, HumanMessage)] == FACTS
     assert any(is_bookmark(m) for m in state["messages"])
     return paging.page_store.list_pages(thread)
@@ -461,6 +510,7 @@ def minilm():
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_agent_pages_with_stae_and_minilm(minilm, mode):
     stored = run_agent(STAEPolicy(beta=0.5, embedder=minilm), mode, f"minilm-{mode}")
-    assert stored and all(p.features["vector_by"] == "sentence-transformers:all-MiniLM-L6-v2:384/page"
-                          for p in stored)
+    assert stored and all(
+        p.features["vector_by"] == "sentence-transformers:all-MiniLM-L6-v2:384/page" for p in stored
+    )
     assert len(decode_vector(stored[0].features["vector"])) == 384

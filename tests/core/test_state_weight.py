@@ -16,8 +16,15 @@ from langmem_paging.core.state import TERMS_STORED, PagingState
 def _thread(turns: int, max_tokens: int):
     messages, paging = [], None
     for i in range(turns):
-        messages = merge_messages(messages, [HumanMessage(
-            f"Day {i}: Mirela{i} rowed across Lake Bohinj{i} and counted {100 + i} swans near Bled{i}.", id=f"h{i}")])
+        messages = merge_messages(
+            messages,
+            [
+                HumanMessage(
+                    f"Day {i}: Mirela{i} rowed across Lake Bohinj{i} and counted {100 + i} swans near Bled{i}.",
+                    id=f"h{i}",
+                )
+            ],
+        )
         result = page_messages(messages, state=paging, max_tokens=max_tokens, boundary="fixed_2")
         messages, paging = result.apply(messages), result.state.to_value()
         messages = merge_messages(messages, [AIMessage(f"Noted: Mirela{i}, {100 + i} swans.", id=f"a{i}")])

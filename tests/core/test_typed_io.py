@@ -48,13 +48,21 @@ def _public_requests() -> set[type]:
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        if cls.__module__ in (effects.__name__, step_io.__name__, thread_io.__name__) and not cls.__name__.startswith("_"):
+        if cls.__module__ in (
+            effects.__name__,
+            step_io.__name__,
+            thread_io.__name__,
+        ) and not cls.__name__.startswith("_"):
             found.add(cls)
     return found
 
 
 def _handler_names(protocol: type) -> set[str]:
-    return {name for name, member in vars(protocol).items() if inspect.isfunction(member) and not name.startswith("_")}
+    return {
+        name
+        for name, member in vars(protocol).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    }
 
 
 def _instance(cls: type[Request[Any, Any]]) -> Request[Any, Any]:
@@ -143,7 +151,9 @@ class RecordingIndex(InMemoryBM25Index):
         return super().indexed_through(thread_id)
 
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
-        self.calls.append(f"load {type(pages).__name__}")  # a list: the store was read before the index is written
+        self.calls.append(
+            f"load {type(pages).__name__}"
+        )  # a list: the store was read before the index is written
         super().load(thread_id, pages)
 
     def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
@@ -154,10 +164,20 @@ class RecordingIndex(InMemoryBM25Index):
 def _stored_thread(store: PageStore, thread_id: str) -> None:
     state = PagingState()
     numbers = state.allocate("p", 2)
-    pages = [Page(id=f"p{n}", messages=[HumanMessage(text, id=f"m{n}"), AIMessage("Noted.", id=f"a{n}")],
-                  bookmark=f"[p{n}:x]", keywords=[], token_count=9, boundary="fixed_2", created_turn=n)
-             for n, text in zip(numbers, ["Our beehives stand near Lake Bled.", "The marathon is in May."],
-                                strict=True)]
+    pages = [
+        Page(
+            id=f"p{n}",
+            messages=[HumanMessage(text, id=f"m{n}"), AIMessage("Noted.", id=f"a{n}")],
+            bookmark=f"[p{n}:x]",
+            keywords=[],
+            token_count=9,
+            boundary="fixed_2",
+            created_turn=n,
+        )
+        for n, text in zip(
+            numbers, ["Our beehives stand near Lake Bled.", "The marathon is in May."], strict=True
+        )
+    ]
     store.commit(thread_id, pages=pages, nodes=[], state=state)
 
 

@@ -22,13 +22,19 @@ def test_a_spec_names_its_bookmark_strategy():
 
 
 def test_an_unknown_bookmark_strategy_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="unknown bookmarker 'tfidf'. Available: 'keywords', 'discriminative', 'frequent'"):
+    with pytest.raises(
+        ValueError, match="unknown bookmarker 'tfidf'. Available: 'keywords', 'discriminative', 'frequent'"
+    ):
         paging_options("lfu+bookmarks:tfidf")
 
 
 def test_the_frequent_heuristic_ignores_how_common_a_word_is_in_the_thread():
-    page = PageDraft("p2", [HumanMessage("The greyhound chased the greyhound; then bread.", id="m1", name="Jon")])
-    context = BookmarkContext(count_text=TokenCounter().count_text, doc_freq={"greyhound": 9, "bread": 1}, n_docs=10)
+    page = PageDraft(
+        "p2", [HumanMessage("The greyhound chased the greyhound; then bread.", id="m1", name="Jon")]
+    )
+    context = BookmarkContext(
+        count_text=TokenCounter().count_text, doc_freq={"greyhound": 9, "bread": 1}, n_docs=10
+    )
     specific = KeywordBookmarker().bookmark([page], context)[0].keywords
     frequent = FrequentBookmarker().bookmark([page], context)[0].keywords
     assert specific.index("bread") < specific.index("greyhound")
@@ -39,7 +45,9 @@ def test_a_verdict_needs_the_whole_interval_on_the_studys_side():
     assert _verdict({"diff": -0.3, "ci95": [-0.4, -0.2]}, -1) == "reproduces"
     assert _verdict({"diff": -0.1, "ci95": [-0.2, 0.05]}, -1).startswith("direction only")
     assert _verdict({"diff": 0.1, "ci95": [0.05, 0.2]}, -1) == "does not reproduce"
-    assert _verdict({"diff": -0.1, "ci95": [-0.2, -0.05]}, -1, -0.4).startswith("direction reproduces, size does not")
+    assert _verdict({"diff": -0.1, "ci95": [-0.2, -0.05]}, -1, -0.4).startswith(
+        "direction reproduces, size does not"
+    )
 
 
 def _rows(path, cells):
@@ -48,25 +56,47 @@ def _rows(path, cells):
     lines = [{"type": "header"}]
     for (boundary, policy), values in cells.items():
         for k, value in enumerate(values):
-            lines.append({"type": "question", "budget": 100, "boundary": boundary, "policy": policy,
-                          "sample_id": f"s{k // 2}", "question_index": k % 2, "category": 1,
-                          "evidence_coverage": value, "page_selection_top1": value})
+            lines.append(
+                {
+                    "type": "question",
+                    "budget": 100,
+                    "boundary": boundary,
+                    "policy": policy,
+                    "sample_id": f"s{k // 2}",
+                    "question_index": k % 2,
+                    "category": 1,
+                    "evidence_coverage": value,
+                    "page_selection_top1": value,
+                }
+            )
     path.mkdir()
     (path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
 
 
 def test_study_findings_set_each_claim_beside_a_paired_difference(tmp_path):
-    grid = {(b, p): [1, 1, 1, 1] if b == "fixed_20" else [0, 1, 0, 0]
-            for b in ("fixed_20", "topic_shift") for p in ("fifo", "lru", "lfu", "semantic")}
+    grid = {
+        (b, p): [1, 1, 1, 1] if b == "fixed_20" else [0, 1, 0, 0]
+        for b in ("fixed_20", "topic_shift")
+        for p in ("fifo", "lru", "lfu", "semantic")
+    }
     grid[("topic_shift", "lfu")] = [1, 1, 1, 1]
     synthetic = _rows(tmp_path / "syn", grid)
     locomo = _rows(tmp_path / "loc", grid)
-    bookmarks = _rows(tmp_path / "bm", {("fixed_20", "lfu"): [1, 1, 0, 1],
-                                        ("fixed_20", "lfu+bookmarks:discriminative"): [1, 1, 1, 1],
-                                        ("fixed_20", "lfu+bookmarks:frequent"): [0, 1, 0, 0]})
-    rows = {r["finding"]: r for r in study_findings(synthetic, bookmarks, synthetic_policies=synthetic,
-                                                    locomo_policies=locomo, budget=100)}
+    bookmarks = _rows(
+        tmp_path / "bm",
+        {
+            ("fixed_20", "lfu"): [1, 1, 0, 1],
+            ("fixed_20", "lfu+bookmarks:discriminative"): [1, 1, 1, 1],
+            ("fixed_20", "lfu+bookmarks:frequent"): [0, 1, 0, 0],
+        },
+    )
+    rows = {
+        r["finding"]: r
+        for r in study_findings(
+            synthetic, bookmarks, synthetic_policies=synthetic, locomo_policies=locomo, budget=100
+        )
+    }
     drop = rows["topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20"]
     assert drop["ours"] == -0.75 and drop["study"] == -0.4
     assert rows["fixed_20 pages reach 96.7% (synthetic)"]["ours"] == 1.0

@@ -25,8 +25,25 @@ def load_bench():
 def test_bench_scale_quick_run_writes_every_section_and_stays_within_budget(tmp_path, capsys):
     bench = load_bench()
     out = tmp_path / "scale.json"
-    bench.main(["--quick", "--sizes", "200", "--pages", "50", "--repeats", "5", "--extra-policies", "",
-                "--rss-threads", "1", "--rss-pages", "1", "--json", str(out)])
+    bench.main(
+        [
+            "--quick",
+            "--sizes",
+            "200",
+            "--pages",
+            "50",
+            "--repeats",
+            "5",
+            "--extra-policies",
+            "",
+            "--rss-threads",
+            "1",
+            "--rss-pages",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
     report = json.loads(out.read_text())
 
     assert {"git_commit", "git_dirty", "cores", "python", "date"} <= set(report["header"])

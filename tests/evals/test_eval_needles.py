@@ -39,16 +39,31 @@ def test_segments_are_equal_and_cover_every_turn():
 
 
 def _locomo_like(n_turns: int, qa: list[dict]) -> dict:
-    turns = [{"speaker": "Ana" if i % 2 == 0 else "Ben", "dia_id": f"D1:{i + 1}", "text": f"turn {i + 1}"}
-             for i in range(n_turns)]
-    return {"sample_id": "conv-n", "conversation": {"speaker_a": "Ana", "speaker_b": "Ben",
-                                                     "session_1_date_time": "1 May", "session_1": turns}, "qa": qa}
+    turns = [
+        {"speaker": "Ana" if i % 2 == 0 else "Ben", "dia_id": f"D1:{i + 1}", "text": f"turn {i + 1}"}
+        for i in range(n_turns)
+    ]
+    return {
+        "sample_id": "conv-n",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1 May",
+            "session_1": turns,
+        },
+        "qa": qa,
+    }
 
 
 def test_locomo_needles_take_one_question_whose_evidence_lies_in_the_segment():
     qa = [
         {"question": "two turns", "answer": "x", "evidence": ["D1:1", "D1:2"], "category": 4},
-        {"question": "one turn", "answer": "x", "evidence": ["D1:3"], "category": 2},   # fewer evidence: wins seg 0
+        {
+            "question": "one turn",
+            "answer": "x",
+            "evidence": ["D1:3"],
+            "category": 2,
+        },  # fewer evidence: wins seg 0
         {"question": "spans", "answer": "x", "evidence": ["D1:4", "D1:9"], "category": 4},  # segments 0 and 1
         {"question": "adversarial", "answer": "x", "evidence": ["D1:10"], "category": 5},
         {"question": "seg 3", "answer": "x", "evidence": ["D1:20"], "category": 1},
@@ -67,10 +82,28 @@ def test_nrr_and_ecr_on_a_hand_made_case():
         needle_retention([], set())
     row = {"policy": "fifo", "reader": "bookmarks", "level": "B=500", "budget": 500}
     rows = [  # conversation a: 4 needles, ECR 0.75; b: 2 needles, ECR 0.5
-        {**row, "sample_id": "a", "segment": s, "retained": r, "resident": res, "ecr": 0.75, "context_tokens": 400}
+        {
+            **row,
+            "sample_id": "a",
+            "segment": s,
+            "retained": r,
+            "resident": res,
+            "ecr": 0.75,
+            "context_tokens": 400,
+        }
         for s, r, res in [(0, 1.0, 0.0), (1, 0.0, 0.0), (2, 1.0, 1.0), (3, 1.0, 1.0)]
-    ] + [{**row, "sample_id": "b", "segment": s, "retained": r, "resident": r, "ecr": 0.5, "context_tokens": 450}
-         for s, r in [(0, 0.0), (1, 1.0)]]
+    ] + [
+        {
+            **row,
+            "sample_id": "b",
+            "segment": s,
+            "retained": r,
+            "resident": r,
+            "ecr": 0.5,
+            "context_tokens": 450,
+        }
+        for s, r in [(0, 0.0), (1, 1.0)]
+    ]
     summary = summarize(rows)
     (only,) = summary["rows"]
     assert only["nrr"] == round(4 / 6, 4) and only["nrr_resident"] == 0.5
@@ -98,15 +131,31 @@ def test_tighter_budget_compresses_more_and_retains_fewer_resident_needles():
 
 
 def test_needles_cli_writes_curves_and_resumes(tmp_path):
-    args = ["needles", "--on", "synthetic", "--out", str(tmp_path), "--budgets", "500,1000",
-            "--policies", "fifo,lru", "--synthetic-conversations", "2", "--needle-turns", "160",
-            "--segments", "8", "--no-progress"]
+    args = [
+        "needles",
+        "--on",
+        "synthetic",
+        "--out",
+        str(tmp_path),
+        "--budgets",
+        "500,1000",
+        "--policies",
+        "fifo,lru",
+        "--synthetic-conversations",
+        "2",
+        "--needle-turns",
+        "160",
+        "--segments",
+        "8",
+        "--no-progress",
+    ]
     assert evals_main(args) == 0
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == 1 + 2 * 2 * 2 * 8
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {(r["policy"], r["level"]) for r in summary["rows"]} == {
-        (p, lv) for p in ("fifo", "lru") for lv in ("B=500", "B=1000")}
+        (p, lv) for p in ("fifo", "lru") for lv in ("B=500", "B=1000")
+    }
     assert {c["a"] for c in summary["comparisons"]} == {"lru"}
     assert all(c["clusters"] == 2 for c in summary["comparisons"])
     assert (tmp_path / "nrr_vs_ecr.png").stat().st_size > 0

@@ -15,8 +15,9 @@ from langmem_paging.strategies.policies import LFUPolicy
 
 
 def test_split_keeps_options_with_their_policy():
-    assert split_specs("fifo,stae:beta=0.5,redundancy=knn,grouping=kmeans,inverted=false,tiers:utility,lru") == [
-        "fifo", "stae:beta=0.5,redundancy=knn,grouping=kmeans,inverted=false", "tiers:utility", "lru"]
+    assert split_specs(
+        "fifo,stae:beta=0.5,redundancy=knn,grouping=kmeans,inverted=false,tiers:utility,lru"
+    ) == ["fifo", "stae:beta=0.5,redundancy=knn,grouping=kmeans,inverted=false", "tiers:utility", "lru"]
 
 
 def test_values_are_typed():
@@ -25,7 +26,9 @@ def test_values_are_typed():
     assert spec.tiers is None and spec.label == "stae:beta=0.5,k=7,h=none,inverted=false,grouping=kmeans"
 
 
-@pytest.mark.parametrize("bad", ["stae:beta", "Stae", "lfu+tiers:", "tiers:x+lfu", "lfu:k=1,k=2", "a+tiers:x+tiers:y"])
+@pytest.mark.parametrize(
+    "bad", ["stae:beta", "Stae", "lfu+tiers:", "tiers:x+lfu", "lfu:k=1,k=2", "a+tiers:x+tiers:y"]
+)
 def test_malformed_specs_name_the_problem(bad):
     with pytest.raises(ValueError, match="Policy spec"):
         parse_spec(bad)
@@ -46,7 +49,9 @@ def test_stae_spec_builds_the_class_with_its_options(monkeypatch):
         def __init__(self, **kwargs):
             built.update(kwargs)
 
-    monkeypatch.setitem(sys.modules, "langmem_paging.strategies.stae", types.SimpleNamespace(STAEPolicy=FakeSTAE))
+    monkeypatch.setitem(
+        sys.modules, "langmem_paging.strategies.stae", types.SimpleNamespace(STAEPolicy=FakeSTAE)
+    )
     options = paging_options("stae:beta=0.5,redundancy=knn,grouping=kmeans,inverted=false")
     assert isinstance(options["policy"], FakeSTAE)
     assert built == {"beta": 0.5, "redundancy": "knn", "grouping": "kmeans", "inverted": False}
@@ -78,6 +83,16 @@ def test_paging_session_builds_a_fresh_policy_object_per_thread():
 
 def test_ablate_refuses_a_bad_spec_before_running(tmp_path):
     with pytest.raises(SystemExit):
-        evals_main(["ablate", "--on", "synthetic", "--out", str(tmp_path), "--policies", "fifo,lfu:x=1",
-                    "--no-progress"])
+        evals_main(
+            [
+                "ablate",
+                "--on",
+                "synthetic",
+                "--out",
+                str(tmp_path),
+                "--policies",
+                "fifo,lfu:x=1",
+                "--no-progress",
+            ]
+        )
     assert not (tmp_path / "results.jsonl").exists()

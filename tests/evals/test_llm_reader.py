@@ -48,8 +48,11 @@ class CooperativeScript:
             gold = re.search(r"Gold answer: (.*)", prompt).group(1)
             answer = re.search(r"Generated answer: (.*)", prompt).group(1)
             return {"content": "CORRECT" if gold.lower() in answer.lower() else "WRONG"}
-        q_at = max(i for i, m in enumerate(messages)  # bookmarks are user messages too
-                   if m["role"] == "user" and not BOOKMARK.fullmatch(_text(m).strip()))
+        q_at = max(
+            i
+            for i, m in enumerate(messages)  # bookmarks are user messages too
+            if m["role"] == "user" and not BOOKMARK.fullmatch(_text(m).strip())
+        )
         question = _text(messages[q_at])
         gold = self.answers[question]
         seen = "\n".join(_text(m) for i, m in enumerate(messages) if i != q_at and m["role"] != "system")
@@ -84,8 +87,13 @@ def stub(conversation, monkeypatch):
 
 
 def _unit(method: str, budget: int = 600) -> dict:
-    return {"method": method, "budget": budget, "boundary": "fixed_10" if method == "paging" else None,
-            "policy": "lfu" if method == "paging" else None, "protocol": "end"}
+    return {
+        "method": method,
+        "budget": budget,
+        "boundary": "fixed_10" if method == "paging" else None,
+        "policy": "lfu" if method == "paging" else None,
+        "protocol": "end",
+    }
 
 
 def test_paging_agent_recalls_evicted_evidence_through_the_openai_client(stub, conversation):
@@ -107,8 +115,11 @@ def test_paging_agent_recalls_evicted_evidence_through_the_openai_client(stub, c
     text = {t.dia_id: t.text for t in conversation.turns}
     after_recall = [b for b in stub.requests if any(m["role"] == "tool" for m in b["messages"])]
     evidence = [text[e] for r in recovered for e in r["evidence"]]
-    assert any(any(e in _text(m) for m in b["messages"] if m["role"] == "tool")
-               for b in after_recall for e in evidence)
+    assert any(
+        any(e in _text(m) for m in b["messages"] if m["role"] == "tool")
+        for b in after_recall
+        for e in evidence
+    )
     assert {b["model"] for b in stub.requests} == {"stub-model", "stub-judge"}
     assert any("recall" in {t["function"]["name"] for t in b.get("tools", [])} for b in stub.requests)
 
@@ -124,7 +135,9 @@ def test_search_tool_and_one_call_methods(stub, conversation):
             assert r["answer_f1"] == 1.0
     before = len(stub.requests)
     bm25_rows = run_unit(conversation, _unit("bm25"), "end", reader, max_questions=3)
-    assert len(bm25_rows) == 3 and all(r["model_calls"] == 1 and r["recall_triggered"] is None for r in bm25_rows)
+    assert len(bm25_rows) == 3 and all(
+        r["model_calls"] == 1 and r["recall_triggered"] is None for r in bm25_rows
+    )
     assert not any(b.get("tools") for b in stub.requests[before:] if b["model"] == "stub-model")
 
 
@@ -162,9 +175,28 @@ def test_a_refused_request_is_recorded_and_the_run_goes_on(conversation, monkeyp
 
 def test_cli_llm_reader_writes_answer_metrics_and_resumes(stub, tmp_path, capsys):
     out = tmp_path / "llm"
-    argv = ["synthetic", "--reader", "llm", "--model", "stub-model", "--budgets", "1200", "--methods",
-            "paging,bm25,search_tool", "--boundary", "fixed_10", "--synthetic-turns", "160", "--synthetic-facts",
-            "6", "--synthetic-conversations", "1", "--out", str(out), "--no-progress"]
+    argv = [
+        "synthetic",
+        "--reader",
+        "llm",
+        "--model",
+        "stub-model",
+        "--budgets",
+        "1200",
+        "--methods",
+        "paging,bm25,search_tool",
+        "--boundary",
+        "fixed_10",
+        "--synthetic-turns",
+        "160",
+        "--synthetic-facts",
+        "6",
+        "--synthetic-conversations",
+        "1",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert evals_main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     paging = next(r for r in summary["rows"] if r["method"] == "paging")
@@ -177,16 +209,46 @@ def test_cli_llm_reader_writes_answer_metrics_and_resumes(stub, tmp_path, capsys
 
 def test_streaming_ablation_with_the_llm_reader_keeps_recalls_in_the_thread(stub, tmp_path):
     out = tmp_path / "ablate"
-    assert evals_main(["ablate", "--on", "synthetic", "--reader", "llm", "--model", "stub-model", "--protocol",
-                       "streaming", "--boundaries", "fixed_10", "--policies", "lru", "--budgets", "600",
-                       "--synthetic-turns", "160", "--synthetic-facts", "6", "--synthetic-conversations", "1",
-                       "--out", str(out), "--no-progress"]) == 0
+    assert (
+        evals_main(
+            [
+                "ablate",
+                "--on",
+                "synthetic",
+                "--reader",
+                "llm",
+                "--model",
+                "stub-model",
+                "--protocol",
+                "streaming",
+                "--boundaries",
+                "fixed_10",
+                "--policies",
+                "lru",
+                "--budgets",
+                "600",
+                "--synthetic-turns",
+                "160",
+                "--synthetic-facts",
+                "6",
+                "--synthetic-conversations",
+                "1",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()[1:]]
     assert len(rows) == 6 and all(r["answer"] for r in rows)
     # a later question's prompt still holds the earlier exchange (or its bookmark): the thread persisted
     questions = [b for b in stub.requests if b["model"] == "stub-model"]
-    assert any(NOT_THERE in " ".join(_text(m) for m in b["messages"]) or
-               any(m["role"] == "tool" for m in b["messages"][:-1]) for b in questions[3:])
+    assert any(
+        NOT_THERE in " ".join(_text(m) for m in b["messages"])
+        or any(m["role"] == "tool" for m in b["messages"][:-1])
+        for b in questions[3:]
+    )
 
 
 def test_llm_reader_needs_an_endpoint(monkeypatch, tmp_path, capsys):
@@ -196,23 +258,34 @@ def test_llm_reader_needs_an_endpoint(monkeypatch, tmp_path, capsys):
     assert exit_info.value.code == 2 and "OPENAI_API_KEY" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("prediction", "gold", "category", "expected"), [
-    ("May 7, 2023", "7 May 2023", 2, 1.0),               # commas dropped, bag of tokens
-    ("the cat", "a cat", 4, 1.0),                         # articles dropped
-    ("she runs", "running", 4, 0.6667),                   # Porter stems: run/run
-    ("likely yes", "Likely yes; she loves books", 3, 1.0),  # open-domain: before ';'
-    ("pottery, camping", "pottery, painting, camping", 1, 0.6667),  # multi-hop: per gold part
-    ("Sweden", "Sweden", 5, 0.0),                         # adversarial: must decline
-    ("No information available.", "Sweden", 5, 1.0),
-    (None, "Sweden", 4, 0.0),
-    ("Oslo", "Lisbon", 4, 0.0),
-])
+@pytest.mark.parametrize(
+    ("prediction", "gold", "category", "expected"),
+    [
+        ("May 7, 2023", "7 May 2023", 2, 1.0),  # commas dropped, bag of tokens
+        ("the cat", "a cat", 4, 1.0),  # articles dropped
+        ("she runs", "running", 4, 0.6667),  # Porter stems: run/run
+        ("likely yes", "Likely yes; she loves books", 3, 1.0),  # open-domain: before ';'
+        ("pottery, camping", "pottery, painting, camping", 1, 0.6667),  # multi-hop: per gold part
+        ("Sweden", "Sweden", 5, 0.0),  # adversarial: must decline
+        ("No information available.", "Sweden", 5, 1.0),
+        (None, "Sweden", 4, 0.0),
+        ("Oslo", "Lisbon", 4, 0.0),
+    ],
+)
 def test_locomo_f1_rules(prediction, gold, category, expected):
     assert locomo_f1(prediction, gold, category) == expected
 
 
-@pytest.mark.parametrize(("reply", "verdict"), [
-    ("CORRECT", 1.0), ("wrong.", 0.0), ("Verdict: WRONG (not CORRECT)", 0.0), ("unsure", None), (None, None)])
+@pytest.mark.parametrize(
+    ("reply", "verdict"),
+    [
+        ("CORRECT", 1.0),
+        ("wrong.", 0.0),
+        ("Verdict: WRONG (not CORRECT)", 0.0),
+        ("unsure", None),
+        (None, None),
+    ],
+)
 def test_judge_verdicts(reply, verdict):
     assert parse_verdict(reply) == verdict
 
@@ -221,7 +294,8 @@ def test_judge_verdicts(reply, verdict):
 def test_questions_asked_concurrently_give_the_same_rows(stub, conversation, method):
     reader = LLMReader.from_env("stub-model")
     assert run_unit(conversation, _unit(method), "end", reader, workers=4) == run_unit(
-        conversation, _unit(method), "end", reader, workers=1)
+        conversation, _unit(method), "end", reader, workers=1
+    )
 
 
 def test_locomo_cli_with_the_llm_reader_scores_by_category(tmp_path, monkeypatch):
@@ -240,9 +314,27 @@ def test_locomo_cli_with_the_llm_reader_scores_by_category(tmp_path, monkeypatch
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         out = tmp_path / "out"
-        assert evals_main(["locomo", "--data", str(data), "--reader", "llm", "--model", "stub-model",
-                           "--methods", "full_context", "--budgets", "4000", "--out", str(out),
-                           "--no-progress"]) == 0
+        assert (
+            evals_main(
+                [
+                    "locomo",
+                    "--data",
+                    str(data),
+                    "--reader",
+                    "llm",
+                    "--model",
+                    "stub-model",
+                    "--methods",
+                    "full_context",
+                    "--budgets",
+                    "4000",
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     rows = {r["category"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines()[1:])}
     assert (rows[1]["answer"], rows[1]["answer_f1"], rows[1]["judge"]) == ("Miso", 1.0, 1.0)
     assert (rows[5]["answer_f1"], rows[5]["judge"]) == (1.0, None)  # adversarial: declined, never judged

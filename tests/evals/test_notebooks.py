@@ -14,8 +14,11 @@ DATA = ROOT / "notebooks" / "data"
 
 
 def _digests() -> dict[str, str]:
-    return {str(p.relative_to(DATA)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(DATA.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(DATA)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(DATA.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.slow
@@ -26,7 +29,9 @@ def test_notebook_executes_without_touching_the_committed_results(path, tmp_path
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # evals/ is not an installed package
     before = _digests()
     notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     assert (tmp_path / "ablation" / "summary.json").exists()
     assert _digests() == before
 
@@ -44,9 +49,12 @@ def test_the_notebook_ships_the_full_runs_findings():
     intervals = [f["ci95"] for f in findings if f["ci95"] is not None]
     assert intervals and all(high > low for low, high in intervals)
     boundaries = {"fixed_10", "fixed_20", "fixed_40", "tokens_500", "session", "topic_shift"}
-    for name, policies in (("synthetic", {"fifo", "lru", "lfu", "semantic"}), ("locomo", {"fifo", "semantic"}),
-                           ("synthetic-streaming", {"fifo", "lru", "lfu", "semantic"}),
-                           ("locomo-streaming", {"fifo", "lru", "lfu", "semantic"})):
+    for name, policies in (
+        ("synthetic", {"fifo", "lru", "lfu", "semantic"}),
+        ("locomo", {"fifo", "semantic"}),
+        ("synthetic-streaming", {"fifo", "lru", "lfu", "semantic"}),
+        ("locomo-streaming", {"fifo", "lru", "lfu", "semantic"}),
+    ):
         rows = json.loads((DATA / "ablation" / name / "summary.json").read_text())["rows"]
         assert {r["policy"] for r in rows} == policies
         assert {r["boundary"] for r in rows} == (boundaries if "streaming" not in name else {"fixed_20"})

@@ -25,20 +25,28 @@ def sent_tokens(model: ScriptedChatModel, paging: PagingMiddleware, extra_tools=
 
 
 def full_history(paging, thread, state):
-    return reconstruct_history(state["messages"], lambda p: paging.page_store.get(thread, p), COUNTER,
-                               clusters=lambda c: paging.page_store.get_cluster(thread, c),
-                               state=state.get("paging"))
+    return reconstruct_history(
+        state["messages"],
+        lambda p: paging.page_store.get(thread, p),
+        COUNTER,
+        clusters=lambda c: paging.page_store.get_cluster(thread, c),
+        state=state.get("paging"),
+    )
 
 
 @tool
 def search_docs(query: str) -> str:
     """Search the docs."""
-    return f"Results for {query}: " + " ".join(f"fact-{query}-{i} is documented in section {i}." for i in range(60))
+    return f"Results for {query}: " + " ".join(
+        f"fact-{query}-{i} is documented in section {i}." for i in range(60)
+    )
 
 
 def tool_loop_model(n_calls: int) -> ScriptedChatModel:
-    calls = [AIMessage("", tool_calls=[{"name": "search_docs", "args": {"query": f"topic{i}"}, "id": f"s{i}"}])
-             for i in range(n_calls)]
+    calls = [
+        AIMessage("", tool_calls=[{"name": "search_docs", "args": {"query": f"topic{i}"}, "id": f"s{i}"}])
+        for i in range(n_calls)
+    ]
     return ScriptedChatModel(responses=[*calls, "Done: all topics searched."])
 
 
@@ -47,8 +55,9 @@ def test_a_turn_with_50_tool_calls_stays_under_budget(mode):
     store = InMemoryStore()
     paging = PagingMiddleware(max_tokens=1600, boundary="fixed_4", store=store)
     model = tool_loop_model(50)
-    agent = create_agent(model, tools=[search_docs], middleware=[paging], store=store,
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, tools=[search_docs], middleware=[paging], store=store, checkpointer=InMemorySaver()
+    )
     config = {"configurable": {"thread_id": f"loop-{mode}"}, "recursion_limit": 250}
     inputs = {"messages": [HumanMessage("Search all fifty topics, one by one.")]}
     state = agent.invoke(inputs, config) if mode == "sync" else asyncio.run(agent.ainvoke(inputs, config))
@@ -75,7 +84,9 @@ def test_a_large_tool_result_is_paged_on_arrival_behind_a_stub_naming_the_tool()
     call = AIMessage("", tool_calls=[{"name": "fetch_report", "args": {"year": 2024}, "id": "f1"}])
     read = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"], "part": 2}, "id": "r1"}])
     model = ScriptedChatModel(responses=[call, read, "Revenue grew."])
-    agent = create_agent(model, tools=[fetch_report], middleware=[paging], store=store, checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, tools=[fetch_report], middleware=[paging], store=store, checkpointer=InMemorySaver()
+    )
     state = agent.invoke({"messages": ["Summarize the 2024 report."]}, {"configurable": {"thread_id": "big"}})
 
     stub = model.prompts[1][-1]
@@ -83,16 +94,18 @@ def test_a_large_tool_result_is_paged_on_arrival_behind_a_stub_naming_the_tool()
     assert stub.content.startswith("[p1:fetch_report result") and '{"year": 2024}' in stub.content
     assert max(sent_tokens(model, paging, [fetch_report])) <= 2000
     part = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
-    assert 'part 2 of' in part.content and "Revenue grew in every region." in part.content
+    assert "part 2 of" in part.content and "Revenue grew in every region." in part.content
     original = paging.page_store.get("big", "p1").messages[0]
     assert original.content.startswith("Annual report 2024.") and len(original.content) > 10_000
-    assert [m.content for m in full_history(paging, "big", state) if isinstance(m, ToolMessage)][0] == \
-        original.content
+    assert [m.content for m in full_history(paging, "big", state) if isinstance(m, ToolMessage)][
+        0
+    ] == original.content
 
 
 def _facts_agent(store, n_responses, **options):
-    paging = PagingMiddleware(max_tokens=options.pop("max_tokens", 500), boundary="fixed_4", store=store,
-                              **options)
+    paging = PagingMiddleware(
+        max_tokens=options.pop("max_tokens", 500), boundary="fixed_4", store=store, **options
+    )
     model = ScriptedChatModel(responses=["Noted."] * n_responses)
     return paging, model, create_agent(model, middleware=[paging], store=store, checkpointer=InMemorySaver())
 
@@ -107,8 +120,11 @@ def script_next(model: ScriptedChatModel, *responses) -> None:
 
 
 def recall_text(agent, config, model, page_id):
-    script_next(model, AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": [page_id]},
-                                                  "id": f"r-{page_id}"}]), "ok")
+    script_next(
+        model,
+        AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": [page_id]}, "id": f"r-{page_id}"}]),
+        "ok",
+    )
     state = agent.invoke({"messages": [f"recall {page_id}"]}, config)
     return next(m for m in reversed(state["messages"]) if isinstance(m, ToolMessage)).content
 
@@ -126,10 +142,18 @@ def test_forking_from_a_checkpoint_before_paging_keeps_budget_ids_and_the_abando
     abandoned = {p.id: p for p in paging.page_store.list_pages("fork")}
     assert len(abandoned) >= 5
 
-    fork = {"configurable": {"thread_id": "fork", "checkpoint_id": early.config["configurable"]["checkpoint_id"]}}
+    fork = {
+        "configurable": {"thread_id": "fork", "checkpoint_id": early.config["configurable"]["checkpoint_id"]}
+    }
     state = agent.invoke({"messages": ["A new branch starts here."]}, fork)
-    fork = {"configurable": {"thread_id": "fork", "checkpoint_id": agent.get_state(
-        {"configurable": {"thread_id": "fork"}}).config["configurable"]["checkpoint_id"]}}
+    fork = {
+        "configurable": {
+            "thread_id": "fork",
+            "checkpoint_id": agent.get_state({"configurable": {"thread_id": "fork"}}).config["configurable"][
+                "checkpoint_id"
+            ],
+        }
+    }
     start = len(model.prompts)
     for fact in FACTS[24:34]:
         state = agent.invoke({"messages": [fact]}, {"configurable": {"thread_id": "fork"}})
@@ -171,8 +195,10 @@ def test_six_parallel_recalls_all_count_and_serve_each_page_once(mode):
     config = {"configurable": {"thread_id": f"par-{mode}"}}
     for fact in FACTS[:40]:
         agent.invoke({"messages": [fact]}, config)
-    calls = [{"name": "recall", "args": {"page_ids": [pid]}, "id": f"c{i}"}
-             for i, pid in enumerate(["p1", "p2", "p1", "p3", "p2", "p4"])]
+    calls = [
+        {"name": "recall", "args": {"page_ids": [pid]}, "id": f"c{i}"}
+        for i, pid in enumerate(["p1", "p2", "p1", "p3", "p2", "p4"])
+    ]
     script_next(model, AIMessage("", tool_calls=calls), "done")
     inputs = {"messages": ["recall them all"]}
     state = agent.invoke(inputs, config) if mode == "sync" else asyncio.run(agent.ainvoke(inputs, config))
@@ -199,8 +225,10 @@ def test_two_runs_at_once_on_one_thread_lose_no_page_and_reuse_no_id():
 
     async def run():
         for k in range(0, 30, 2):
-            await asyncio.gather(agent.ainvoke({"messages": [FACTS[k]]}, config),
-                                 agent.ainvoke({"messages": [FACTS[k + 1]]}, config))
+            await asyncio.gather(
+                agent.ainvoke({"messages": [FACTS[k]]}, config),
+                agent.ainvoke({"messages": [FACTS[k + 1]]}, config),
+            )
 
     asyncio.run(run())
     state = agent.get_state(config).values
@@ -229,9 +257,14 @@ def test_a_20000_message_replay_never_gives_the_model_more_than_max_tokens():
         batch = []
         for i in range(9):  # a chunk of earlier conversation, then the model answers
             n = sent + 2 * i
-            batch += [HumanMessage(f"Day {n}: we talked about {json.dumps(['kiln', 'tide', 'fig'][n % 3])} "
-                                   f"and the number {n * 7919 % 10007}.", id=f"u{n}"),
-                      AIMessage(f"Noted day {n}.", id=f"m{n}")]
+            batch += [
+                HumanMessage(
+                    f"Day {n}: we talked about {json.dumps(['kiln', 'tide', 'fig'][n % 3])} "
+                    f"and the number {n * 7919 % 10007}.",
+                    id=f"u{n}",
+                ),
+                AIMessage(f"Noted day {n}.", id=f"m{n}"),
+            ]
         batch.append(HumanMessage(f"Day {sent + 18}: anything else?", id=f"u{sent + 18}"))
         agent.invoke({"messages": batch}, config)
         sent += 20

@@ -31,8 +31,12 @@ _CALL_IDS = itertools.count()  # deterministic ids: random hex ids count differe
 
 def _reply(messages):
     if isinstance(messages[-1], HumanMessage):
-        return AIMessage("", tool_calls=[{"name": "lookup", "args": {"city": messages[-1].content},
-                                          "id": f"c-{next(_CALL_IDS):06d}"}])
+        return AIMessage(
+            "",
+            tool_calls=[
+                {"name": "lookup", "args": {"city": messages[-1].content}, "id": f"c-{next(_CALL_IDS):06d}"}
+            ],
+        )
     return AIMessage("Done.")
 
 
@@ -41,8 +45,13 @@ def _paged_tool_results(paging_first: bool) -> list[str]:
     paging = PagingMiddleware(max_tokens=900, boundary="fixed_4")
     editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=300, keep=1)])
     model = ScriptedChatModel(responses=[_reply] * 200)
-    agent = create_agent(model, tools=[lookup], middleware=[paging, editing] if paging_first else [editing, paging],
-                         store=store, checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        tools=[lookup],
+        middleware=[paging, editing] if paging_first else [editing, paging],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
     config = {"configurable": {"thread_id": "t"}}
     for i in range(12):
         agent.invoke({"messages": [HumanMessage(f"city{i}")]}, config)
@@ -57,7 +66,10 @@ def test_paging_listed_before_context_editing_pages_tool_results_whole():
     assert all(r.startswith("Report for city") for r in _paged_tool_results(paging_first=True))
 
 
-@pytest.mark.xfail(strict=True, reason="listed after ContextEditingMiddleware, paging pages the cleared copies "
-                                       "it is handed: the original tool results are lost (see docs/choosing.md)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="listed after ContextEditingMiddleware, paging pages the cleared copies "
+    "it is handed: the original tool results are lost (see docs/choosing.md)",
+)
 def test_paging_listed_after_context_editing_pages_tool_results_whole():
     assert all(r.startswith("Report for city") for r in _paged_tool_results(paging_first=False))

@@ -54,6 +54,7 @@ def _config(thread: str) -> dict:
 
 # -- 50 threads at once ------------------------------------------------------------------------------
 
+
 async def _open(backend: str, tmp_path: Path, postgres_uri: str | None, stack):
     """(store, checkpointer) for `backend`, entered on `stack` (an AsyncExitStack)."""
     if backend == "sqlite-async":
@@ -62,9 +63,13 @@ async def _open(backend: str, tmp_path: Path, postgres_uri: str | None, stack):
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
         from langgraph.store.sqlite import SqliteStore
 
-        store = SqliteStore(sqlite3.connect(tmp_path / "store.sqlite", check_same_thread=False, isolation_level=None))
+        store = SqliteStore(
+            sqlite3.connect(tmp_path / "store.sqlite", check_same_thread=False, isolation_level=None)
+        )
         store.setup()
-        saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")))
+        saver = await stack.enter_async_context(
+            AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite"))
+        )
         return store, saver
     if backend == "postgres-async":
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -80,8 +85,9 @@ async def _open(backend: str, tmp_path: Path, postgres_uri: str | None, stack):
     raise ValueError(backend)
 
 
-async def many_threads(store, saver, *, threads: int, base_turns: int, sync_pool: bool = False,
-                      max_tokens: int = MAX_TOKENS) -> dict:
+async def many_threads(
+    store, saver, *, threads: int, base_turns: int, sync_pool: bool = False, max_tokens: int = MAX_TOKENS
+) -> dict:
     """Drive `threads` conversations at once, then a probe turn each; check every thread."""
     agent, paging, model = build_agent(store, saver, max_tokens=max_tokens)
     names = [thread_name(i) for i in range(threads)]
@@ -141,17 +147,23 @@ async def many_threads(store, saver, *, threads: int, base_turns: int, sync_pool
             assert not leaked, f"{name} holds text of {leaked}: {str(message.content)[:200]}"
         if name in probes:
             answer = next(m for m in reversed(history) if isinstance(m, ToolMessage))
-            assert f"No such page or cluster in this conversation: {probes[name][0]}" in str(answer.content), (
-                f"{name}: {str(answer.content)[:300]}")
+            assert f"No such page or cluster in this conversation: {probes[name][0]}" in str(
+                answer.content
+            ), f"{name}: {str(answer.content)[:300]}"
         stored = await page_store.alist_pages(name)
         ids = [p.id for p in stored]
         assert len(ids) == len(set(ids))
         pages_per_thread[name] = len(stored)
     over = [t for p in model.prompts if (t := prompt_tokens(p, paging)) > max_tokens]
     assert not over, f"prompts over budget: {over[:5]}"
-    return {"threads": threads, "turns": sum(lengths.values()) + len(probes), "probes": len(probes),
-            "pages": sum(pages_per_thread.values()), "min pages per thread": min(pages_per_thread.values()),
-            "model calls": len(model.prompts)}
+    return {
+        "threads": threads,
+        "turns": sum(lengths.values()) + len(probes),
+        "probes": len(probes),
+        "pages": sum(pages_per_thread.values()),
+        "min pages per thread": min(pages_per_thread.values()),
+        "model calls": len(model.prompts),
+    }
 
 
 @pytest.mark.slow
@@ -167,10 +179,14 @@ async def test_fifty_threads_at_once_never_read_each_others_pages(backend, tmp_p
             from langgraph.checkpoint.sqlite import SqliteSaver
             from langgraph.store.sqlite import SqliteStore
 
-            store = SqliteStore(sqlite3.connect(tmp_path / "s.sqlite", check_same_thread=False, isolation_level=None))
+            store = SqliteStore(
+                sqlite3.connect(tmp_path / "s.sqlite", check_same_thread=False, isolation_level=None)
+            )
             store.setup()
             saver = SqliteSaver(sqlite3.connect(tmp_path / "c.sqlite", check_same_thread=False))
-            summary = await many_threads(store, saver, threads=8, base_turns=6, max_tokens=560, sync_pool=True)
+            summary = await many_threads(
+                store, saver, threads=8, base_turns=6, max_tokens=560, sync_pool=True
+            )
         else:
             store, saver = await _open(backend, tmp_path, postgres_uri, stack)
             summary = await many_threads(store, saver, threads=THREADS, base_turns=6, max_tokens=560)
@@ -179,6 +195,7 @@ async def test_fifty_threads_at_once_never_read_each_others_pages(backend, tmp_p
 
 
 # -- two runs at once on one thread ------------------------------------------------------------------
+
 
 def _branch_message(n: int, branch: str) -> HumanMessage:
     return HumanMessage(f"{turn_text(n)} ({branch})", id=f"t-h{n}-{branch}")
@@ -218,13 +235,16 @@ async def test_two_runs_at_once_on_one_thread_lose_no_page_and_reuse_no_id(mode)
     histories = [check_branch(page_store, "t", r["values"], r["said"]) for r in (a, b)]
     owned = [PagingState.from_value(r["values"]["paging"]) for r in (a, b)]
     shared = [p for p in await page_store.alist_pages("t") if all(o.owns("p", int(p.id[1:])) for o in owned)]
-    private = [p for p in await page_store.alist_pages("t") if sum(o.owns("p", int(p.id[1:])) for o in owned) == 1]
+    private = [
+        p for p in await page_store.alist_pages("t") if sum(o.owns("p", int(p.id[1:])) for o in owned) == 1
+    ]
     assert shared and private, "the branches should share the pages formed before they split, and own others"
     assert {m.id for m in histories[0]} & {m.id for m in histories[1]}  # the common prefix
     assert all(prompt_tokens(p, paging) <= MAX_TOKENS for p in model.prompts)
 
 
 # -- two processes (workers) on one thread: no lock between them -----------------------------------------
+
 
 class _WritesAfterBothRead:
     """A store whose first page writes wait until two writers have both reserved (two workers racing)."""
@@ -255,10 +275,23 @@ def test_two_workers_stepping_two_branches_of_one_thread_at_once_keep_both_pages
     racing = _WritesAfterBothRead(InMemoryStore())
     config = PagingConfig(max_tokens=300, boundary="fixed_2", policy="fifo")
     workers = [Pager(config, PageStore(racing.store), index=InMemoryBM25Index()) for _ in range(2)]
-    views = {name: [*(m for n in range(20) for m in (
-        HumanMessage(f"[{name}] fact {n}: Zarko{n}-{name} keeps {n} beehives near Lake Bled{n}.", id=f"{name}-h{n}"),
-        AIMessage(f"Noted {n} for {name}.", id=f"{name}-a{n}"))), HumanMessage("And now?", id=f"{name}-q")]
-        for name in ("A", "B")}  # two branches of thread "t", forked before anything was paged
+    views = {
+        name: [
+            *(
+                m
+                for n in range(20)
+                for m in (
+                    HumanMessage(
+                        f"[{name}] fact {n}: Zarko{n}-{name} keeps {n} beehives near Lake Bled{n}.",
+                        id=f"{name}-h{n}",
+                    ),
+                    AIMessage(f"Noted {n} for {name}.", id=f"{name}-a{n}"),
+                )
+            ),
+            HumanMessage("And now?", id=f"{name}-q"),
+        ]
+        for name in ("A", "B")
+    }  # two branches of thread "t", forked before anything was paged
     results, errors = {}, []
 
     def step(worker, name):
@@ -277,7 +310,8 @@ def test_two_workers_stepping_two_branches_of_one_thread_at_once_keep_both_pages
         for page in result.pages:
             stored = PageStore(racing.store.store).get("t", page.id)
             assert stored is not None and stored.digest == page.digest, (
-                f"branch {name}'s {page.id} was replaced by another branch's page")
+                f"branch {name}'s {page.id} was replaced by another branch's page"
+            )
 
 
 if __name__ == "__main__":

@@ -31,14 +31,26 @@ def weather(city: str) -> str:
 def test_a_call_the_tools_never_answered_gets_an_error_result_and_the_thread_recovers(mode):
     model = ScriptedChatModel(responses=["Noted."] * 20)
     paging = PagingMiddleware(max_tokens=900, boundary="fixed_2", mode=mode)
-    agent = create_agent(model, tools=[weather], middleware=[paging], store=InMemoryStore(),
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, tools=[weather], middleware=[paging], store=InMemoryStore(), checkpointer=InMemorySaver()
+    )
     config = {"configurable": {"thread_id": "t"}}
     for i in range(3):
         agent.invoke({"messages": [f"Fact {i}: the lake is calm today."]}, config)
     # the model asked for the weather, and the process died before the tools node wrote its result
-    agent.update_state(config, {"messages": [AIMessage("", id="crashed", tool_calls=[
-        {"name": "weather", "args": {"city": "Bled"}, "id": "call-lost"}])]}, as_node="model")
+    agent.update_state(
+        config,
+        {
+            "messages": [
+                AIMessage(
+                    "",
+                    id="crashed",
+                    tool_calls=[{"name": "weather", "args": {"city": "Bled"}, "id": "call-lost"}],
+                )
+            ]
+        },
+        as_node="model",
+    )
     for i in range(4):
         agent.invoke({"messages": [HumanMessage(f"Are you there? {i}")]}, config)
     for prompt in model.prompts[3:]:

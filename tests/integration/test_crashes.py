@@ -26,9 +26,28 @@ KILLS = 20
 
 def _campaign(backend: str, where: str, logs: Path) -> dict:
     run = subprocess.run(
-        [sys.executable, "-m", "tests.support.crash_driver", "--backend", backend, "--where", where, "--logs", str(logs),
-         "--kills", str(KILLS), "--seed", "1", "--durability", "sync"],
-        capture_output=True, text=True, timeout=600, check=False, cwd=REPO_ROOT,
+        [
+            sys.executable,
+            "-m",
+            "tests.support.crash_driver",
+            "--backend",
+            backend,
+            "--where",
+            where,
+            "--logs",
+            str(logs),
+            "--kills",
+            str(KILLS),
+            "--seed",
+            "1",
+            "--durability",
+            "sync",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO_ROOT,
     )
     lines = run.stdout.strip().splitlines()
     assert run.returncode == 0 and lines, f"campaign failed:\n{run.stderr[-4000:]}"
@@ -40,7 +59,9 @@ def _assert_survived(summary: dict) -> None:
     assert summary["drivers failed"] == 0 and summary["final driver ok"], summary
     # the seed's kill points: most land, at paging steps, recalls and checkpoint writes alike
     assert summary["drivers killed"] >= KILLS * 3 // 4, summary
-    assert summary["killed at a store call in a paging step"] and summary["killed at a store call in a recall"]
+    assert (
+        summary["killed at a store call in a paging step"] and summary["killed at a store call in a recall"]
+    )
     assert summary["killed at a checkpoint write"], summary
     assert summary["resumed a run cut short"] > 0 and summary["resumed an in-flight turn"] > 0, summary
     assert summary["max prompt tokens"] <= summary["budget"], summary

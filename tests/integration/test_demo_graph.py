@@ -16,8 +16,15 @@ def test_demo_graph_bookmarks_carry_no_hint_text(monkeypatch):
     agent = demo.graph.builder.compile(checkpointer=InMemorySaver(), store=InMemoryStore())
     config = {"configurable": {"thread_id": "demo"}}
     for i in range(60):
-        state = agent.invoke({"messages": [f"Day {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake "
-                                           "Bled and sells honey at the market."]}, config)
+        state = agent.invoke(
+            {
+                "messages": [
+                    f"Day {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake "
+                    "Bled and sells honey at the market."
+                ]
+            },
+            config,
+        )
     bookmarks = [m.content for m in state["messages"] if is_bookmark(m)]
     assert len(bookmarks) >= 3
     hint_words = {"scripted", "LANGMEM_PAGING_MODEL", "openai", "gpt-4o-mini", "real"}

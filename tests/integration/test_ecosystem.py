@@ -22,10 +22,13 @@ from langmem_paging.testing import ScriptedChatModel
 
 
 def _fact(i: int) -> HumanMessage:
-    return HumanMessage(f"Fact {i}: Zarko{i} keeps {i + 100} beehives near Lake Bled{i}. " + "The bees hum. " * 6)
+    return HumanMessage(
+        f"Fact {i}: Zarko{i} keeps {i + 100} beehives near Lake Bled{i}. " + "The bees hum. " * 6
+    )
 
 
 # -- the typed interface -------------------------------------------------------------------------
+
 
 def test_the_options_typed_dict_and_the_config_fields_name_the_same_options():
     assert set(PagingOptions.__annotations__) == set(PagingConfig.fields()) - {"max_tokens"}
@@ -40,10 +43,21 @@ def test_the_options_typed_dict_and_the_config_fields_give_each_option_the_same_
     from langmem_paging.strategies.tiers import TierMode
 
     hints = typing.get_type_hints(PagingOptions, localns={"Embedder": Embedder, "TierMode": TierMode})
-    differ = {name: field.annotation for name, field in _Options.model_fields.items()
-              if name in hints and hints[name] != field.annotation}
-    assert set(differ) == {"boundary", "policy", "token_counter", "bookmarker", "hooks", "model",
-                            "search_embedder", "tiers"}, differ
+    differ = {
+        name: field.annotation
+        for name, field in _Options.model_fields.items()
+        if name in hints and hints[name] != field.annotation
+    }
+    assert set(differ) == {
+        "boundary",
+        "policy",
+        "token_counter",
+        "bookmarker",
+        "hooks",
+        "model",
+        "search_embedder",
+        "tiers",
+    }, differ
     assert all(a is typing.Any or typing.get_args(a) == (typing.Any,) for a in differ.values()), differ
 
 
@@ -57,7 +71,9 @@ def test_constructors_take_typed_keyword_only_options(cls):
     parameters = inspect.signature(cls.__init__).parameters
     assert parameters["max_tokens"].kind is inspect.Parameter.KEYWORD_ONLY
     options = parameters["options"]
-    assert options.kind is inspect.Parameter.VAR_KEYWORD and "Unpack[PagingOptions]" in str(options.annotation)
+    assert options.kind is inspect.Parameter.VAR_KEYWORD and "Unpack[PagingOptions]" in str(
+        options.annotation
+    )
     hints = typing.get_type_hints(cls.__init__, include_extras=True)
     assert typing.get_origin(hints["options"]) is typing.Unpack
 
@@ -72,6 +88,7 @@ def test_budgets_as_tokens_or_a_fraction_like_langchains_context_size():
 
 
 # -- the model's run shows what paging did --------------------------------------------------------
+
 
 class _Runs(BaseTracer):
     def __init__(self) -> None:
@@ -99,8 +116,12 @@ def test_a_tracer_finds_paging_metadata_and_tags_on_the_model_run(mode):
     import asyncio
 
     model = ScriptedChatModel(responses=["Noted."] * 30)
-    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=400, boundary="fixed_2")],
-                         store=InMemoryStore(), checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        middleware=[PagingMiddleware(max_tokens=400, boundary="fixed_2")],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     config = {"configurable": {"thread_id": "t"}}
     for i in range(8):
         agent.invoke({"messages": [_fact(i)]}, config)
@@ -113,17 +134,22 @@ def test_a_tracer_finds_paging_metadata_and_tags_on_the_model_run(mode):
     llm_runs = [r for r in _all_runs(tracer.runs) if r.run_type == "llm"]
     assert len(llm_runs) == 1
     metadata, tags = llm_runs[0].extra.get("metadata", {}), llm_runs[0].tags
-    assert metadata["paging_max_tokens"] == 400 and metadata["paging_overhead"] > 0  # the recall tool's schema
+    assert (
+        metadata["paging_max_tokens"] == 400 and metadata["paging_overhead"] > 0
+    )  # the recall tool's schema
     assert metadata["paging_tokens"] <= metadata["paging_message_budget"] == 400 - metadata["paging_overhead"]
     assert metadata["paging_tokens_before"] >= metadata["paging_tokens"]
     assert {"paging_formed", "paging_evicted", "paging_folded", "paging_over_budget"} <= set(metadata)
     assert "langmem-paging" in tags
     # the model run and paging's own run (a step that pages) carry it; no other run does
     others = [r for r in _all_runs(tracer.runs) if r.run_type != "llm" and r.name != "paging"]
-    assert not any("paging_tokens" in (r.extra or {}).get("metadata", {}) for r in others), "only the model run"
+    assert not any("paging_tokens" in (r.extra or {}).get("metadata", {}) for r in others), (
+        "only the model run"
+    )
 
 
 # -- the node as the prebuilt ReAct agent's pre_model_hook ---------------------------------------
+
 
 def test_the_node_pages_inside_create_react_agent_with_the_librarys_state_schema():
     from langgraph.prebuilt import create_react_agent
@@ -132,9 +158,14 @@ def test_the_node_pages_inside_create_react_agent_with_the_librarys_state_schema
     model = ScriptedChatModel(responses=["Noted."] * 30)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # create_react_agent moved to langchain.agents
-        agent = create_react_agent(model, tools=[node.recall_tool], pre_model_hook=node,
-                                   state_schema=PagingMessagesState, checkpointer=InMemorySaver(),
-                                   store=InMemoryStore())
+        agent = create_react_agent(
+            model,
+            tools=[node.recall_tool],
+            pre_model_hook=node,
+            state_schema=PagingMessagesState,
+            checkpointer=InMemorySaver(),
+            store=InMemoryStore(),
+        )
     config = {"configurable": {"thread_id": "t"}}
     for i in range(14):
         agent.invoke({"messages": [_fact(i)]}, config)
@@ -148,9 +179,12 @@ def test_the_node_pages_inside_create_react_agent_with_the_librarys_state_schema
 
 # -- imports --------------------------------------------------------------------------------------
 
+
 def test_importing_the_node_does_not_import_the_middleware_or_numpy():
-    code = ("import sys; from langmem_paging import PagingNode, page_messages; "
-            "print('langchain.agents' in sys.modules, 'numpy' in sys.modules)")
+    code = (
+        "import sys; from langmem_paging import PagingNode, page_messages; "
+        "print('langchain.agents' in sys.modules, 'numpy' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"]
@@ -158,13 +192,16 @@ def test_importing_the_node_does_not_import_the_middleware_or_numpy():
 
 # -- warnings -------------------------------------------------------------------------------------
 
+
 def _big_tool():
     from langchain_core.tools import StructuredTool
 
     def lookup(query: str, region: str = "", language: str = "", fields: str = "", sort: str = "") -> str:
         return "nothing"
 
-    description = "Look a subject up in the archive. " + "The archive holds reports, letters and ledgers. " * 12
+    description = (
+        "Look a subject up in the archive. " + "The archive holds reports, letters and ledgers. " * 12
+    )
     return StructuredTool.from_function(lookup, name="lookup", description=description)
 
 
@@ -172,8 +209,13 @@ def test_an_over_budget_turn_warns_once_at_the_users_line_naming_the_tool_schema
     import logging
 
     model = ScriptedChatModel(responses=["Noted."] * 10)
-    agent = create_agent(model, tools=[_big_tool()], middleware=[PagingMiddleware(max_tokens=420)],
-                         store=InMemoryStore(), checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        tools=[_big_tool()],
+        middleware=[PagingMiddleware(max_tokens=420)],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     config = {"configurable": {"thread_id": "t"}}
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
@@ -183,7 +225,9 @@ def test_an_over_budget_turn_warns_once_at_the_users_line_naming_the_tool_schema
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for _ in range(3):
-                agent.invoke({"messages": [HumanMessage("Please summarise. " + "Details follow. " * 40)]}, config)
+                agent.invoke(
+                    {"messages": [HumanMessage("Please summarise. " + "Details follow. " * 40)]}, config
+                )
     finally:
         logging.getLogger("langmem_paging").removeHandler(handler)
     ours = [w for w in caught if "langmem-paging" in str(w.message)]
@@ -196,8 +240,12 @@ def test_an_over_budget_turn_warns_once_at_the_users_line_naming_the_tool_schema
 
 def test_the_default_pages_do_not_warn_at_a_600_token_budget():
     model = ScriptedChatModel(responses=["Noted."] * 40)
-    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=600)], store=InMemoryStore(),
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        middleware=[PagingMiddleware(max_tokens=600)],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     config = {"configurable": {"thread_id": "t"}}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -26,8 +26,11 @@ from langmem_paging.index.sqlite import SqliteSearchIndex
 from langmem_paging.storage.page_store import PageStore
 from langmem_paging.testing import ScriptedChatModel
 
-FACTS = [f"Note {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake Bled{i} and sells the honey on "
-         f"Saturdays at the market in Radovljica, stall number {40 + i}." for i in range(16)]
+FACTS = [
+    f"Note {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake Bled{i} and sells the honey on "
+    f"Saturdays at the market in Radovljica, stall number {40 + i}."
+    for i in range(16)
+]
 
 
 def config_for(thread_id: str) -> dict:
@@ -38,8 +41,12 @@ def rebuilt(agent, store, thread_id: str) -> list:
     """The thread's whole history, from its state and its pages."""
     values = agent.get_state(config_for(thread_id)).values
     page_store = PageStore(store)
-    return reconstruct_history(values["messages"], lambda p: page_store.get(thread_id, p),
-                               clusters=lambda c: page_store.get_cluster(thread_id, c), state=values.get("paging"))
+    return reconstruct_history(
+        values["messages"],
+        lambda p: page_store.get(thread_id, p),
+        clusters=lambda c: page_store.get_cluster(thread_id, c),
+        state=values.get("paging"),
+    )
 
 
 async def drive(agent, texts, thread_id: str, use_async: bool):
@@ -63,8 +70,12 @@ def test_verify_where_the_checkpoints_are_elsewhere_says_it_cannot_verify(tmp_pa
     store = SqliteStore(sqlite3.connect(pages, check_same_thread=False, isolation_level=None))
     store.setup()
     saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[PagingMiddleware(max_tokens=600)],
-                         store=store, checkpointer=saver)
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 20),
+        middleware=[PagingMiddleware(max_tokens=600)],
+        store=store,
+        checkpointer=saver,
+    )
     for fact in FACTS[:10]:
         agent.invoke({"messages": [fact]}, config_for("user-42"))
     assert PageStore(store).list_pages("user-42"), "no page was formed"
@@ -74,7 +85,9 @@ def test_verify_where_the_checkpoints_are_elsewhere_says_it_cannot_verify(tmp_pa
     assert code == 2 and not out
     assert "cannot verify: no checkpoints in this store; pass --checkpoints PATH" in err
 
-    code = main(["verify", "user-42", "--store", f"sqlite:///{pages}", "--checkpoints", f"sqlite:///{checkpoints}"])
+    code = main(
+        ["verify", "user-42", "--store", f"sqlite:///{pages}", "--checkpoints", f"sqlite:///{checkpoints}"]
+    )
     out, _ = capsys.readouterr()
     assert code == 0 and "LOSSLESS" in out and "NOT" not in out
 
@@ -88,7 +101,9 @@ def test_tool_name_renames_the_recall_tool_the_model_calls():
 
     def reply(messages):
         if isinstance(messages[-1], HumanMessage) and "How many beehives" in messages[-1].content:
-            return AIMessage("", tool_calls=[{"name": "memory_recall", "args": {"page_ids": ["p1"]}, "id": "c1"}])
+            return AIMessage(
+                "", tool_calls=[{"name": "memory_recall", "args": {"page_ids": ["p1"]}, "id": "c1"}]
+            )
         return AIMessage("Noted.")
 
     model = ScriptedChatModel(responses=[reply] * 30)
@@ -109,13 +124,21 @@ def recall(query: str) -> str:
 
 
 def test_a_user_tool_named_recall_is_refused_when_the_agent_is_built():
-    with pytest.raises(ValueError, match=r"Two tools are named 'recall': the agent's tool .*recall and "
-                                         r"PagingMiddleware's recall tool.*tool_name='memory_recall'"):
-        create_agent(ScriptedChatModel(responses=[]), tools=[recall], middleware=[PagingMiddleware(max_tokens=800)])
+    with pytest.raises(
+        ValueError,
+        match=r"Two tools are named 'recall': the agent's tool .*recall and "
+        r"PagingMiddleware's recall tool.*tool_name='memory_recall'",
+    ):
+        create_agent(
+            ScriptedChatModel(responses=[]), tools=[recall], middleware=[PagingMiddleware(max_tokens=800)]
+        )
 
     # renamed: both tools are there, each under its own name
-    agent = create_agent(ScriptedChatModel(responses=[]), tools=[recall],
-                         middleware=[PagingMiddleware(max_tokens=800, tool_name="memory_recall")])
+    agent = create_agent(
+        ScriptedChatModel(responses=[]),
+        tools=[recall],
+        middleware=[PagingMiddleware(max_tokens=800, tool_name="memory_recall")],
+    )
     assert sorted(agent.nodes["tools"].bound.tools_by_name) == ["memory_recall", "recall"]
 
 
@@ -125,8 +148,12 @@ def test_a_tool_named_recall_added_by_another_middleware_at_run_time_is_refused_
             return handler(request.override(tools=[*request.tools, recall]))
 
     model = ScriptedChatModel(responses=["never"])
-    agent = create_agent(model, middleware=[AddsRecall(), PagingMiddleware(max_tokens=800)],
-                         checkpointer=InMemorySaver(), store=InMemoryStore())
+    agent = create_agent(
+        model,
+        middleware=[AddsRecall(), PagingMiddleware(max_tokens=800)],
+        checkpointer=InMemorySaver(),
+        store=InMemoryStore(),
+    )
     with pytest.raises(ValueError, match="Two tools are named 'recall'"):
         agent.invoke({"messages": ["hi"]}, config_for("t"))
     assert model.prompts == []
@@ -179,8 +206,11 @@ def provider_reply(overhead: int, ratio: float):
 
     def reply(messages):
         provider = round(ratio * (counter(messages) + overhead))
-        return AIMessage("Noted.", usage_metadata={"input_tokens": provider, "output_tokens": 2,
-                                                   "total_tokens": provider + 2})
+        return AIMessage(
+            "Noted.",
+            usage_metadata={"input_tokens": provider, "output_tokens": 2, "total_tokens": provider + 2},
+        )
+
     return reply
 
 
@@ -209,8 +239,12 @@ def test_counting_claude_with_tiktoken_warns_once():
     class Claude(ScriptedChatModel):
         model_name: str = f"claude-sonnet-4-{uuid.uuid4().hex[:6]}"
 
-    agent = create_agent(Claude(responses=["Noted."] * 3), middleware=[PagingMiddleware(max_tokens=2000)],
-                         store=InMemoryStore(), checkpointer=InMemorySaver())
+    agent = create_agent(
+        Claude(responses=["Noted."] * 3),
+        middleware=[PagingMiddleware(max_tokens=2000)],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for text in ["one", "two", "three"]:
@@ -223,16 +257,31 @@ def test_counting_claude_with_tiktoken_warns_once():
 # -- 5. bad options fail at construction, naming the option ------------------------------------------------
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"max_tokens": 4000, "search_embedder": "nope"}, "Invalid paging option `search_embedder`: Unknown embedder 'nope'"),
-    ({"max_tokens": 4000, "ttl": -1}, "Invalid paging option `ttl`: must be a positive number of minutes"),
-    ({"max_tokens": True}, "Invalid paging option `max_tokens`: must be an int number of tokens"),
-    ({"max_tokens": "4000"}, "Invalid paging option `max_tokens`: must be an int number of tokens"),
-    ({"max_tokens": 4000, "index": "sqlite"}, "Invalid paging option `index`: must be a SearchIndex"),
-    ({"max_tokens": 1000, "low_water_tokens": 2000}, "Invalid paging option `low_water_tokens`: 2000 is above"),
-    ({"max_tokens": 1000, "tool_name": "memory recall"}, "Invalid paging option `tool_name`"),
-    ({"max_tokens": 1000, "token_counter": "exact"}, "Unknown token counter 'exact'. Available: 'approximate'"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"max_tokens": 4000, "search_embedder": "nope"},
+            "Invalid paging option `search_embedder`: Unknown embedder 'nope'",
+        ),
+        (
+            {"max_tokens": 4000, "ttl": -1},
+            "Invalid paging option `ttl`: must be a positive number of minutes",
+        ),
+        ({"max_tokens": True}, "Invalid paging option `max_tokens`: must be an int number of tokens"),
+        ({"max_tokens": "4000"}, "Invalid paging option `max_tokens`: must be an int number of tokens"),
+        ({"max_tokens": 4000, "index": "sqlite"}, "Invalid paging option `index`: must be a SearchIndex"),
+        (
+            {"max_tokens": 1000, "low_water_tokens": 2000},
+            "Invalid paging option `low_water_tokens`: 2000 is above",
+        ),
+        ({"max_tokens": 1000, "tool_name": "memory recall"}, "Invalid paging option `tool_name`"),
+        (
+            {"max_tokens": 1000, "token_counter": "exact"},
+            "Unknown token counter 'exact'. Available: 'approximate'",
+        ),
+    ],
+)
 @pytest.mark.parametrize("cls", [PagingMiddleware, PagingNode])
 def test_bad_options_fail_at_construction_naming_the_option(cls, options, message):
     with pytest.raises((ValueError, TypeError)) as error:
@@ -247,14 +296,22 @@ def test_calibrate_on_a_node_is_refused():
 
 def test_the_tiny_budget_warning_reports_the_real_overhead():
     paging = PagingMiddleware(max_tokens=100)
-    agent = create_agent(ScriptedChatModel(responses=["ok"]), middleware=[paging], store=InMemoryStore(),
-                         checkpointer=InMemorySaver(), system_prompt="You are a helpful assistant.")
+    agent = create_agent(
+        ScriptedChatModel(responses=["ok"]),
+        middleware=[paging],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+        system_prompt="You are a helpful assistant.",
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         agent.invoke({"messages": ["hello there " * 30]}, config_for("t"))
     counter = shared_counter("cl100k_base")
     overhead = counter.count_tools([paging.recall_tool]) + counter.count_message(
-        agent.get_state(config_for("t")).values["messages"][0].model_copy(update={"content": "You are a helpful assistant."}))
+        agent.get_state(config_for("t"))
+        .values["messages"][0]
+        .model_copy(update={"content": "You are a helpful assistant."})
+    )
     (message,) = [str(w.message) for w in caught if "needs" in str(w.message)]
     assert f"max_tokens=100 minus {overhead} for the system prompt and tool schemas" in message
 
@@ -267,8 +324,16 @@ def test_sqlite_search_index_refuses_a_positional_connection(tmp_path):
 
 
 def test_report_into_a_missing_directory_is_a_clear_error(tmp_path, capsys):
-    code = main(["report", "t", "--store", f"sqlite:///{tmp_path / 'none.sqlite'}",
-                 "--out", str(tmp_path / "missing" / "x.html")])
+    code = main(
+        [
+            "report",
+            "t",
+            "--store",
+            f"sqlite:///{tmp_path / 'none.sqlite'}",
+            "--out",
+            str(tmp_path / "missing" / "x.html"),
+        ]
+    )
     _, err = capsys.readouterr()
     assert code == 2 and "does not exist" in err and "Traceback" not in err
 
@@ -276,8 +341,9 @@ def test_report_into_a_missing_directory_is_a_clear_error(tmp_path, capsys):
 def test_a_thread_id_with_nul_fails_at_once_with_a_clear_error():
     store = InMemoryStore()
     model = ScriptedChatModel(responses=["never"])
-    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=1000)], store=store,
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, middleware=[PagingMiddleware(max_tokens=1000)], store=store, checkpointer=InMemorySaver()
+    )
     with pytest.raises(ValueError, match="contains a NUL character"):
         agent.invoke({"messages": ["hi"]}, config_for("user\x0042"))
     assert model.prompts == [] and not list(store.search(("langmem_paging",)))
@@ -291,8 +357,13 @@ def openai_overflow() -> Exception:
     return openai.BadRequestError(
         "Error code: 400 - This model's maximum context length is 128000 tokens.",
         response=httpx.Response(400, request=request),
-        body={"message": "This model's maximum context length is 128000 tokens.", "type": "invalid_request_error",
-              "param": "messages", "code": "context_length_exceeded"})
+        body={
+            "message": "This model's maximum context length is 128000 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        },
+    )
 
 
 class BadRequestError(Exception):
@@ -302,8 +373,10 @@ class BadRequestError(Exception):
 
 
 def anthropic_overflow() -> Exception:
-    return BadRequestError("Error code: 400 - {'type': 'error', 'error': {'type': 'invalid_request_error', "
-                           "'message': 'prompt is too long: 208010 tokens > 200000 maximum'}}")
+    return BadRequestError(
+        "Error code: 400 - {'type': 'error', 'error': {'type': 'invalid_request_error', "
+        "'message': 'prompt is too long: 208010 tokens > 200000 maximum'}}"
+    )
 
 
 def refusing_over(error: Exception, limit: int, refusals: list):
@@ -316,6 +389,7 @@ def refusing_over(error: Exception, limit: int, refusals: list):
             refusals.append(counter(messages))
             raise error
         return AIMessage("Noted.")
+
     return reply
 
 
@@ -338,7 +412,7 @@ async def test_a_context_length_error_pages_smaller_and_retries_once(make_error,
     assert counter(retried) < counter(refused) and counter(retried) <= 0.8 * budget
     assert retried[-1].content == refused[-1].content  # the same turn, paged smaller
     assert values["paging_calibration"] == {"ratio": 1.0, "scale": 0.8}  # later turns keep the smaller budget
-    assert max(counter(p) for p in model.prompts[at + 1:]) <= 0.8 * budget
+    assert max(counter(p) for p in model.prompts[at + 1 :]) <= 0.8 * budget
     assert values["messages"][-1].content == "Noted."
     history = rebuilt(agent, store, "t")  # lossless afterwards
     assert [m.content for m in history if isinstance(m, HumanMessage)] == FACTS
@@ -351,8 +425,12 @@ async def test_a_second_context_length_error_is_the_providers(use_async):
         raise openai_overflow()
 
     model = ScriptedChatModel(responses=[always] * 4)
-    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=900)], store=InMemoryStore(),
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        middleware=[PagingMiddleware(max_tokens=900)],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     with pytest.raises(openai.BadRequestError, match="maximum context length"):
         await drive(agent, ["hello"], "t", use_async)
     assert len(model.prompts) == 2  # one retry, no more
@@ -363,8 +441,12 @@ def test_other_model_errors_are_not_retried():
         raise RuntimeError("rate limited")
 
     model = ScriptedChatModel(responses=[broken] * 4)
-    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=900)], store=InMemoryStore(),
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        middleware=[PagingMiddleware(max_tokens=900)],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     with pytest.raises(RuntimeError, match="rate limited"):
         agent.invoke({"messages": ["hello"]}, config_for("t"))
     assert len(model.prompts) == 1
@@ -378,14 +460,24 @@ def test_page_store_without_store_is_the_graphs_and_refuses_to_guess_between_two
     with pytest.raises(ValueError, match="has not run yet"):
         paging.page_store  # noqa: B018
     first, second = InMemoryStore(), InMemoryStore()
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[paging], store=first,
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 20),
+        middleware=[paging],
+        store=first,
+        checkpointer=InMemorySaver(),
+    )
     for fact in FACTS[:8]:
         agent.invoke({"messages": [fact]}, config_for("t"))
-    assert paging.page_store.store is first and paging.page_store.get("t", "p1").messages[0].content == FACTS[0]
+    assert (
+        paging.page_store.store is first and paging.page_store.get("t", "p1").messages[0].content == FACTS[0]
+    )
 
-    other = create_agent(ScriptedChatModel(responses=["Noted."]), middleware=[paging], store=second,
-                         checkpointer=InMemorySaver())
+    other = create_agent(
+        ScriptedChatModel(responses=["Noted."]),
+        middleware=[paging],
+        store=second,
+        checkpointer=InMemorySaver(),
+    )
     other.invoke({"messages": ["hello"]}, config_for("u"))
     with pytest.raises(ValueError, match=r"paged into 2 graph stores .* `PageStore\(store\)`"):
         paging.page_store  # noqa: B018
@@ -398,4 +490,6 @@ def test_a_node_paging_for_gemini_with_tiktoken_warns_at_construction():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         PagingNode(max_tokens=2000, model=name)  # once
-        PagingNode(max_tokens=2000, model=name.replace("gemini", "gpt-4o"))  # OpenAI's own tokenizer: no warning
+        PagingNode(
+            max_tokens=2000, model=name.replace("gemini", "gpt-4o")
+        )  # OpenAI's own tokenizer: no warning

@@ -55,7 +55,12 @@ class CleanRun:
                 return turn
             if kind == "fold" and "fold" in kinds and "step" in phases:
                 return turn
-            if kind == "recall" and "recall" in kinds and phases[:1] == ["recall"] and turn > self.first("fold"):
+            if (
+                kind == "recall"
+                and "recall" in kinds
+                and phases[:1] == ["recall"]
+                and turn > self.first("fold")
+            ):
                 return turn
         raise AssertionError(f"the scenario never does {kind!r} with a store call: adjust it")
 
@@ -121,7 +126,9 @@ def _assert_recovered(clean: CleanRun, turn: int, agent, paging, model, inner, m
     _invoke(agent, None, mode)
     values = _invoke(agent, {"messages": [turn_message(turn + 1)]}, mode)
     history = check_branch(PageStore(inner), THREAD, values, [turn_text(i) for i in range(turn + 2)])
-    assert _contents(history) == clean.after[turn + 1], f"{where}: history differs from the run without faults"
+    assert _contents(history) == clean.after[turn + 1], (
+        f"{where}: history differs from the run without faults"
+    )
     over = [prompt_tokens(p, paging) for p in model.prompts if prompt_tokens(p, paging) > MAX_TOKENS]
     assert not over, f"{where}: prompts over the {MAX_TOKENS}-token budget after the failure: {over}"
 
@@ -174,8 +181,13 @@ def test_a_fault_at_any_store_call_fails_the_turn_and_the_next_turn_recovers(cle
         if failed.values["messages"][-1].id == turn_message(turn).id:  # failed paging the turn's first call
             assert failed.values.get("paging") == before.get("paging"), f"{where}: paging state changed"
             assert failed.values["messages"] == [*before["messages"], turn_message(turn)], where
-        check_branch(PageStore(inner), THREAD, failed.values, [turn_text(i) for i in range(turn)],
-                     in_flight=turn_text(turn))
+        check_branch(
+            PageStore(inner),
+            THREAD,
+            failed.values,
+            [turn_text(i) for i in range(turn)],
+            in_flight=turn_text(turn),
+        )
         store.arm()
         _assert_recovered(clean, turn, agent, paging, model, inner, mode, where)
 
@@ -223,14 +235,17 @@ def test_on_store_error_continue_goes_on_unpaged_and_the_next_turn_pages(clean, 
             values = _invoke(agent, {"messages": [turn_message(turn + 1)]}, mode)
         history = check_branch(PageStore(inner), THREAD, values, [turn_text(i) for i in range(turn + 2)])
         assert [c for c in _contents(history) if c[0] == "human"] == [
-            c for c in clean.after[turn + 1] if c[0] == "human"], where
+            c for c in clean.after[turn + 1] if c[0] == "human"
+        ], where
         assert all(prompt_tokens(p, paging) <= MAX_TOKENS for p in model.prompts), where
 
 
 # -- the flaky-store campaign (a script: python -m tests.integration.test_faults) -------------------------------
 
-def flaky_campaign(*, turns: int = 150, p: float = 0.1, retries: int, on_store_error: str, seed: int = 7,
-                   mode: str = "sync") -> dict:
+
+def flaky_campaign(
+    *, turns: int = 150, p: float = 0.1, retries: int, on_store_error: str, seed: int = 7, mode: str = "sync"
+) -> dict:
     """Drive `turns` turns over a store failing each call with probability `p`; count what happened."""
     saver, inner = InMemorySaver(), InMemoryStore()
     store = FaultInjectingStore(inner, p=p, seed=seed)
@@ -262,11 +277,20 @@ def flaky_campaign(*, turns: int = 150, p: float = 0.1, retries: int, on_store_e
         _invoke(agent, None, mode)
     values = agent.get_state(CONFIG).values
     check_branch(PageStore(inner), THREAD, values, sent)
-    return {"retries": retries, "on_store_error": on_store_error, "mode": mode, "turns": turns,
-            "store calls": total_calls + store.calls, "store calls failed": store.failures,
-            "turns failed": failed_turns, "turns unpaged": unpaged_turns, "prompts": len(model.prompts),
-            "prompts over budget": over_budget, "over budget in paged turns": over_budget_after,
-            "history lossless": True}
+    return {
+        "retries": retries,
+        "on_store_error": on_store_error,
+        "mode": mode,
+        "turns": turns,
+        "store calls": total_calls + store.calls,
+        "store calls failed": store.failures,
+        "turns failed": failed_turns,
+        "turns unpaged": unpaged_turns,
+        "prompts": len(model.prompts),
+        "prompts over budget": over_budget,
+        "over budget in paged turns": over_budget_after,
+        "history lossless": True,
+    }
 
 
 def test_a_flaky_store_loses_nothing_over_many_turns():
@@ -276,8 +300,12 @@ def test_a_flaky_store_loses_nothing_over_many_turns():
 
 
 if __name__ == "__main__":
-    rows = [flaky_campaign(retries=r, on_store_error=e, mode=m)
-            for r in (0, 2) for e in ("raise", "continue") for m in ("sync", "async")]
+    rows = [
+        flaky_campaign(retries=r, on_store_error=e, mode=m)
+        for r in (0, 2)
+        for e in ("raise", "continue")
+        for m in ("sync", "async")
+    ]
     keys = list(rows[0])
     print(" | ".join(keys))
     for row in rows:

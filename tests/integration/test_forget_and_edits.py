@@ -41,27 +41,38 @@ def _turns(agent, config, texts):
 def test_a_forgotten_message_is_gone_from_pages_search_and_recall_and_the_rest_still_rebuilds(tmp_path):
     path = str(tmp_path / "thread.sqlite")
     config = {"configurable": {"thread_id": "privacy"}}
-    with closing(sqlite3.connect(path, check_same_thread=False, isolation_level=None)) as conn, \
-            closing(sqlite3.connect(path, check_same_thread=False)) as saver_conn:
+    with (
+        closing(sqlite3.connect(path, check_same_thread=False, isolation_level=None)) as conn,
+        closing(sqlite3.connect(path, check_same_thread=False)) as saver_conn,
+    ):
         store, saver = SqliteStore(conn), SqliteSaver(saver_conn)
         store.setup()
         paging = PagingMiddleware(max_tokens=600, boundary="fixed_2", store=store)
         model = ScriptedChatModel(responses=["Noted."] * 15 + [_search("card number"), "None."])
         agent = create_agent(model, middleware=[paging], store=store, checkpointer=saver)
         _turns(agent, config, [HumanMessage(f"My card number is {CARD}, keep it.", id="card"), *FACTS])
-        holder = [p.id for p in paging.page_store.list_pages("privacy") if any(m.id == "card" for m in p.messages)]
+        holder = [
+            p.id for p in paging.page_store.list_pages("privacy") if any(m.id == "card" for m in p.messages)
+        ]
         assert holder, "the card message was paged out"
         assert paging.page_store.forget("privacy", "card") == holder
         values = agent.invoke({"messages": ["What was my card number?"]}, config)
-    result = next(m for m in values["messages"] if isinstance(m, ToolMessage) and m.tool_call_id.startswith("s-"))
+    result = next(
+        m for m in values["messages"] if isinstance(m, ToolMessage) and m.tool_call_id.startswith("s-")
+    )
     assert CARD not in result.content
     with closing(sqlite3.connect(path, check_same_thread=False, isolation_level=None)) as conn:
         pages = PageStore(SqliteStore(conn))
-        history = reconstruct_history(values["messages"], lambda p: pages.get("privacy", p),
-                                      clusters=lambda c: pages.get_cluster("privacy", c), state=values["paging"])
+        history = reconstruct_history(
+            values["messages"],
+            lambda p: pages.get("privacy", p),
+            clusters=lambda c: pages.get_cluster("privacy", c),
+            state=values["paging"],
+        )
         assert [m.content for m in history if m.id == "card"] == [FORGOTTEN]
-        assert [m.content for m in history if m.id.startswith("lc") is False and str(m.content).startswith("Note")] \
-            == FACTS
+        assert [
+            m.content for m in history if m.id.startswith("lc") is False and str(m.content).startswith("Note")
+        ] == FACTS
         assert not any(CARD in str(m.content) for p in pages.list_pages("privacy") for m in p.messages)
     uri = f"sqlite:///{path}"
     assert cli(["verify", "privacy", "--store", uri]) == 0  # a forgotten message is not a lost one
@@ -73,8 +84,12 @@ def test_the_forget_command_needs_yes_and_names_a_missing_message(tmp_path, caps
         store = SqliteStore(conn)
         store.setup()
         paging = PagingMiddleware(max_tokens=400, boundary="fixed_2", store=store)
-        agent = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[paging], store=store,
-                             checkpointer=InMemorySaver())
+        agent = create_agent(
+            ScriptedChatModel(responses=["Noted."] * 20),
+            middleware=[paging],
+            store=store,
+            checkpointer=InMemorySaver(),
+        )
         _turns(agent, {"configurable": {"thread_id": "t"}}, [HumanMessage(FACTS[0], id="m0"), *FACTS[1:10]])
     uri = f"sqlite:///{path}"
     assert cli(["forget", "t", "m0", "--store", uri]) == 2 or "pass --yes" in capsys.readouterr().err
@@ -88,8 +103,10 @@ def test_in_view_mode_a_message_edited_after_it_was_paged_is_recalled_as_edited(
     store = InMemoryStore()
     config = {"configurable": {"thread_id": "t"}}
     paging = PagingMiddleware(max_tokens=500, boundary="fixed_2", mode=mode, store=store)
-    model = ScriptedChatModel(responses=["Noted."] * 14 + [AIMessage("", tool_calls=[
-        {"name": "recall", "args": {"page_ids": ["p1"]}, "id": "r1"}]), "Done."])
+    model = ScriptedChatModel(
+        responses=["Noted."] * 14
+        + [AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"]}, "id": "r1"}]), "Done."]
+    )
     agent = create_agent(model, middleware=[paging], store=store, checkpointer=InMemorySaver())
     _turns(agent, config, [HumanMessage("My locker code is 1234.", id="locker"), *FACTS[:13]])
     assert any(m.id == "locker" for m in paging.page_store.get("t", "p1").messages), "the message was paged"

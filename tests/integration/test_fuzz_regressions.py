@@ -61,7 +61,11 @@ def test_remove_in_resident_page() -> None:
     resident = [i for page in value.pages.values() for i in page.ids]
     target = resident[0] if resident else "h9"
     agent.invoke({"messages": [RemoveMessage(id=target), HumanMessage("next", id="n1")]}, config)
-    summary = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("summary", id="s"), HumanMessage("after", id="n2")]
+    summary = [
+        RemoveMessage(id=REMOVE_ALL_MESSAGES),
+        HumanMessage("summary", id="s"),
+        HumanMessage("after", id="n2"),
+    ]
     agent.invoke({"messages": summary}, config)
     for i in range(10, 16):
         agent.invoke({"messages": [HumanMessage(FACTS[i], id=f"h{i}")]}, config)
@@ -71,8 +75,10 @@ def test_remove_in_resident_page() -> None:
     assert got == want, f"history after REMOVE_ALL: {got[:4]}... expected {want[:4]}..."
 
 
-B1 = ("B1: a new message whose id equals an evicted message's id that anchors a cluster bookmark is hidden "
-      "from the model (view mode)")
+B1 = (
+    "B1: a new message whose id equals an evicted message's id that anchors a cluster bookmark is hidden "
+    "from the model (view mode)"
+)
 
 
 @pytest.mark.parametrize(
@@ -207,7 +213,9 @@ def test_large_tool_result_stub(kind: str = "middleware") -> None:
     call = AIMessage(
         "", tool_calls=[{"name": "big_report", "args": {"topic": "glacier", "tokens": 5000}, "id": "big1"}]
     )
-    agent, paging, model = scripted_agent(1600, boundary="fixed_2", responses=["ok", call, "done", "ok"], tools=tools)
+    agent, paging, model = scripted_agent(
+        1600, boundary="fixed_2", responses=["ok", call, "done", "ok"], tools=tools
+    )
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("hello")]}, config)
     agent.invoke({"messages": [HumanMessage("report on glaciers please")]}, config)
@@ -234,7 +242,9 @@ def test_long_tool_loop(mode: str) -> None:
         ]
         + ["done"]
     )
-    agent, paging, model = scripted_agent(800, mode=mode, boundary="fixed_3", responses=responses, tools=tools)
+    agent, paging, model = scripted_agent(
+        800, mode=mode, boundary="fixed_3", responses=responses, tools=tools
+    )
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("hello")]}, config)
     agent.invoke({"messages": [HumanMessage("look up fifty things")]}, config)
@@ -300,7 +310,9 @@ def test_rebuild_keeps_repaired_tool_call_order() -> None:
     the list again); the rebuilt history keeps the state's order."""
     tools = scenario_tools()
     bad = malformed_call("bad1", tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "ok1"}])
-    agent, paging, _model = scripted_agent(3000, boundary="fixed_2", responses=["ok", bad, "done", "ok"], tools=tools)
+    agent, paging, _model = scripted_agent(
+        3000, boundary="fixed_2", responses=["ok", bad, "done", "ok"], tools=tools
+    )
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("hello", id="h1")]}, config)
     agent.invoke({"messages": [HumanMessage("look it up", id="h2")]}, config)
@@ -325,8 +337,11 @@ def test_view_mode_remove_all() -> None:
     )
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("Report on glaciers please", id="h1")]}, config)
-    summary = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary: glaciers.", id="s1"),
-               HumanMessage("Next question.", id="h2")]
+    summary = [
+        RemoveMessage(id=REMOVE_ALL_MESSAGES),
+        HumanMessage("Summary: glaciers.", id="s1"),
+        HumanMessage("Next question.", id="h2"),
+    ]
     agent.invoke({"messages": summary}, config)
     prompt = model.prompts[-1]
     problems = chat_problems(prompt)

@@ -37,17 +37,25 @@ OPTIONS: dict[str, Any] = {"max_tokens": 12, "boundary": "fixed_2", "token_count
 def _turns(n: int) -> list[BaseMessage]:
     out: list[BaseMessage] = []
     for i in range(n):
-        out += [HumanMessage(f"I will fly to city {i} on Friday.", id=f"h{i}"), AIMessage("Noted.", id=f"a{i}")]
+        out += [
+            HumanMessage(f"I will fly to city {i} on Friday.", id=f"h{i}"),
+            AIMessage("Noted.", id=f"a{i}"),
+        ]
     return out
 
 
-def _middleware_update(paging: PagingMiddleware, messages: list[BaseMessage], state: dict[str, Any],
-                       store: InMemoryStore) -> dict[str, Any]:
+def _middleware_update(
+    paging: PagingMiddleware, messages: list[BaseMessage], state: dict[str, Any], store: InMemoryStore
+) -> dict[str, Any]:
     """One model call through the middleware's own hook, as create_agent makes it (no tools: the
     node sees no tool schemas either)."""
-    request = ModelRequest(model=ScriptedChatModel(responses=["ok"]), messages=list(messages),  # type: ignore[arg-type]
-                           tools=[], state={"messages": messages, **state},  # type: ignore[typeddict-item]
-                           runtime=SimpleNamespace(execution_info=SimpleNamespace(thread_id="t"), store=store))  # type: ignore[arg-type]
+    request = ModelRequest(
+        model=ScriptedChatModel(responses=["ok"]),
+        messages=list(messages),  # type: ignore[arg-type]
+        tools=[],
+        state={"messages": messages, **state},  # type: ignore[typeddict-item]
+        runtime=SimpleNamespace(execution_info=SimpleNamespace(thread_id="t"), store=store),
+    )  # type: ignore[arg-type]
     out = paging.wrap_model_call(request, lambda r: ModelResponse(result=[AIMessage("ok")]))
     return dict(out.command.update or {}) if isinstance(out, ExtendedModelResponse) else {}  # type: ignore[union-attr]
 
@@ -61,8 +69,9 @@ def test_middleware_and_node_give_the_same_update_for_the_same_state(turns: int)
     n_state: dict[str, Any] = {}
     for point in range(2, len(messages) + 1, 2):  # a call per turn, each on the state the last one left
         m_update = _middleware_update(middleware, messages[:point], m_state, m_store)
-        n_update = node.invoke({"messages": messages[:point], **n_state},
-                               {"configurable": {"thread_id": "t"}})
+        n_update = node.invoke(
+            {"messages": messages[:point], **n_state}, {"configurable": {"thread_id": "t"}}
+        )
         assert m_update == n_update
         if "paging" in m_update:
             m_state, n_state = {"paging": m_update["paging"]}, {"paging": n_update["paging"]}
@@ -77,10 +86,14 @@ def test_graph_call_carries_what_the_update_needs() -> None:
 
 def test_node_in_a_graph_without_the_paging_key_says_which_schema_to_use() -> None:
     node = PagingNode(**OPTIONS)
-    graph = (StateGraph(MessagesState).add_node("paging", node)  # no `paging` channel: its update is dropped
-             .add_node("reply", lambda s: {"messages": [AIMessage("Noted.")]})
-             .add_edge(START, "paging").add_edge("paging", "reply")
-             .compile(checkpointer=InMemorySaver(), store=InMemoryStore()))
+    graph = (
+        StateGraph(MessagesState)
+        .add_node("paging", node)  # no `paging` channel: its update is dropped
+        .add_node("reply", lambda s: {"messages": [AIMessage("Noted.")]})
+        .add_edge(START, "paging")
+        .add_edge("paging", "reply")
+        .compile(checkpointer=InMemorySaver(), store=InMemoryStore())
+    )
     config: Any = {"configurable": {"thread_id": "t1"}}
     with pytest.raises(ValueError, match="PagingMessagesState") as raised:
         for i in range(8):
@@ -116,7 +129,9 @@ def _typed_attributes(cls_name: str) -> set[str]:
     tree = ast.parse(Path(config_module.__file__).read_text())
     cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls_name)
     block = next(n for n in cls.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
-    return {n.target.id for n in block.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    return {
+        n.target.id for n in block.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    }
 
 
 def test_every_place_the_options_are_listed_follows_the_one_list() -> None:
@@ -125,9 +140,14 @@ def test_every_place_the_options_are_listed_follows_the_one_list() -> None:
     options = set(PagingConfig.fields())
     docs = Path(__file__).parents[2] / "docs" / "options.md"
     assert docs.read_text() == options_markdown(), (
-        "docs/options.md is stale: python -m langmem_paging.ops.options_table > docs/options.md")
+        "docs/options.md is stale: python -m langmem_paging.ops.options_table > docs/options.md"
+    )
     assert set(PagingOptions.__annotations__) == options - {"max_tokens"}
-    assert set(AgentPagingOptions.__annotations__) == (options - {"model"}) | {"ttl", "index", "on_store_error"}
+    assert set(AgentPagingOptions.__annotations__) == (options - {"model"}) | {
+        "ttl",
+        "index",
+        "on_store_error",
+    }
     assert _typed_attributes("PagingConfig") - {"_options", "model_fields_set"} == options
     assert all(doc.strip() for doc in PagingConfig.fields().values())
 

@@ -29,7 +29,9 @@ FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i
 
 
 def recall_call(page_ids, call_id="call-1", **extra):
-    return AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": page_ids, **extra}, "id": call_id}])
+    return AIMessage(
+        "", tool_calls=[{"name": "recall", "args": {"page_ids": page_ids, **extra}, "id": call_id}]
+    )
 
 
 def run(graph, inputs, config, mode):
@@ -48,15 +50,21 @@ def _sqlite_saver():
 
 
 def history_of(paging, thread, state):
-    return reconstruct_history(state["messages"], lambda p: paging.page_store.get(thread, p), COUNTER,
-                               clusters=lambda c: paging.page_store.get_cluster(thread, c),
-                               state=state.get("paging"))
+    return reconstruct_history(
+        state["messages"],
+        lambda p: paging.page_store.get(thread, p),
+        COUNTER,
+        clusters=lambda c: paging.page_store.get_cluster(thread, c),
+        state=state.get("paging"),
+    )
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("paging_mode", ["replace", "view"])
 def test_agent_recalls_exact_text_of_an_evicted_page(base_store, mode, paging_mode):
-    paging = PagingMiddleware(max_tokens=520, boundary="fixed_4", policy="lru", store=base_store, mode=paging_mode)
+    paging = PagingMiddleware(
+        max_tokens=520, boundary="fixed_4", policy="lru", store=base_store, mode=paging_mode
+    )
     script = ["Noted."] * len(FACTS) + [recall_call(["p1"]), "Zarko0 keeps 0 beehives."]
     model = ScriptedChatModel(responses=script)
     # SqliteSaver is sync-only; the sync SqliteStore is still used from async runs (worker thread).
@@ -79,10 +87,12 @@ def test_agent_recalls_exact_text_of_an_evicted_page(base_store, mode, paging_mo
     assert paging.page_store.get(thread, "p1").access_count == 1  # mirrored at the next model call
     # The model saw bookmarks, never the evicted text, before recalling.
     before_recall = model.prompts[-2]
+
     def stands_for_p1(message):  # p1's own bookmark, or a cluster bookmark with p1 among its members
         mark = message.additional_kwargs.get("langmem_paging", {}) if is_bookmark(message) else {}
         return mark.get("bookmark") == "p1" or (
-            "cluster" in mark and "p1" in paging.page_store.members(thread, mark["cluster"]))
+            "cluster" in mark and "p1" in paging.page_store.members(thread, mark["cluster"])
+        )
 
     assert any(stands_for_p1(m) for m in before_recall)
     assert all(FACTS[0] != m.content for m in before_recall)
@@ -96,7 +106,8 @@ def test_agent_recalls_exact_text_of_an_evicted_page(base_store, mode, paging_mo
     if paging_mode == "view":
         assert not any(is_bookmark(m) for m in state["messages"])  # state keeps the full history
         assert [m.content for m in state["messages"] if isinstance(m, HumanMessage)] == [
-            m.content for m in history if isinstance(m, HumanMessage)]
+            m.content for m in history if isinstance(m, HumanMessage)
+        ]
 
 
 def test_recall_result_ages_out_as_a_reference_not_a_new_copy(base_store):
@@ -206,8 +217,9 @@ def test_state_graph_with_paging_node_recalls_exact_text(base_store, mode):
 def test_pre_model_hook_view_leaves_state_whole():
     from langgraph.store.memory import InMemoryStore
 
-    node = PagingNode(max_tokens=200, boundary="fixed_4", output_messages_key="llm_input_messages",
-                      store=InMemoryStore())
+    node = PagingNode(
+        max_tokens=200, boundary="fixed_4", output_messages_key="llm_input_messages", store=InMemoryStore()
+    )
     history = [HumanMessage(f, id=f"h{i}") for i, f in enumerate(FACTS)]
     out = node.invoke({"messages": history}, {"configurable": {"thread_id": "x"}})
     assert is_bookmark(out["llm_input_messages"][0])

@@ -35,8 +35,10 @@ def bookmark_messages(messages: list[dict]) -> list[dict]:
     The one place that knows the bookmark format: loosen it here if the format changes.
     """
     return [
-        m for m in messages
-        if str(m.get("content", "")).startswith(("[p", "[c")) and NAMESPACE_ROOT in (m.get("additional_kwargs") or {})
+        m
+        for m in messages
+        if str(m.get("content", "")).startswith(("[p", "[c"))
+        and NAMESPACE_ROOT in (m.get("additional_kwargs") or {})
     ]
 
 
@@ -69,7 +71,9 @@ def run_turns(client, thread_id: str, graph_id: str, turns: int = TURNS, *, enqu
 def pages_in_store(client, thread_id: str) -> list[dict]:
     items, offset = [], 0
     while True:
-        batch = client.store.search_items((NAMESPACE_ROOT, thread_id), limit=SEARCH_LIMIT, offset=offset)["items"]
+        batch = client.store.search_items((NAMESPACE_ROOT, thread_id), limit=SEARCH_LIMIT, offset=offset)[
+            "items"
+        ]
         items += batch
         offset += len(batch)
         if len(batch) < SEARCH_LIMIT:

@@ -32,15 +32,19 @@ def report(topic: str, words: int) -> str:
 
 
 def _calls(*specs: tuple[str, dict]) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call{k}"} for k, (name, args) in
-                                     enumerate(specs)])
+    return AIMessage(
+        "",
+        tool_calls=[{"name": name, "args": args, "id": f"call{k}"} for k, (name, args) in enumerate(specs)],
+    )
 
 
 def _agent(script):
     store = InMemoryStore()
     paging = PagingMiddleware(max_tokens=BUDGET, boundary="fixed_4")
     model = ScriptedChatModel(responses=script)
-    agent = create_agent(model, tools=[report], middleware=[paging], store=store, checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, tools=[report], middleware=[paging], store=store, checkpointer=InMemorySaver()
+    )
     return agent, paging, model, store
 
 
@@ -50,8 +54,12 @@ def _prompt_tokens(model, paging, k=-1) -> int:
 
 def _history(store, values):
     pages = PageStore(store)
-    return reconstruct_history(values["messages"], lambda p: pages.get("t", p),
-                               clusters=lambda c: pages.get_cluster("t", c), state=values["paging"])
+    return reconstruct_history(
+        values["messages"],
+        lambda p: pages.get("t", p),
+        clusters=lambda c: pages.get_cluster("t", c),
+        state=values["paging"],
+    )
 
 
 def test_four_parallel_results_under_the_large_share_still_fit_the_budget():
@@ -59,22 +67,32 @@ def test_four_parallel_results_under_the_large_share_still_fit_the_budget():
     agent, paging, model, store = _agent([four, "All four read."])
     values = agent.invoke({"messages": ["Compare the four lakes."]}, {"configurable": {"thread_id": "t"}})
     results = [m for m in _history(store, values) if isinstance(m, ToolMessage)]
-    assert all(COUNTER.count_message(r) < BUDGET * 0.5 for r in results), "each result is under the large share"
+    assert all(COUNTER.count_message(r) < BUDGET * 0.5 for r in results), (
+        "each result is under the large share"
+    )
     assert sum(COUNTER.count_message(r) for r in results) > BUDGET, "together they are over the budget"
     assert _prompt_tokens(model, paging) <= BUDGET
-    assert [m.content for m in results] == [report.invoke({"topic": f"lake{k}", "words": 520}) for k in range(4)]
+    assert [m.content for m in results] == [
+        report.invoke({"topic": f"lake{k}", "words": 520}) for k in range(4)
+    ]
 
 
 def test_a_recall_beside_another_tool_call_stays_in_budget():
-    notes = [f"Note {i}: my neighbour Zarko{i} keeps {i} beehives near Lake Bled and sells honey." for i in range(80)]
-    both = _calls(("recall", {"query": "beehives Lake Bled honey"}), ("report", {"topic": "bees", "words": 600}))
+    notes = [
+        f"Note {i}: my neighbour Zarko{i} keeps {i} beehives near Lake Bled and sells honey."
+        for i in range(80)
+    ]
+    both = _calls(
+        ("recall", {"query": "beehives Lake Bled honey"}), ("report", {"topic": "bees", "words": 600})
+    )
     agent, paging, model, _ = _agent(["Noted."] * 80 + [both, "Done."])
     config = {"configurable": {"thread_id": "t"}}
     for note in notes:
         agent.invoke({"messages": [note]}, config)
     agent.invoke({"messages": [HumanMessage("Tell me all about the bees, and a report.")]}, config)
     assert all(_prompt_tokens(model, paging, k) <= BUDGET for k in range(len(model.prompts))), [
-        _prompt_tokens(model, paging, k) for k in range(len(model.prompts))][-3:]
+        _prompt_tokens(model, paging, k) for k in range(len(model.prompts))
+    ][-3:]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -82,8 +100,10 @@ def test_any_mix_of_parallel_calls_stays_in_budget_and_lossless(seed):
     rng = random.Random(seed)
     script: list = []
     for turn in range(6):
-        specs = [("report", {"topic": f"t{turn}x{k}", "words": rng.choice([40, 300, 800, 1500])})
-                 for k in range(rng.randint(1, 5))]
+        specs = [
+            ("report", {"topic": f"t{turn}x{k}", "words": rng.choice([40, 300, 800, 1500])})
+            for k in range(rng.randint(1, 5))
+        ]
         if rng.random() < 0.5 and turn:
             specs.append(("recall", {"query": f"t{turn - 1}x0 measured"}))
         script += [_calls(*specs), f"Read turn {turn}."]

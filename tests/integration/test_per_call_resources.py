@@ -40,10 +40,18 @@ def _texts(page_store: PageStore, thread_id: str) -> str:
 def test_one_middleware_in_two_agents_keeps_each_threads_pages_in_its_own_graphs_store():
     paging = PagingMiddleware(max_tokens=320, boundary="fixed_2")  # no store: each graph's own
     store_a, store_b = InMemoryStore(), InMemoryStore()
-    agent_a = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[paging], store=store_a,
-                           checkpointer=InMemorySaver())
-    agent_b = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[paging], store=store_b,
-                           checkpointer=InMemorySaver())
+    agent_a = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 20),
+        middleware=[paging],
+        store=store_a,
+        checkpointer=InMemorySaver(),
+    )
+    agent_b = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 20),
+        middleware=[paging],
+        store=store_b,
+        checkpointer=InMemorySaver(),
+    )
     _say(agent_a, [f"Tenant A secret {i}: the vault code is alpha{i}." for i in range(8)])
     _say(agent_b, [f"Tenant B secret {i}: the vault code is bravo{i}." for i in range(8)])
     in_a, in_b = _texts(PageStore(store_a), "t"), _texts(PageStore(store_b), "t")
@@ -57,8 +65,12 @@ def test_one_middleware_in_two_agents_searches_each_agents_own_pages():
     store_a, store_b = InMemoryStore(), InMemoryStore()
     search = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "vault code"}, "id": "s1"}])
     model_b = ScriptedChatModel(responses=["Noted."] * 8 + [search, "Done."])
-    agent_a = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[paging], store=store_a,
-                           checkpointer=InMemorySaver())
+    agent_a = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 20),
+        middleware=[paging],
+        store=store_a,
+        checkpointer=InMemorySaver(),
+    )
     agent_b = create_agent(model_b, middleware=[paging], store=store_b, checkpointer=InMemorySaver())
     _say(agent_a, [f"Tenant A secret {i}: the vault code is alpha{i}." for i in range(8)])
     agent_a.invoke({"messages": ["warm A's search index"]}, CONFIG)
@@ -148,9 +160,15 @@ class _UnreachableBookmarker:
 @pytest.mark.parametrize(("option", "error"), [("policy", RuntimeError), ("bookmarker", ConnectionError)])
 def test_errors_that_are_not_the_stores_propagate_with_their_own_type_under_continue(option, error):
     value = _BuggyPolicy() if option == "policy" else _UnreachableBookmarker()
-    paging = PagingMiddleware(max_tokens=200, boundary="fixed_2", on_store_error="continue", **{option: value})
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[paging], store=InMemoryStore(),
-                         checkpointer=InMemorySaver())
+    paging = PagingMiddleware(
+        max_tokens=200, boundary="fixed_2", on_store_error="continue", **{option: value}
+    )
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 20),
+        middleware=[paging],
+        store=InMemoryStore(),
+        checkpointer=InMemorySaver(),
+    )
     with pytest.raises(error):
         _say(agent, [f"Fact {i}: the tide at Bay{i} turns at {i} pm." for i in range(10)])
 
@@ -166,10 +184,18 @@ def test_the_recall_tool_reads_the_store_of_its_own_call():
     paging = PagingMiddleware(max_tokens=320, boundary="fixed_2")
     store_a, store_b = InMemoryStore(), InMemoryStore()
     call = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"]}, "id": "r1"}])
-    agent_a = create_agent(ScriptedChatModel(responses=["Noted."] * 20), middleware=[paging], store=store_a,
-                           checkpointer=InMemorySaver())
-    agent_b = create_agent(ScriptedChatModel(responses=["Noted."] * 8 + [call, "Done."]), middleware=[paging],
-                           store=store_b, checkpointer=InMemorySaver())
+    agent_a = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 20),
+        middleware=[paging],
+        store=store_a,
+        checkpointer=InMemorySaver(),
+    )
+    agent_b = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 8 + [call, "Done."]),
+        middleware=[paging],
+        store=store_b,
+        checkpointer=InMemorySaver(),
+    )
     _say(agent_a, [f"Tenant A secret {i}: the vault code is alpha{i}." for i in range(8)])
     _say(agent_b, [f"Tenant B secret {i}: the vault code is bravo{i}." for i in range(8)])
     state = agent_b.invoke({"messages": [HumanMessage("Which code came first?")]}, CONFIG)

@@ -42,9 +42,16 @@ class _DownIndex(InMemoryBM25Index):
 def test_on_store_error_continue_also_covers_the_search_index():
     """Pager.step/astep called index.add outside the try that applies on_store_error: with a database
     index down, on_store_error='continue' still failed the turn, after the pages were committed."""
-    pager = Pager(PagingConfig(max_tokens=260, boundary="fixed_4"), PageStore(InMemoryStore()),
-                  index=_DownIndex(), on_store_error="continue")
-    messages = [HumanMessage(f"Fact {n}: Zarko{n} keeps {n} beehives near Lake Bled{n}.", id=f"h{n}") for n in range(30)]
+    pager = Pager(
+        PagingConfig(max_tokens=260, boundary="fixed_4"),
+        PageStore(InMemoryStore()),
+        index=_DownIndex(),
+        on_store_error="continue",
+    )
+    messages = [
+        HumanMessage(f"Fact {n}: Zarko{n} keeps {n} beehives near Lake Bled{n}.", id=f"h{n}")
+        for n in range(30)
+    ]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = pager.step(messages, None, "index-down")

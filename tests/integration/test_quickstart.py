@@ -20,7 +20,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def quickstart() -> str:
     """The first Python block under the README's ``## Quickstart`` heading."""
     text = README.read_text()
-    section = text[text.index("## Quickstart"):]
+    section = text[text.index("## Quickstart") :]
     section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
 
@@ -62,15 +62,23 @@ def test_readme_quickstart_runs_verbatim_and_its_last_line_reads_a_page(scripted
     # "hundreds of turns later": the same agent, thread and middleware, driven until p3 is paged out
     agent, config = namespace["agent"], namespace["config"]
     for turn in range(40):
-        agent.invoke({"messages": [f"Turn {turn}: my cousin Farid walked his greyhound Zephyr{turn} along the "
-                                   f"canal for {turn + 2} kilometres, past the old mill and the ferry dock. " * 4]},
-                     config)
+        agent.invoke(
+            {
+                "messages": [
+                    f"Turn {turn}: my cousin Farid walked his greyhound Zephyr{turn} along the "
+                    f"canal for {turn + 2} kilometres, past the old mill and the ferry dock. " * 4
+                ]
+            },
+            config,
+        )
     state = agent.invoke({"messages": ["Which dog did Farid adopt?"]}, config)
     recalled = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert recalled and "Farid adopted a greyhound" in recalled[-1].content  # the model's recall(p1)
 
     last_line = [line for line in code.strip().splitlines() if line.strip()][-1]
-    page = eval(compile(ast.parse(last_line.split("#")[0].strip(), mode="eval"), "README.md", "eval"),  # noqa: S307
-                namespace)
+    page = eval(
+        compile(ast.parse(last_line.split("#")[0].strip(), mode="eval"), "README.md", "eval"),  # noqa: S307
+        namespace,
+    )
     assert page is not None and page.id == "p3" and page.messages and page.bookmark.startswith("[p3:")
     assert page.keywords

@@ -27,7 +27,7 @@ def snippets() -> list[str]:
 def snippet_after(marker: str) -> str:
     """The first Python block after `marker` in the README."""
     text = README.read_text()
-    return re.search(r"```python\n(.*?)```", text[text.index(marker):], re.DOTALL).group(1)
+    return re.search(r"```python\n(.*?)```", text[text.index(marker) :], re.DOTALL).group(1)
 
 
 def postgres_example() -> str:
@@ -40,8 +40,15 @@ STATE_GRAPH = "**A hand-built `StateGraph`**"
 PURE = "**The pure function**"
 LEGACY = "**Legacy: `create_react_agent`'s `pre_model_hook`**"
 IMPORTS = "Every public class imports from the top level:"
-RUN_BY = {"## Quickstart": "test_quickstart.py", "**On PostgreSQL**": "postgres", OFFLINE: "offline",
-          STATE_GRAPH: "state_graph", PURE: "pure", LEGACY: "legacy", IMPORTS: "imports"}
+RUN_BY = {
+    "## Quickstart": "test_quickstart.py",
+    "**On PostgreSQL**": "postgres",
+    OFFLINE: "offline",
+    STATE_GRAPH: "state_graph",
+    PURE: "pure",
+    LEGACY: "legacy",
+    IMPORTS: "imports",
+}
 
 
 def test_every_readme_snippet_is_run():
@@ -75,7 +82,10 @@ def test_readme_offline_agent_prints_the_bookmarks_it_shows():
     code = snippet_after(OFFLINE)
     namespace, printed = _run(code, "offline agent")
     assert printed.strip() == _shown(code)
-    assert namespace["paging"].page_store.get("t1", "p1").messages[0].content == "I will fly to Lisbon on Friday."
+    assert (
+        namespace["paging"].page_store.get("t1", "p1").messages[0].content
+        == "I will fly to Lisbon on Friday."
+    )
 
 
 def test_readme_state_graph_pages_and_routes_recall_to_a_tool_node():
@@ -110,8 +120,12 @@ def test_readme_import_paths_import():
 def _respond(messages):
     last = messages[-1]
     if isinstance(last, HumanMessage) and last.content == QUESTION:
-        return AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "Zarko2"},
-                                          "id": f"call-{uuid.uuid4().hex[:8]}"}])
+        return AIMessage(
+            "",
+            tool_calls=[
+                {"name": "recall", "args": {"query": "Zarko2"}, "id": f"call-{uuid.uuid4().hex[:8]}"}
+            ],
+        )
     return AIMessage("Noted.")
 
 
@@ -123,15 +137,27 @@ def test_readme_postgres_example_pages_into_postgres_and_searches_there(postgres
 
     db = fresh_database(postgres_uri, "readme_example")
     code = postgres_example()
-    invoke = ('    agent.invoke({"messages": ["My cousin Farid adopted a greyhound."]}, '
-              '{"configurable": {"thread_id": "user-42"}})\n')
-    for old in ['DB = "postgresql://app@localhost:5432/agent"', '"openai:gpt-4o-mini"', "max_tokens=4000", invoke]:
+    invoke = (
+        '    agent.invoke({"messages": ["My cousin Farid adopted a greyhound."]}, '
+        '{"configurable": {"thread_id": "user-42"}})\n'
+    )
+    for old in [
+        'DB = "postgresql://app@localhost:5432/agent"',
+        '"openai:gpt-4o-mini"',
+        "max_tokens=4000",
+        invoke,
+    ]:
         assert code.count(old) == 1, f"the README example changed: {old!r} not found once"
-    code = (code.replace('DB = "postgresql://app@localhost:5432/agent"', f"DB = {db!r}")
-            .replace('"openai:gpt-4o-mini"', "model")
-            .replace("max_tokens=4000", "max_tokens=500")
-            .replace(invoke, invoke + '    for text in TEXTS:\n'
-                                      '        agent.invoke({"messages": [text]}, {"configurable": {"thread_id": "user-42"}})\n'))
+    code = (
+        code.replace('DB = "postgresql://app@localhost:5432/agent"', f"DB = {db!r}")
+        .replace('"openai:gpt-4o-mini"', "model")
+        .replace("max_tokens=4000", "max_tokens=500")
+        .replace(
+            invoke,
+            invoke + "    for text in TEXTS:\n"
+            '        agent.invoke({"messages": [text]}, {"configurable": {"thread_id": "user-42"}})\n',
+        )
+    )
     model = ScriptedChatModel(responses=[_respond] * 40)
     namespace = {"model": model, "TEXTS": [*FACTS, QUESTION]}
     exec(compile(code, "README.md (PostgreSQL example)", "exec"), namespace)  # noqa: S102 - the README's own code
@@ -142,7 +168,9 @@ def test_readme_postgres_example_pages_into_postgres_and_searches_there(postgres
     import psycopg
 
     with psycopg.connect(db) as conn:
-        (passages,) = conn.execute("SELECT count(*) FROM langmem_paging_passages WHERE thread_id = 'user-42'").fetchone()
+        (passages,) = conn.execute(
+            "SELECT count(*) FROM langmem_paging_passages WHERE thread_id = 'user-42'"
+        ).fetchone()
     assert passages > 0  # the shared search index holds the paged-out messages
     recalled = [m for m in model.prompts[-1] if isinstance(m, ToolMessage)]
     assert recalled and FACTS[2] in recalled[-1].content  # found by the Postgres full-text search

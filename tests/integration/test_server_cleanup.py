@@ -27,11 +27,17 @@ CLEANUP_APP = "langmem_paging.server:app"
 def _cleanup_config(tmp_path_factory) -> Path:
     """The shipped langgraph.json as it is (http app included), plus the test graph."""
     config = tmp_path_factory.mktemp("cleanup-config") / "langgraph.json"
-    config.write_text(json.dumps({
-        **resolved_config(SHIPPED_CONFIG),
-        "graphs": {**resolved_config(SHIPPED_CONFIG)["graphs"],
-                   "paging_test": f"{REPO_ROOT / 'graphs' / 'server_test_graph.py'}:graph"},
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                **resolved_config(SHIPPED_CONFIG),
+                "graphs": {
+                    **resolved_config(SHIPPED_CONFIG)["graphs"],
+                    "paging_test": f"{REPO_ROOT / 'graphs' / 'server_test_graph.py'}:graph",
+                },
+            }
+        )
+    )
     return config
 
 

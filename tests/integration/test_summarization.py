@@ -42,8 +42,9 @@ def test_a_summary_keeping_a_cluster_bookmark_does_not_bring_the_deleted_pages_b
     kept = messages[-3:]
     assert library_mark(kept[0]).get("cluster"), "the scenario keeps a cluster bookmark"
     expected = [m.id for m in reconstruct_history(kept, pages, clusters=nodes, state=paging)]
-    messages = merge_messages(messages, [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary.", id="s"),
-                                         *kept])
+    messages = merge_messages(
+        messages, [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary.", id="s"), *kept]
+    )
     for k in range(3):
         messages = merge_messages(messages, [HumanMessage(f"Question {k} about glaciers", id=f"q{k}")])
         step()
@@ -55,14 +56,22 @@ def test_a_summary_keeping_a_cluster_bookmark_does_not_bring_the_deleted_pages_b
 def test_langchains_summarization_of_an_agent_thread_deletes_what_it_summarized():
     store = InMemoryStore()
     paging = PagingMiddleware(max_tokens=400, boundary="fixed_2", bookmark_share=0.5)
-    agent = create_agent(ScriptedChatModel(responses=[f"Noted {i}." for i in range(40)]), middleware=[paging],
-                         store=store, checkpointer=InMemorySaver())
+    agent = create_agent(
+        ScriptedChatModel(responses=[f"Noted {i}." for i in range(40)]),
+        middleware=[paging],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
     config = {"configurable": {"thread_id": "t"}}
     page_store = PageStore(store)
 
     def history(values):
-        return reconstruct_history(values["messages"], lambda p: page_store.get("t", p),
-                                   clusters=lambda c: page_store.get_cluster("t", c), state=values["paging"])
+        return reconstruct_history(
+            values["messages"],
+            lambda p: page_store.get("t", p),
+            clusters=lambda c: page_store.get_cluster("t", c),
+            state=values["paging"],
+        )
 
     values: dict = {}
     for i in range(30):
@@ -72,8 +81,11 @@ def test_langchains_summarization_of_an_agent_thread_deletes_what_it_summarized(
             break
     assert len(clusters) >= 2, "the thread has two cluster bookmarks"
     keep = len(values["messages"]) - clusters[1]  # the kept messages start at the second cluster bookmark
-    summarizer = SummarizationMiddleware(model=ScriptedChatModel(responses=["Summary: bees and lakes."]),
-                                         trigger=("messages", 2), keep=("messages", keep))
+    summarizer = SummarizationMiddleware(
+        model=ScriptedChatModel(responses=["Summary: bees and lakes."]),
+        trigger=("messages", 2),
+        keep=("messages", keep),
+    )
     update = summarizer.before_model(values, None)  # what LangChain's middleware writes
     assert update is not None and isinstance(update["messages"][0], RemoveMessage)
     kept = [m for m in update["messages"][1:] if m.id in {k.id for k in values["messages"]}]
@@ -103,27 +115,48 @@ def test_view_mode_with_tiers_keeps_a_valid_prompt_when_a_summary_keeps_a_turn_w
         return f"result for {q}: " + " ".join(f"fact{q}{j}" for j in range(60))
 
     def call(i: int, q: str) -> AIMessage:
-        return AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": q}, "id": f"call{i}", "type": "tool_call"}])
+        return AIMessage(
+            "", tool_calls=[{"name": "lookup", "args": {"q": q}, "id": f"call{i}", "type": "tool_call"}]
+        )
 
-    model = ScriptedChatModel(responses=[
-        "Answer one " + "x " * 30, "Answer two " + "y " * 30, call(1, "alpha"), call(2, "beta"), call(3, "gamma"),
-        "Done with tools " + "z " * 20, "After the summary."])
-    paging = PagingMiddleware(max_tokens=800, mode="view", boundary="fixed_4", policy="stae", tiers="importance")
+    model = ScriptedChatModel(
+        responses=[
+            "Answer one " + "x " * 30,
+            "Answer two " + "y " * 30,
+            call(1, "alpha"),
+            call(2, "beta"),
+            call(3, "gamma"),
+            "Done with tools " + "z " * 20,
+            "After the summary.",
+        ]
+    )
+    paging = PagingMiddleware(
+        max_tokens=800, mode="view", boundary="fixed_4", policy="stae", tiers="importance"
+    )
     store = InMemoryStore()
-    agent = create_agent(model, tools=[lookup], middleware=[paging], store=store, checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, tools=[lookup], middleware=[paging], store=store, checkpointer=InMemorySaver()
+    )
     config = {"configurable": {"thread_id": "t"}}
     for text in ("first question " + "a " * 80, "second question " + "b " * 80):
         agent.invoke({"messages": [HumanMessage(text)]}, config)
-    messages = agent.invoke({"messages": [HumanMessage("use the tools three times " + "c " * 40)]}, config)["messages"]
+    messages = agent.invoke({"messages": [HumanMessage("use the tools three times " + "c " * 40)]}, config)[
+        "messages"
+    ]
     turn = next(i for i, m in enumerate(messages) if str(m.content).startswith("use the tools"))
     kept = messages[turn:]
-    agent.update_state(config, {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary.", id="s"),
-                                             *kept]})
+    agent.update_state(
+        config, {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("Summary.", id="s"), *kept]}
+    )
     agent.invoke({"messages": [HumanMessage("one more " + "d " * 20, id="last")]}, config)
     for prompt in model.prompts:
         valid_chat(prompt)
     values = agent.get_state(config).values
     page_store = PageStore(store)
-    rebuilt = reconstruct_history(values["messages"], lambda p: page_store.get("t", p), state=values["paging"],
-                                  clusters=lambda c: page_store.get_cluster("t", c))
+    rebuilt = reconstruct_history(
+        values["messages"],
+        lambda p: page_store.get("t", p),
+        state=values["paging"],
+        clusters=lambda c: page_store.get_cluster("t", c),
+    )
     assert [m.id for m in rebuilt] == ["s", *(m.id for m in kept), "last", values["messages"][-1].id]

@@ -23,7 +23,9 @@ CITIES = ["Lisbon", "Kyoto", "Quito", "Oslo", "Rome", "Lima", "Accra", "Hanoi"]
 @tool
 def lookup(city: str) -> str:
     """Look up a city's travel notes."""
-    return " ".join(f"{city} note {i}: the harbour ferry leaves at {i % 12 + 1} pm from pier {i}." for i in range(120))
+    return " ".join(
+        f"{city} note {i}: the harbour ferry leaves at {i % 12 + 1} pm from pier {i}." for i in range(120)
+    )
 
 
 def _call(name: str, args: dict[str, object], ident: str) -> AIMessage:
@@ -34,13 +36,20 @@ def test_no_text_the_model_reads_names_the_default_tool_when_renamed() -> None:
     script: list[object] = []
     for i, city in enumerate(CITIES):
         script += [_call("lookup", {"city": city}, f"l{i}"), "Noted."]
-    script += [_call("memory_recall", {"page_ids": ["p1"]}, "r1"), "ok",
-               _call("memory_recall", {"query": "ferry harbour pier"}, "r2"), "ok"]
+    script += [
+        _call("memory_recall", {"page_ids": ["p1"]}, "r1"),
+        "ok",
+        _call("memory_recall", {"query": "ferry harbour pier"}, "r2"),
+        "ok",
+    ]
     model = ScriptedChatModel(responses=[*script, *["Noted."] * 20])
     store = InMemoryStore()
-    paging = PagingMiddleware(max_tokens=900, boundary="fixed_2", tool_name="memory_recall", tiers="importance",
-                              store=store)
-    agent = create_agent(model, tools=[lookup], middleware=[paging], checkpointer=InMemorySaver(), store=store)
+    paging = PagingMiddleware(
+        max_tokens=900, boundary="fixed_2", tool_name="memory_recall", tiers="importance", store=store
+    )
+    agent = create_agent(
+        model, tools=[lookup], middleware=[paging], checkpointer=InMemorySaver(), store=store
+    )
     config = {"configurable": {"thread_id": "t"}}
     for i, city in enumerate(CITIES):
         agent.invoke({"messages": [f"Tell me about {city} and its ferry on day {i}."]}, config)  # type: ignore[arg-type]
@@ -61,12 +70,22 @@ def test_no_text_the_model_reads_names_the_default_tool_when_renamed() -> None:
 
 
 def test_a_shrunk_recall_result_names_the_tool_that_made_it() -> None:
-    copy = ToolMessage("=== p1 ===", tool_call_id="c", name="memory_recall", id="r",
-                       artifact={"langmem_paging": {"recalled": ["p1"]}})
-    assert str(shrink_recall_copy(copy).content) == "[recalled p1; text removed from context, call memory_recall again to reread]"
+    copy = ToolMessage(
+        "=== p1 ===",
+        tool_call_id="c",
+        name="memory_recall",
+        id="r",
+        artifact={"langmem_paging": {"recalled": ["p1"]}},
+    )
+    assert (
+        str(shrink_recall_copy(copy).content)
+        == "[recalled p1; text removed from context, call memory_recall again to reread]"
+    )
 
 
 def test_a_rebuilt_recall_result_keeps_the_tool_name() -> None:
     spec = RecallSpec(items=[], max_tokens=100, part_tokens=50, tool="memory_recall")
     assert RecallSpec.from_dict(spec.to_dict()).tool == "memory_recall"
-    assert RecallSpec.from_dict(RecallSpec(items=[], max_tokens=100, part_tokens=50).to_dict()).tool == "recall"
+    assert (
+        RecallSpec.from_dict(RecallSpec(items=[], max_tokens=100, part_tokens=50).to_dict()).tool == "recall"
+    )

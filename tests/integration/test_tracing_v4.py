@@ -40,14 +40,20 @@ class Runs(BaseTracer):
 
 
 def _fact(i: int) -> HumanMessage:
-    return HumanMessage(f"Fact {i}: Zarko{i} keeps {i + 100} beehives near Lake Bled{i}. " + "The bees hum. " * 6)
+    return HumanMessage(
+        f"Fact {i}: Zarko{i} keeps {i + 100} beehives near Lake Bled{i}. " + "The bees hum. " * 6
+    )
 
 
 def _reply(messages):
     last = messages[-1]
     if isinstance(last, HumanMessage) and last.content == QUESTION:
-        return AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "Zarko2 beehives"},
-                                          "id": f"call-{uuid.uuid4().hex[:8]}"}])
+        return AIMessage(
+            "",
+            tool_calls=[
+                {"name": "recall", "args": {"query": "Zarko2 beehives"}, "id": f"call-{uuid.uuid4().hex[:8]}"}
+            ],
+        )
     return AIMessage("Noted.")
 
 
@@ -123,12 +129,18 @@ def test_a_paging_node_that_evicts_has_a_paging_run_under_its_node(mode):
     from langmem_paging import PagingMessagesState, PagingNode
 
     node = PagingNode(max_tokens=60, boundary="fixed_2")
-    graph = (StateGraph(PagingMessagesState).add_node("pager", node)
-             .add_node("reply", lambda state: {"messages": [AIMessage("Noted.")]})
-             .add_edge(START, "pager").add_edge("pager", "reply")
-             .compile(checkpointer=InMemorySaver(), store=InMemoryStore()))
+    graph = (
+        StateGraph(PagingMessagesState)
+        .add_node("pager", node)
+        .add_node("reply", lambda state: {"messages": [AIMessage("Noted.")]})
+        .add_edge(START, "pager")
+        .add_edge("pager", "reply")
+        .compile(checkpointer=InMemorySaver(), store=InMemoryStore())
+    )
     tracer = Runs()
     _drive(graph, mode, [HumanMessage(f"I will fly to city{i}.") for i in range(6)], tracer)
     evicting = [r for r in tracer.named("paging") if r.outputs["evicted"]]
     assert evicting
-    assert {tracer_run.name for tracer_run in tracer.runs if tracer_run.id == evicting[-1].parent_run_id} == {"pager"}
+    assert {tracer_run.name for tracer_run in tracer.runs if tracer_run.id == evicting[-1].parent_run_id} == {
+        "pager"
+    }

@@ -22,13 +22,21 @@ from langmem_paging.core.tokens import TokenCounter
 def test_removing_the_first_messages_keeps_the_pages_and_the_bookmarks(removed):
     from langmem_paging.testing import ScriptedChatModel
 
-    model = ScriptedChatModel(responses=[f"Noted {i}: " + " ".join(f"n{i}x{j}" for j in range(12)) for i in range(60)])
+    model = ScriptedChatModel(
+        responses=[f"Noted {i}: " + " ".join(f"n{i}x{j}" for j in range(12)) for i in range(60)]
+    )
     store = InMemoryStore()
-    agent = create_agent(model, middleware=[PagingMiddleware(max_tokens=500, mode="view", boundary="fixed_2")],
-                         store=store, checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        middleware=[PagingMiddleware(max_tokens=500, mode="view", boundary="fixed_2")],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
     config = {"configurable": {"thread_id": "t"}}
     for i in range(30):
-        agent.invoke({"messages": [HumanMessage(f"Fact {i}: " + " ".join(f"w{i}x{j}" for j in range(14)))]}, config)
+        agent.invoke(
+            {"messages": [HumanMessage(f"Fact {i}: " + " ".join(f"w{i}x{j}" for j in range(14)))]}, config
+        )
     page_store = PageStore(store)
     for k in range(3):
         pages_before = {p.id for p in page_store.list_pages("t")}

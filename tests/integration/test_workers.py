@@ -25,9 +25,23 @@ def _run_workers(uri: str, tmp_path: Path, threads_of, turns: int) -> list[dict]
     for worker in range(WORKERS):
         out = tmp_path / f"worker{worker}.json"
         outs.append(out)
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "tests.support.paging_worker", uri, str(worker), ",".join(threads_of(worker)),
-             str(turns), str(out)], cwd=ROOT, stderr=subprocess.PIPE, text=True))
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.support.paging_worker",
+                    uri,
+                    str(worker),
+                    ",".join(threads_of(worker)),
+                    str(turns),
+                    str(out),
+                ],
+                cwd=ROOT,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for process in processes:
         _, err = process.communicate(timeout=240)
         assert process.returncode == 0, err[-3000:]
@@ -44,7 +58,9 @@ def test_four_worker_processes_never_share_a_page_number(postgres_uri, tmp_path,
     with PostgresStore.from_conn_string(uri) as store, PostgresSaver.from_conn_string(uri) as saver:
         store.setup()
         saver.setup()
-    reports = _run_workers(uri, tmp_path, (lambda w: ["shared"]) if shared else (lambda w: [f"t{w}"]), turns=12)
+    reports = _run_workers(
+        uri, tmp_path, (lambda w: ["shared"]) if shared else (lambda w: [f"t{w}"]), turns=12
+    )
     digests: dict[tuple[str, str], set[str]] = {}
     for report in reports:
         for thread, page, digest in report["formed"]:
@@ -65,9 +81,12 @@ def test_four_worker_processes_never_share_a_page_number(postgres_uri, tmp_path,
                 values = snapshot.checkpoint["channel_values"]
                 if "paging" not in values:
                     continue
-                rebuilt = reconstruct_history(values["messages"], lambda p, t=thread: page_store.get(t, p),
-                                              clusters=lambda c, t=thread: page_store.get_cluster(t, c),
-                                              state=values["paging"])
+                rebuilt = reconstruct_history(
+                    values["messages"],
+                    lambda p, t=thread: page_store.get(t, p),
+                    clusters=lambda c, t=thread: page_store.get_cluster(t, c),
+                    state=values["paging"],
+                )
                 humans = [m.content for m in rebuilt if m.type == "human"]
                 assert set(humans) <= sent and len(humans) == len(set(humans)), "a page of another branch"
                 by_worker: dict[str, list[int]] = {}

@@ -92,13 +92,17 @@ def test_inspect_json_agrees_with_the_page_store_and_the_checkpoint(built, capsy
             assert row["cluster"] == page_store.find(built.thread_id, row["id"], state=state)
             page = page_store.get(built.thread_id, row["id"])
             assert (row["tokens"], row["messages"], row["bookmark"]) == (
-                page.token_count, len(page.messages), page.bookmark)
+                page.token_count,
+                len(page.messages),
+                page.bookmark,
+            )
         assert info["records"] == record_counts(store, built.thread_id)
     statuses = {row["id"]: row["status"] for row in info["pages"]}
     assert {p for p, s in statuses.items() if s == "bookmark"} == set(state.shown)
     assert {p for p, s in statuses.items() if s == "resident"} == set(state.pages)
     assert {p for p, s in statuses.items() if s == "cluster"} == {
-        p for members in info["checkpoint"]["clusters"].values() for p in members}
+        p for members in info["checkpoint"]["clusters"].values() for p in members
+    }
     assert set(info["checkpoint"]["clusters"]) == set(state.clusters)
     assert (info["checkpoint"]["tokens"], info["checkpoint"]["budget"]) == (state.tokens, state.budget)
     recall = [r for r in info["recalls"] if r["pages"] == ["p1"]]
@@ -148,14 +152,17 @@ def test_threads_lists_every_thread_unescaped_with_its_page_count(thread, capsys
     code, out, _ = run(capsys, "threads", "--store", thread.uri, "--json")
     assert code == 0
     expected = {"pages": pages, "clusters": clusters, "records": records}
-    assert json.loads(out) == [{"thread_id": t, **expected}
-                               for t in sorted([thread.thread_id, "copy.of.thread", "100%.sure", "50%2E"])]
+    assert json.loads(out) == [
+        {"thread_id": t, **expected}
+        for t in sorted([thread.thread_id, "copy.of.thread", "100%.sure", "50%2E"])
+    ]
 
     code, out, _ = run(capsys, "threads", "--store", thread.uri)
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["thread_id", "pages", "clusters", "records"]
     assert [line.split()[:2] for line in lines[1:5]] == [
-        [t, str(pages)] for t in sorted([thread.thread_id, "copy.of.thread", "100%.sure", "50%2E"])]
+        [t, str(pages)] for t in sorted([thread.thread_id, "copy.of.thread", "100%.sure", "50%2E"])
+    ]
     assert lines[5] == f"4 threads, {4 * pages} pages"
 
     assert run(capsys, "delete", "100%.sure", "--store", thread.uri, "--yes")[0] == 0
@@ -180,11 +187,17 @@ def test_version_names_the_package_version(capsys):
         main(["--version"])
     out = capsys.readouterr().out
     assert exit_.value.code == 0
-    assert out == f"langmem-paging {langmem_paging.__version__}\n" == f"langmem-paging {version('langmem-paging')}\n"
+    assert (
+        out
+        == f"langmem-paging {langmem_paging.__version__}\n"
+        == f"langmem-paging {version('langmem-paging')}\n"
+    )
 
 
-@pytest.mark.parametrize("command", [[], ["threads"], ["inspect"], ["show"], ["verify"], ["export"], ["import"],
-                                     ["delete"], ["report"]])
+@pytest.mark.parametrize(
+    "command",
+    [[], ["threads"], ["inspect"], ["show"], ["verify"], ["export"], ["import"], ["delete"], ["report"]],
+)
 def test_help_has_no_restructuredtext_markup(command, capsys):
     with pytest.raises(SystemExit):
         main([*command, "--help"])
@@ -192,15 +205,19 @@ def test_help_has_no_restructuredtext_markup(command, capsys):
     assert out.startswith("usage: langmem-paging") and "`" not in out
 
 
-@pytest.mark.parametrize("command", [["inspect"], ["show", "p1"], ["show", "c1"], ["verify"], ["export"],
-                                     ["report", "--out", "r.html"]])
+@pytest.mark.parametrize(
+    "command",
+    [["inspect"], ["show", "p1"], ["show", "c1"], ["verify"], ["export"], ["report", "--out", "r.html"]],
+)
 def test_an_unknown_thread_is_no_such_thread(command, built, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     name, *rest = command
     code, out, err = run(capsys, name, "no.such-thread", *rest, "--store", built.uri)
     assert code == 1 and out == ""
-    assert err == (f"langmem-paging {name}: no such thread 'no.such-thread' in {built.uri}: it has no store "
-                   "records and no checkpoints (langmem-paging threads lists the store's threads)\n")
+    assert err == (
+        f"langmem-paging {name}: no such thread 'no.such-thread' in {built.uri}: it has no store "
+        "records and no checkpoints (langmem-paging threads lists the store's threads)\n"
+    )
     assert not (tmp_path / "r.html").exists()
 
 
@@ -223,8 +240,11 @@ def test_a_thread_with_checkpoints_but_no_store_records_is_not_unknown(built, ca
 
 def test_show_prints_a_pages_exact_messages(built, capsys):
     with sqlite_store(built.path) as store:
-        page = next(p for p in PageStore(store).list_pages(built.thread_id)
-                    if any(m.content == INJECTED for m in p.messages))
+        page = next(
+            p
+            for p in PageStore(store).list_pages(built.thread_id)
+            if any(m.content == INJECTED for m in p.messages)
+        )
 
     code, out, _ = run(capsys, "show", built.thread_id, page.id, "--store", built.uri)
     assert code == 0
@@ -281,7 +301,11 @@ def test_verify_fails_when_a_stored_message_was_altered(thread, capsys):
 
 def test_verify_without_checkpoints_cannot_verify(thread, capsys):
     code, out, err = run(capsys, "verify", thread.thread_id, "--store", thread.uri, "--checkpoints", "none")
-    assert code == 2 and not out and "cannot verify: no checkpoints in --checkpoints none; pass --checkpoints" in err
+    assert (
+        code == 2
+        and not out
+        and "cannot verify: no checkpoints in --checkpoints none; pass --checkpoints" in err
+    )
 
 
 @pytest.mark.parametrize("mode", ["replace", "view"])
@@ -347,7 +371,9 @@ def test_delete_removes_every_record_of_the_thread_only(thread, capsys, tmp_path
         assert load_snapshots(saver, thread.thread_id, lineage=False)  # checkpoints stay unless asked
     assert run(capsys, "export", thread.thread_id, "--store", thread.uri)[0] == 1
 
-    assert run(capsys, "delete", thread.thread_id, "--store", thread.uri, "--yes", "--with-checkpoints")[0] == 0
+    assert (
+        run(capsys, "delete", thread.thread_id, "--store", thread.uri, "--yes", "--with-checkpoints")[0] == 0
+    )
     with sqlite_saver(thread.path) as saver:
         assert load_snapshots(saver, thread.thread_id) == []
 
@@ -373,4 +399,3 @@ def test_inspect_and_verify_a_postgres_thread_by_uri(postgres_uri, capsys):
     assert code == 0 and info["pages"] and info["clusters"] and info["checkpoint"]["mode"] == "replace"
     code, out, _ = run(capsys, "verify", "pg-thread", "--store", uri, "--json")
     assert code == 0 and json.loads(out)["user_turns"] == len(texts)
-

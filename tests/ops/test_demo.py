@@ -26,13 +26,22 @@ def demo():
 
 def run_demo(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
     environ = {**os.environ, **env}
-    return subprocess.run([sys.executable, str(DEMO), "--db", str(tmp_path / "demo.sqlite"), *args],
-                          capture_output=True, text=True, timeout=120, check=False, env=environ, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, str(DEMO), "--db", str(tmp_path / "demo.sqlite"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=environ,
+        cwd=tmp_path,
+    )
 
 
 def test_demo_stays_offline_with_a_bogus_key_and_answers_the_operators_run_right(tmp_path):
     # A key and an endpoint that cannot answer: the environment alone must not pick a real model.
-    run = run_demo(tmp_path, *OPERATORS_RUN, OPENAI_API_KEY="sk-bogus", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    run = run_demo(
+        tmp_path, *OPERATORS_RUN, OPENAI_API_KEY="sk-bogus", OPENAI_BASE_URL="http://127.0.0.1:9/v1"
+    )
 
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "model: scripted (offline" in run.stdout
@@ -68,7 +77,9 @@ def test_answering_line_wants_the_questions_subject_not_just_a_shared_name(demo)
 
 
 def test_is_right_matches_the_gold_value_as_words(demo):
-    assert demo.is_right("From the recalled page: My uncle Priya bought a Mini Cooper last week.", "Mini Cooper")
+    assert demo.is_right(
+        "From the recalled page: My uncle Priya bought a Mini Cooper last week.", "Mini Cooper"
+    )
     assert not demo.is_right("My classmate Sanna's new pet is a hedgehogs.", "hedgehog")
     assert not demo.is_right("", "hedgehog")
 

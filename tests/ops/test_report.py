@@ -26,8 +26,13 @@ from langmem_paging.storage.page_store import PageStore
 from tests.support.ops_thread import INJECTED, TURNS, build_thread
 
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 
@@ -48,7 +53,9 @@ def branch(built, stored):
     """The latest checkpoint's paging state, and the pages under each cluster root it shows
     (`PageStore.members`, the store's own walk)."""
     with closing(sqlite3.connect(built.path, check_same_thread=False)) as conn:
-        state = PagingState.from_value(load_snapshots(SqliteSaver(conn), built.thread_id, lineage=False)[-1].paging)
+        state = PagingState.from_value(
+            load_snapshots(SqliteSaver(conn), built.thread_id, lineage=False)[-1].paging
+        )
     with closing(sqlite3.connect(built.path, check_same_thread=False, isolation_level=None)) as conn:
         page_store = PageStore(SqliteStore(conn))
         members = {root: page_store.members(built.thread_id, root) for root in state.clusters}
@@ -103,8 +110,11 @@ class Dom(HTMLParser):
 
     def find(self, tag: str | None = None, cls: str | None = None) -> list[tuple[int, dict[str, str]]]:
         """(index, attributes) of elements by tag and by one of their classes."""
-        return [(i, a) for i, (t, a) in enumerate(self.elements)
-                if (tag is None or t == tag) and (cls is None or cls in a.get("class", "").split())]
+        return [
+            (i, a)
+            for i, (t, a) in enumerate(self.elements)
+            if (tag is None or t == tag) and (cls is None or cls in a.get("class", "").split())
+        ]
 
     def inside(self, index: int, cls: str) -> int:
         """How many open elements around element `index` have class `cls`."""
@@ -122,7 +132,7 @@ def check_structure(dom: Dom, pages, clusters, state: PagingState, members: dict
     assert int(marks[-1][1]["data-tokens"]) == state.tokens  # the latest checkpoint's step
     assert all(0 < int(a["data-tokens"]) <= state.budget for _, a in marks)
     assert max(int(a["data-tokens"]) for _, a in marks) > 0.8 * state.budget  # paging kept it near the line
-    (_, line), = dom.find("polyline", "budget-line")
+    ((_, line),) = dom.find("polyline", "budget-line")
     assert int(line["data-budget"]) == state.budget
     caption = "".join(dom.text_by_class["chart-caption"])
     assert f"each of the {TURNS + 2} model calls" in caption and f"{state.budget} tokens" in caption
@@ -131,7 +141,9 @@ def check_structure(dom: Dom, pages, clusters, state: PagingState, members: dict
     roots = dom.find("li", "cluster-root")
     assert {a["data-cluster-id"] for _, a in roots} >= set(state.clusters)
     assert all(dom.inside(i, "cluster-root") == 0 for i, _ in roots)  # no root inside another: no staircase
-    ends = [i for i, _ in roots[1:]] + [len(dom.elements)]  # roots are siblings: one ends where the next starts
+    ends = [i for i, _ in roots[1:]] + [
+        len(dom.elements)
+    ]  # roots are siblings: one ends where the next starts
     for (i, attrs), end in zip(roots, ends, strict=False):
         listed = [a["data-member-page"] for j, a in dom.find("a", "member") if i < j < end]
         assert listed == sorted(listed, key=lambda p: int(p[1:])) and listed
@@ -139,12 +151,15 @@ def check_structure(dom: Dom, pages, clusters, state: PagingState, members: dict
             assert listed == members[attrs["data-cluster-id"]]
     subs = dom.find("tr", "subcluster")
     assert all(dom.inside(i, "cluster-root") == 1 for i, _ in subs)
-    assert sorted([a["data-cluster-id"] for _, a in roots] + [a["data-cluster-id"] for _, a in subs]) == sorted(
-        n.id for n in clusters)
-    assert max(sum(1 for t, _ in dom.ancestors[i] if t in ("ul", "ol")) for i, _ in dom.find(cls="member")) == 1
+    assert sorted(
+        [a["data-cluster-id"] for _, a in roots] + [a["data-cluster-id"] for _, a in subs]
+    ) == sorted(n.id for n in clusters)
+    assert (
+        max(sum(1 for t, _ in dom.ancestors[i] if t in ("ul", "ol")) for i, _ in dom.find(cls="member")) == 1
+    )
 
     # Token bars on one scale, drawn with its axis.
-    (_, scale_el), = dom.find("div", "bar-scale")
+    ((_, scale_el),) = dom.find("div", "bar-scale")
     scale = int(scale_el["data-scale-tokens"])
     assert scale == nice_ceiling(max(p.token_count for p in pages)) >= max(p.token_count for p in pages)
     bars = dom.find("span", "bar")
@@ -177,7 +192,8 @@ def test_report_lists_pages_in_history_order_with_clusters_and_bookmarks(report,
     assert dom.with_attr("data-page-id") == ordered
     assert sorted(dom.with_attr("data-cluster-id")) == sorted(n.id for n in clusters)
     assert [t.strip() for t in dom.text_by_class["bookmark"]] == [
-        p.bookmark for p in sorted(pages, key=lambda p: p.order)]
+        p.bookmark for p in sorted(pages, key=lambda p: p.order)
+    ]
     assert dom.text_by_class["bookmark-line"], "the context's bookmark lines"
     assert "Lossless" in "".join(dom.text_by_class["ok"])
 
@@ -196,7 +212,10 @@ def test_report_in_headless_chromium(report, stored, built, branch, tmp_path):
     browser = chromium()
     run = subprocess.run(
         [browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", report.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     dom = Dom(run.stdout)

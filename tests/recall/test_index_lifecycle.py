@@ -32,9 +32,19 @@ def index(request, tmp_path):
 
 
 def _page(n: int, *texts: str) -> Page:
-    messages = [(HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)]
-    return Page(id=f"p{n}", messages=messages, bookmark=f"[p{n}:x]", keywords=[], token_count=9,
-                boundary="fixed_2", created_turn=n, digest=messages_digest(messages))
+    messages = [
+        (HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)
+    ]
+    return Page(
+        id=f"p{n}",
+        messages=messages,
+        bookmark=f"[p{n}:x]",
+        keywords=[],
+        token_count=9,
+        boundary="fixed_2",
+        created_turn=n,
+        digest=messages_digest(messages),
+    )
 
 
 OLD = [

@@ -24,8 +24,15 @@ surrogate into ``?`` before any middleware sees the message."""
 
 
 def _page(n: int, text: str, mid: str | None = None) -> Page:
-    return Page(id=f"p{n}", messages=[HumanMessage(text, id=mid or f"m{n}"), AIMessage(f"noted {n}", id=f"a{n}")],
-                bookmark=f"[p{n}:x]", keywords=["x"], token_count=10, boundary="fixed_2", created_turn=n)
+    return Page(
+        id=f"p{n}",
+        messages=[HumanMessage(text, id=mid or f"m{n}"), AIMessage(f"noted {n}", id=f"a{n}")],
+        bookmark=f"[p{n}:x]",
+        keywords=["x"],
+        token_count=10,
+        boundary="fixed_2",
+        created_turn=n,
+    )
 
 
 @pytest.fixture
@@ -94,7 +101,7 @@ def test_two_connections_adding_the_same_pages_at_once_neither_fails(postgres_ur
         try:
             for k in range(0, len(pages), 2):  # page by page, as workers stepping one thread form them
                 start.wait(30)  # both at once: the race two processes forming one page run
-                index.add("t", pages[k:k + 2])
+                index.add("t", pages[k : k + 2])
         except BaseException as error:  # noqa: BLE001 - reported below
             errors.append(error)
 
@@ -117,16 +124,28 @@ def test_a_threads_common_words_do_not_depend_on_another_thread(postgres_index):
     """A word too common in another tenant's thread (above `COMMON_MIN` passages) still matches here."""
     from langmem_paging.index.postgres import COMMON_MIN
 
-    noisy = [Page(id=f"p{n}", messages=[HumanMessage(f"ferret {n}", id=f"h{n}"), AIMessage(f"ferret {n}", id=f"a{n}")],
-                  bookmark="[x]", keywords=[], token_count=4, boundary="fixed_2", created_turn=n)
-             for n in range(1, COMMON_MIN // 2 + 101)]
+    noisy = [
+        Page(
+            id=f"p{n}",
+            messages=[HumanMessage(f"ferret {n}", id=f"h{n}"), AIMessage(f"ferret {n}", id=f"a{n}")],
+            bookmark="[x]",
+            keywords=[],
+            token_count=4,
+            boundary="fixed_2",
+            created_turn=n,
+        )
+        for n in range(1, COMMON_MIN // 2 + 101)
+    ]
     postgres_index.load("noisy", noisy)
     postgres_index.load("quiet", [_page(1, "a ferret slept"), _page(2, "zebra stripes"), _page(3, "otters")])
     hits = postgres_index.search("quiet", "ferret zebra", limit=5, allow=lambda p: True)
     assert {h.page_id for h in hits} == {"p1", "p2"}
     assert postgres_index.document_frequencies("noisy", ["ferret"]) == {"ferret": 2 * len(noisy)}
-    assert postgres_index.document_frequencies("quiet", ["ferret", "zebra", "otters"]) == \
-        {"ferret": 1, "zebra": 1, "otter": 1}
+    assert postgres_index.document_frequencies("quiet", ["ferret", "zebra", "otters"]) == {
+        "ferret": 1,
+        "zebra": 1,
+        "otter": 1,
+    }
     postgres_index.drop("noisy")
     assert postgres_index.document_frequencies("noisy", ["ferret"]) == {}
 
@@ -163,14 +182,17 @@ def test_a_message_holding_nul_pages_out_later_turns_succeed_and_recall_is_exact
     for turn in range(12):
         fact = f"Turn {turn}: Zarko{turn} keeps {turn} beehives near Lake Bled{turn}. " * 5
         agent.invoke({"messages": [fact]}, config)  # each turn succeeds (raises otherwise)
-    page_id = next(p.id for p in paging.page_store.list_pages("nul")
-                   if any(m.id == "pasted" for m in p.messages))
+    page_id = next(
+        p.id for p in paging.page_store.list_pages("nul") if any(m.id == "pasted" for m in p.messages)
+    )
     stored = next(m for m in paging.page_store.get("nul", page_id).messages if m.id == "pasted")
     assert stored.content == pasted
 
     at = len(model.prompts)
-    model.responses[at:at] = [AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": [page_id]},
-                                                         "id": "r1"}]), "ok"]
+    model.responses[at:at] = [
+        AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": [page_id]}, "id": "r1"}]),
+        "ok",
+    ]
     state = agent.invoke({"messages": ["What was in the dump?"]}, config)
     result = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
     assert pasted in result.content
@@ -193,11 +215,16 @@ def test_a_table_an_older_version_made_gets_its_frequencies_and_its_search(postg
         conn.execute("ALTER INDEX langmem_paging_passages_tsv SET (fastupdate = on)")
     new = PostgresSearchIndex(uri)
     try:
-        assert new.document_frequencies("t", ["walrus", "zebra", "noted"]) == expected == \
-            {"walrus": 2, "zebra": 1, "note": 2}
+        assert (
+            new.document_frequencies("t", ["walrus", "zebra", "noted"])
+            == expected
+            == {"walrus": 2, "zebra": 1, "note": 2}
+        )
         assert [h.page_id for h in new.search("t", "zebra", limit=5, allow=lambda p: True)] == ["p2"]
         with psycopg.connect(uri) as conn:
-            options = conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'langmem_paging_passages_tsv'")
+            options = conn.execute(
+                "SELECT reloptions FROM pg_class WHERE relname = 'langmem_paging_passages_tsv'"
+            )
             assert options.fetchone()[0] == ["fastupdate=off"]
     finally:
         new.close()
@@ -231,9 +258,15 @@ def test_search_loads_pages_stored_before_the_postgres_index_held_the_thread(pos
 
     saver = InMemorySaver()
     config = {"configurable": {"thread_id": "t"}}
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=postgres_store, index=InMemoryBM25Index())
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 12), middleware=[paging], store=postgres_store,
-                         checkpointer=saver)
+    paging = PagingMiddleware(
+        max_tokens=600, boundary="fixed_4", store=postgres_store, index=InMemoryBM25Index()
+    )
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 12),
+        middleware=[paging],
+        store=postgres_store,
+        checkpointer=saver,
+    )
     for fact in FACTS[:12]:
         agent.invoke({"messages": [fact]}, config)
     assert repair_index.indexed_through("t") is None and not repair_index.has("t")
@@ -246,8 +279,9 @@ def test_search_loads_pages_stored_before_the_postgres_index_held_the_thread(pos
     assert stored >= 3 and repair_index.indexed_through("t") == stored
 
 
-def test_a_failed_postgres_index_write_is_repaired_and_found_by_a_fresh_process(postgres_store, repair_index,
-                                                                                 monkeypatch):
+def test_a_failed_postgres_index_write_is_repaired_and_found_by_a_fresh_process(
+    postgres_store, repair_index, monkeypatch
+):
     """Under `on_store_error="continue"` a failed index write left its page unsearchable for good."""
     import warnings
 
@@ -266,10 +300,19 @@ def test_a_failed_postgres_index_write_is_repaired_and_found_by_a_fresh_process(
         return real_add(self, thread_id, pages)
 
     monkeypatch.setattr(PostgresSearchIndex, "add", flaky_add)
-    paging = PagingMiddleware(max_tokens=320, boundary="fixed_2", store=postgres_store, index=repair_index,
-                              on_store_error="continue")
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 40), middleware=[paging], store=postgres_store,
-                         checkpointer=InMemorySaver())
+    paging = PagingMiddleware(
+        max_tokens=320,
+        boundary="fixed_2",
+        store=postgres_store,
+        index=repair_index,
+        on_store_error="continue",
+    )
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 40),
+        middleware=[paging],
+        store=postgres_store,
+        checkpointer=InMemorySaver(),
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for fact in FACTS[:14]:

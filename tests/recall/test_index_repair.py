@@ -50,9 +50,18 @@ def index(request, tmp_path):
 
 
 def _page(n: int, *texts: str) -> Page:
-    messages = [(HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)]
-    return Page(id=f"p{n}", messages=messages, bookmark=f"[p{n}:x]", keywords=[], token_count=9,
-                boundary="fixed_2", created_turn=n)
+    messages = [
+        (HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)
+    ]
+    return Page(
+        id=f"p{n}",
+        messages=messages,
+        bookmark=f"[p{n}:x]",
+        keywords=[],
+        token_count=9,
+        boundary="fixed_2",
+        created_turn=n,
+    )
 
 
 PAGES = [_page(n + 1, fact, "Noted.") for n, fact in enumerate(FACTS[:6])]
@@ -64,6 +73,7 @@ def _found(index, thread: str, query: str) -> list[str]:
 
 
 # -- conformance: every index ---------------------------------------------------------------------
+
 
 def test_cold_load_of_an_unknown_thread_reads_a_lazy_page_stream(index):
     read: list[str] = []
@@ -96,16 +106,20 @@ def test_gap_repaired_by_the_next_step_and_by_a_search(index):
 
 def test_tenant_isolation_of_frequencies(index):
     """One tenant's pages never change another's matches or scores (which terms are too common, IDF)."""
-    b_pages = [_page(1, "We adopted a greyhound named Comet.", "Lovely."),
-               _page(2, "Pottery class on Tuesday evenings.", "Sounds fun."),
-               _page(3, "Comet the greyhound chewed my pottery.", "Oh no.")]
+    b_pages = [
+        _page(1, "We adopted a greyhound named Comet.", "Lovely."),
+        _page(2, "Pottery class on Tuesday evenings.", "Sounds fun."),
+        _page(3, "Comet the greyhound chewed my pottery.", "Oh no."),
+    ]
     index.load("b", b_pages)
     index.load("a", [])
     query = "greyhound pottery class"
     before = index.search("b", query, limit=10, **EVERY)
     # enough of thread A's messages hold the word that it is "too common" file-wide
-    many = [_page(n, *[f"Another greyhound walked by, number {n}-{k}." for k in range(10)])
-            for n in range(1, COMMON_MIN // 10 + 60)]
+    many = [
+        _page(n, *[f"Another greyhound walked by, number {n}-{k}." for k in range(10)])
+        for n in range(1, COMMON_MIN // 10 + 60)
+    ]
     index.add("a", many)
     after = index.search("b", query, limit=10, **EVERY)
     assert [(h.page_id, h.index) for h in after] == [(h.page_id, h.index) for h in before]
@@ -114,6 +128,7 @@ def test_tenant_isolation_of_frequencies(index):
 
 
 # -- the user's path: create_agent + PagingMiddleware ---------------------------------------------
+
 
 def _recall_call(query: str) -> AIMessage:
     return AIMessage("", tool_calls=[{"name": "recall", "args": {"query": query}, "id": "q1"}])
@@ -142,8 +157,11 @@ def _turns(agent, thread: str, texts: list[str], *, mode: str = "sync") -> dict:
     config = {"configurable": {"thread_id": thread}}
     state: dict = {}
     for text in texts:
-        state = agent.invoke({"messages": [text]}, config) if mode == "sync" else asyncio.run(
-            agent.ainvoke({"messages": [text]}, config))
+        state = (
+            agent.invoke({"messages": [text]}, config)
+            if mode == "sync"
+            else asyncio.run(agent.ainvoke({"messages": [text]}, config))
+        )
     return state
 
 
@@ -152,8 +170,12 @@ def test_search_of_pages_stored_before_the_sqlite_index_knew_the_thread_does_not
     store = sqlite_store(str(tmp_path / "pages.db"))
     before = ScriptedChatModel(responses=["Noted."] * 12)
     paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store, index=InMemoryBM25Index())
-    agent = create_agent(before, tools=[], middleware=[paging], checkpointer=(saver := InMemorySaver()), store=store)
-    _turns(agent, "old", FACTS[:12])  # pages stored by an agent on another index (or `import`, an old version)
+    agent = create_agent(
+        before, tools=[], middleware=[paging], checkpointer=(saver := InMemorySaver()), store=store
+    )
+    _turns(
+        agent, "old", FACTS[:12]
+    )  # pages stored by an agent on another index (or `import`, an old version)
     model = ScriptedChatModel(responses=[_recall_call("beehives Lake Bled3"), "Three."])
     paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store)  # the file's own FTS5 index
     index = paging.pager.index_for(paging.page_store)
@@ -171,10 +193,17 @@ def test_search_of_pages_stored_before_the_index_knew_the_thread_on_async_sqlite
     async def scenario() -> str:
         async with AsyncSqliteStore.from_conn_string(str(tmp_path / "pages.db")) as store:
             await store.setup()
-            paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store, index=InMemoryBM25Index())
+            paging = PagingMiddleware(
+                max_tokens=600, boundary="fixed_4", store=store, index=InMemoryBM25Index()
+            )
             saver = InMemorySaver()
-            agent = create_agent(ScriptedChatModel(responses=["Noted."] * 12), tools=[], middleware=[paging],
-                                 checkpointer=saver, store=store)
+            agent = create_agent(
+                ScriptedChatModel(responses=["Noted."] * 12),
+                tools=[],
+                middleware=[paging],
+                checkpointer=saver,
+                store=store,
+            )
             config = {"configurable": {"thread_id": "old"}}
             for fact in FACTS[:12]:
                 await agent.ainvoke({"messages": [fact]}, config)
@@ -182,8 +211,9 @@ def test_search_of_pages_stored_before_the_index_knew_the_thread_on_async_sqlite
             paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store, index=index)
             model = ScriptedChatModel(responses=[_recall_call("beehives Lake Bled3"), "Three."])
             agent = create_agent(model, tools=[], middleware=[paging], checkpointer=saver, store=store)
-            state = await asyncio.wait_for(agent.ainvoke({"messages": ["How many beehives near Lake Bled3?"]},
-                                                         config), HANG)
+            state = await asyncio.wait_for(
+                agent.ainvoke({"messages": ["How many beehives near Lake Bled3?"]}, config), HANG
+            )
             return next(m for m in state["messages"] if isinstance(m, ToolMessage)).content
 
     assert FACTS[3] in _within(HANG + 5, lambda: asyncio.run(scenario()))  # type: ignore[operator]
@@ -221,9 +251,16 @@ def test_pages_whose_index_write_failed_are_found_by_search_later(tmp_path, fail
     store = sqlite_store(path)
     FlakyIndex.adds, FlakyIndex.fail_adds = 0, {2} if failed == "a middle step" else set()
     index = FlakyIndex(conn=store.conn, lock=store.lock)
-    paging = PagingMiddleware(max_tokens=320, boundary="fixed_2", store=store, index=index, on_store_error="continue")
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 40), tools=[], middleware=[paging],
-                         checkpointer=InMemorySaver(), store=store)
+    paging = PagingMiddleware(
+        max_tokens=320, boundary="fixed_2", store=store, index=index, on_store_error="continue"
+    )
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 40),
+        tools=[],
+        middleware=[paging],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
     config = {"configurable": {"thread_id": "t"}}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -239,13 +276,19 @@ def test_pages_whose_index_write_failed_are_found_by_search_later(tmp_path, fail
     pages = paging.page_store.list_pages("t")
     assert len(pages) >= 4 and PagingState.from_value(state["paging"]).next["p"] - 1 == len(pages)
     fresh = SqliteSearchIndex(path)  # another process's view of the file
-    assert (fresh.indexed_through("t") == len(pages)) is (failed == "a middle step")  # later steps filled the gap
+    assert (fresh.indexed_through("t") == len(pages)) is (
+        failed == "a middle step"
+    )  # later steps filled the gap
     state_file = tmp_path / "state.json"
     state_file.write_text(json.dumps(state["paging"]))
     facts = [next(str(m.content) for m in page.messages if "Zarko" in str(m.content)) for page in pages]
     queries = [f"beehives Lake {fact.split('Lake ')[1].split(' ')[0]}" for fact in facts]
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(READER), path, str(state_file), json.dumps(queries)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(READER), path, str(state_file), json.dumps(queries)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     for page, fact, content in zip(pages, facts, json.loads(done.stdout), strict=True):
         assert fact in content, f"{page.id} is not found by search in a fresh process"
@@ -273,12 +316,18 @@ def test_forgotten_text_is_gone_from_the_sqlite_files_bytes(tmp_path, journal):
     store.conn.execute(f"PRAGMA journal_mode={journal}")
     store.conn.execute("PRAGMA secure_delete = OFF")  # SQLite's default (Debian builds turn it on)
     paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store)
-    agent = create_agent(ScriptedChatModel(responses=["Noted."] * 30), tools=[], middleware=[paging],
-                         checkpointer=InMemorySaver(), store=store)
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."] * 30),
+        tools=[],
+        middleware=[paging],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
     texts = [*FACTS[:3], f"My card label is {SECRET} 4929-1234", *FACTS[3:12]]
     _turns(agent, "t", texts)
-    secret_id = next(m.id for p in paging.page_store.list_pages("t") for m in p.messages
-                     if SECRET in str(m.content))
+    secret_id = next(
+        m.id for p in paging.page_store.list_pages("t") for m in p.messages if SECRET in str(m.content)
+    )
     stems = " ".join(search_terms(SECRET)).encode()  # the FTS5 row's body
     data = _file_bytes(path, store.conn)
     assert SECRET.lower().encode() in data and stems in data  # stored and indexed

@@ -19,13 +19,20 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import PagingMiddleware, PagingState
 from langmem_paging.testing import ScriptedChatModel
 
-FACTS = [f"Note {i}: my cousin Vesna{i} keeps {i + 3} beehives behind the mill in Kranj{i}." for i in range(24)]
+FACTS = [
+    f"Note {i}: my cousin Vesna{i} keeps {i + 3} beehives behind the mill in Kranj{i}." for i in range(24)
+]
 ASKED = ["p1", "p2", "p1", "p2", "p1", "p2"]
 
 
 def _run(ids: list[str], max_tokens: int = 900):
-    calls = AIMessage("", id="calls", tool_calls=[
-        {"name": "recall", "args": {"page_ids": [pid]}, "id": f"c{k + 1}"} for k, pid in enumerate(ids)])
+    calls = AIMessage(
+        "",
+        id="calls",
+        tool_calls=[
+            {"name": "recall", "args": {"page_ids": [pid]}, "id": f"c{k + 1}"} for k, pid in enumerate(ids)
+        ],
+    )
     model = ScriptedChatModel(responses=["Noted."] * len(FACTS) + [calls, "Done."])
     store = InMemoryStore()
     paging = PagingMiddleware(max_tokens=max_tokens, boundary="fixed_4", policy="fifo", store=store)
@@ -51,10 +58,14 @@ def test_six_parallel_recalls_of_two_pages_show_both_and_point_only_to_a_sibling
     for pid, page in pages.items():
         assert page is not None
         first_line = str(page.messages[0].content)[:30]
-        assert any(first_line in text for text in results.values()), f"{pid}'s text is in no result: {results}"
+        assert any(first_line in text for text in results.values()), (
+            f"{pid}'s text is in no result: {results}"
+        )
     for call_id, text in results.items():
         for pid, sibling in re.findall(r"(p\d+): in the result of your other recall call \((c\d+)\)", text):
-            assert f"=== {pid} " in results[sibling], f"{call_id} points to {sibling} for {pid}; it holds none"
+            assert f"=== {pid} " in results[sibling], (
+                f"{call_id} points to {sibling} for {pid}; it holds none"
+            )
     for pid in ("p1", "p2"):
         assert _count(after, pid) - _count(before, pid) == 1, f"{pid} counted once: it was served once"
 
@@ -78,6 +89,10 @@ def test_a_page_no_result_can_hold_gets_no_pointer_and_no_access():
 def test_the_room_is_shared_among_distinct_pages_not_calls(ids):
     from langmem_paging.integrations.recall_tool import _shares
 
-    message = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": [p]}, "id": f"c{k + 1}"}
-                                        for k, p in enumerate(ids)])
+    message = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "recall", "args": {"page_ids": [p]}, "id": f"c{k + 1}"} for k, p in enumerate(ids)
+        ],
+    )
     assert [_shares(message, f"c{k + 1}", "recall")[:2] for k in range(6)] == [(1, 2), (1, 2)] + [(0, 2)] * 4

@@ -53,8 +53,9 @@ print(answer.content)
 
 
 def _run(script: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -81,8 +82,15 @@ def test_two_processes_writing_one_file_index_each_page_once(tmp_path):
 
     from langmem_paging.core.records import Page
 
-    page = Page(id="p1", messages=[HumanMessage("We adopted a greyhound.", id="a")], bookmark="[p1:x]",
-                keywords=[], token_count=5, boundary="fixed_2", created_turn=1)
+    page = Page(
+        id="p1",
+        messages=[HumanMessage("We adopted a greyhound.", id="a")],
+        bookmark="[p1:x]",
+        keywords=[],
+        token_count=5,
+        boundary="fixed_2",
+        created_turn=1,
+    )
     index_a.load("t", [])
     index_a.add("t", [page])
     index_b.add("t", [page])  # the other worker formed it too (a retried step): indexed once
@@ -100,17 +108,30 @@ def test_a_file_indexed_by_an_older_version_gains_per_thread_frequencies_and_its
     from langmem_paging.core.records import Page
 
     def page(n: int, text: str) -> Page:
-        return Page(id=f"p{n}", messages=[HumanMessage(text, id=f"m{n}")], bookmark=f"[p{n}:x]", keywords=[],
-                    token_count=5, boundary="fixed_2", created_turn=n)
+        return Page(
+            id=f"p{n}",
+            messages=[HumanMessage(text, id=f"m{n}")],
+            bookmark=f"[p{n}:x]",
+            keywords=[],
+            token_count=5,
+            boundary="fixed_2",
+            created_turn=n,
+        )
 
-    pages = [page(1, "We adopted a greyhound."), page(2, "Pottery on Tuesday."), page(3, "The greyhound ate pottery.")]
+    pages = [
+        page(1, "We adopted a greyhound."),
+        page(2, "Pottery on Tuesday."),
+        page(3, "The greyhound ate pottery."),
+    ]
     path = str(tmp_path / "old.db")
     index = SqliteSearchIndex(path)
     index.load("t", pages)
     index.load("u", pages[:1])
     before = index.search("t", "greyhound pottery", limit=5, allow=lambda p: True)
     raw = sqlite3.connect(path, isolation_level=None)
-    raw.execute("ALTER TABLE langmem_paging_fts_threads DROP COLUMN through")  # the schema an older version wrote
+    raw.execute(
+        "ALTER TABLE langmem_paging_fts_threads DROP COLUMN through"
+    )  # the schema an older version wrote
     raw.execute("DROP TABLE langmem_paging_fts_df")
     raw.close()
     reopened = SqliteSearchIndex(path)

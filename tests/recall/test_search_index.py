@@ -49,9 +49,18 @@ def index(request, tmp_path):
 
 
 def _page(n: int, *texts: str) -> Page:
-    messages = [(HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)]
-    return Page(id=f"p{n}", messages=messages, bookmark=f"[p{n}:x]", keywords=[], token_count=9,
-                boundary="fixed_2", created_turn=n)
+    messages = [
+        (HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)
+    ]
+    return Page(
+        id=f"p{n}",
+        messages=messages,
+        bookmark=f"[p{n}:x]",
+        keywords=[],
+        token_count=9,
+        boundary="fixed_2",
+        created_turn=n,
+    )
 
 
 PAGES = [
@@ -70,6 +79,7 @@ def _load(index, thread: str, pages) -> None:
 
 
 # -- conformance: every index ---------------------------------------------------------------------
+
 
 def test_search_finds_the_passage_best_first(index):
     _load(index, "t", PAGES)
@@ -109,13 +119,17 @@ def test_queries_with_no_words_and_huge_queries_find_nothing(index):
 
 # -- PostgreSQL specifics ---------------------------------------------------------------------------
 
+
 def test_postgres_index_stores_one_row_per_message_and_replaces_a_page_added_again(pg_index):
     pg_index.add("t", PAGES[:2])
     pg_index.add("t", [_page(2, "Pottery moved to Thursdays.")])  # same id, new content: replaced
     with pg_index._connection() as conn:
         rows = conn.execute(f"SELECT page_id, position, body FROM {pg_index.table} ORDER BY 1, 2").fetchall()
-    assert rows == [("p1", 0, "We adopted a greyhound named Comet."), ("p1", 1, "Lovely."),
-                    ("p2", 0, "Pottery moved to Thursdays.")]
+    assert rows == [
+        ("p1", 0, "We adopted a greyhound named Comet."),
+        ("p1", 1, "Lovely."),
+        ("p2", 0, "Pottery moved to Thursdays."),
+    ]
     assert pg_index.search("t", "Tuesday", limit=3, allow=lambda p: True) == []
 
 
@@ -158,7 +172,9 @@ async def test_postgres_index_async_twins_on_an_async_pool_and_on_a_uri(search_d
         assert await index.asearch("async", "marathons", limit=2, allow=lambda p: True) == []
     # a sync source: the async twins run in a worker thread
     await pg_index.aload("sync", PAGES)
-    assert [h.page_id for h in await pg_index.asearch("sync", "Comet", limit=5, allow=lambda p: p != "p1")] == ["p4"]
+    assert [
+        h.page_id for h in await pg_index.asearch("sync", "Comet", limit=5, allow=lambda p: p != "p1")
+    ] == ["p4"]
 
 
 # -- through the Pager and a compiled agent ---------------------------------------------------------
@@ -196,7 +212,10 @@ def test_a_second_worker_finds_pages_another_worker_formed(search_database, pg_i
     store_uri = search_database
     from langgraph.store.postgres import PostgresStore
 
-    with PostgresStore.from_conn_string(store_uri) as store_a, PostgresStore.from_conn_string(store_uri) as store_b:
+    with (
+        PostgresStore.from_conn_string(store_uri) as store_a,
+        PostgresStore.from_conn_string(store_uri) as store_b,
+    ):
         store_a.setup()
         config = PagingConfig(max_tokens=260, boundary="fixed_4", policy="fifo")
         worker_a = Pager(config, PageStore(store_a), index=PostgresSearchIndex(store_uri))
@@ -230,11 +249,15 @@ def test_in_process_index_catches_up_with_pages_another_worker_formed(search_dat
 def test_agent_recalls_by_query_through_the_postgres_index(search_database, pg_index, mode):
     from langgraph.store.postgres import PostgresStore
 
-    call = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "beehives Lake Bled3"}, "id": "q1"}])
+    call = AIMessage(
+        "", tool_calls=[{"name": "recall", "args": {"query": "beehives Lake Bled3"}, "id": "q1"}]
+    )
     model = ScriptedChatModel(responses=["Noted."] * 12 + [call, "Three."])
     with PostgresStore.from_conn_string(search_database) as store:
         store.setup()
-        paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store, index=pg_index)  # room for a passage
+        paging = PagingMiddleware(
+            max_tokens=600, boundary="fixed_4", store=store, index=pg_index
+        )  # room for a passage
         agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=store)
         config = {"configurable": {"thread_id": f"agent-{mode}"}}
         for fact in [*FACTS[:12], "How many beehives near Lake Bled3?"]:
@@ -245,26 +268,35 @@ def test_agent_recalls_by_query_through_the_postgres_index(search_database, pg_i
         tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
         assert FACTS[3] in tool_message.content
         with pg_index._connection() as conn:
-            (rows,) = conn.execute(f"SELECT count(*) FROM {pg_index.table} WHERE thread_id = %s",
-                                   (f"agent-{mode}",)).fetchone()
+            (rows,) = conn.execute(
+                f"SELECT count(*) FROM {pg_index.table} WHERE thread_id = %s", (f"agent-{mode}",)
+            ).fetchone()
         assert rows == sum(len(p.messages) for p in paging.page_store.list_pages(f"agent-{mode}"))
 
 
-async def test_async_agent_pages_and_searches_with_a_postgres_index_on_an_async_connection(search_database, pg_index):
+async def test_async_agent_pages_and_searches_with_a_postgres_index_on_an_async_connection(
+    search_database, pg_index
+):
     """The async step awaited the index's sync methods: on an AsyncConnection (a setup the index
     offers) every paging step raised TypeError inside astep."""
     import psycopg
 
-    call = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "beehives Lake Bled5"}, "id": "q1"}])
+    call = AIMessage(
+        "", tool_calls=[{"name": "recall", "args": {"query": "beehives Lake Bled5"}, "id": "q1"}]
+    )
     model = ScriptedChatModel(responses=["Noted."] * 12 + [call, "Five."])
     async with await psycopg.AsyncConnection.connect(search_database, autocommit=True) as conn:
         index = PostgresSearchIndex(conn)
         paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", index=index)
-        agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=InMemoryStore())
+        agent = create_agent(
+            model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=InMemoryStore()
+        )
         config = {"configurable": {"thread_id": "async-conn"}}
         for fact in [*FACTS[:12], "How many beehives near Lake Bled5?"]:
             state = await agent.ainvoke({"messages": [fact]}, config)
-        cursor = await conn.execute(f"SELECT count(*) FROM {index.table} WHERE thread_id = %s", ("async-conn",))
+        cursor = await conn.execute(
+            f"SELECT count(*) FROM {index.table} WHERE thread_id = %s", ("async-conn",)
+        )
         (rows,) = await cursor.fetchone()
     tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert FACTS[5] in tool_message.content
@@ -282,7 +314,10 @@ def test_postgres_index_on_one_connection_shared_by_threads(search_database, pg_
         def worker(k: int) -> list[str]:
             thread = f"shared-{k}"
             index.add(thread, [_page(n, f"Worker{k} fact {n} about greyhounds.") for n in range(1, 6)])
-            return [h.page_id for h in index.search(thread, f"Worker{k} greyhounds", limit=10, allow=lambda p: True)]
+            return [
+                h.page_id
+                for h in index.search(thread, f"Worker{k} greyhounds", limit=10, allow=lambda p: True)
+            ]
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             found = list(pool.map(worker, range(16)))
@@ -323,8 +358,9 @@ class _TopicEmbedder:
         out = []
         for text in texts:
             lower = text.lower()
-            vector = np.array([1.0 if (t in lower or (t == "dog" and "greyhound" in lower)) else 0.0
-                               for t in self.topics])
+            vector = np.array(
+                [1.0 if (t in lower or (t == "dog" and "greyhound" in lower)) else 0.0 for t in self.topics]
+            )
             out.append(vector / (np.linalg.norm(vector) or 1.0))
         return out
 

@@ -16,8 +16,15 @@ from langmem_paging.core.errors import PageStoreError
 
 
 def _page(n: int) -> Page:
-    return Page(id=f"p{n}", messages=[HumanMessage(f"fact {n}", id=f"m{n}")], bookmark=f"[p{n}:fact]",
-                keywords=["fact"], token_count=3, boundary="fixed_2", created_turn=n)
+    return Page(
+        id=f"p{n}",
+        messages=[HumanMessage(f"fact {n}", id=f"m{n}")],
+        bookmark=f"[p{n}:fact]",
+        keywords=["fact"],
+        token_count=3,
+        boundary="fixed_2",
+        created_turn=n,
+    )
 
 
 def test_sync_calls_work_from_a_worker_thread_of_the_stores_loop(apostgres_store_on_loop, store_loop):
@@ -43,10 +50,15 @@ def test_sync_calls_on_the_stores_own_loop_are_refused_clearly(apostgres_store_o
         store_loop.run(on_the_loop())
 
 
-@pytest.mark.xfail(strict=True, raises=PageStoreError, reason=(
-    "PageStore._abatch awaits AsyncPostgresStore.abatch on the caller's loop; once two calls contend, "
-    "the store's asyncio.Lock binds to one loop and every other loop fails ('bound to a different event "
-    "loop'). Fix: run the call on the store's own loop when it is another running loop."))
+@pytest.mark.xfail(
+    strict=True,
+    raises=PageStoreError,
+    reason=(
+        "PageStore._abatch awaits AsyncPostgresStore.abatch on the caller's loop; once two calls contend, "
+        "the store's asyncio.Lock binds to one loop and every other loop fails ('bound to a different event "
+        "loop'). Fix: run the call on the store's own loop when it is another running loop."
+    ),
+)
 def test_async_calls_from_another_event_loop_run_on_the_stores_loop(apostgres_store_on_loop):
     """A script that makes the store once and then calls ``asyncio.run(agent.ainvoke(...))`` per turn,
     or a second loop in another thread, drives the store from loops other than its own."""
@@ -69,17 +81,29 @@ async def test_async_reads_by_primary_key_answer_as_the_store_does(apostgres_sto
     from langmem_paging.storage.postgres_reads import abatch_reads
 
     store = apostgres_store_here
-    await store.abatch([PutOp(("langmem_paging", "t1", "pages"), "p1", {"a": "x\\0"}),
-                        PutOp(("langmem_paging", "t1", "stats"), "p1", {"count": 2}),
-                        PutOp(("langmem_paging", "t", "pages"), "p1", {"other": "thread"})])
-    ops = [GetOp(("langmem_paging", "t1", "pages"), "p1"), GetOp(("langmem_paging", "t1", "stats"), "p1"),
-           GetOp(("langmem_paging", "t1", "pages"), "p9"), GetOp(("langmem_paging", "t", "pages"), "p1")]
+    await store.abatch(
+        [
+            PutOp(("langmem_paging", "t1", "pages"), "p1", {"a": "x\\0"}),
+            PutOp(("langmem_paging", "t1", "stats"), "p1", {"count": 2}),
+            PutOp(("langmem_paging", "t", "pages"), "p1", {"other": "thread"}),
+        ]
+    )
+    ops = [
+        GetOp(("langmem_paging", "t1", "pages"), "p1"),
+        GetOp(("langmem_paging", "t1", "stats"), "p1"),
+        GetOp(("langmem_paging", "t1", "pages"), "p9"),
+        GetOp(("langmem_paging", "t", "pages"), "p1"),
+    ]
     fast = await abatch_reads(store, ops)
-    assert fast is not None and [i and (i.namespace, i.key, i.value) for i in fast] == \
-        [i and (i.namespace, i.key, i.value) for i in await store.abatch(ops)]
+    assert fast is not None and [i and (i.namespace, i.key, i.value) for i in fast] == [
+        i and (i.namespace, i.key, i.value) for i in await store.abatch(ops)
+    ]
     assert fast[2] is None and fast[3].value == {"other": "thread"}
     assert await abatch_reads(store, [*ops, PutOp(("a",), "k", {"v": 1})]) is None
-    store.ttl_config = {"default_ttl": 60, "refresh_on_read": True}  # reads must refresh TTLs: the store's batch
+    store.ttl_config = {
+        "default_ttl": 60,
+        "refresh_on_read": True,
+    }  # reads must refresh TTLs: the store's batch
     try:
         assert await abatch_reads(store, ops) is None
     finally:

@@ -16,8 +16,15 @@ from langmem_paging.ops import export_records, import_records, inspect_thread, w
 
 
 def page(n: int) -> Page:
-    return Page(id=f"p{n}", messages=[HumanMessage(f"note {n}", id=f"m{n}")], bookmark=f"[p{n}:note]",
-                keywords=["note"], token_count=3, boundary="fixed_2", created_turn=n)
+    return Page(
+        id=f"p{n}",
+        messages=[HumanMessage(f"note {n}", id=f"m{n}")],
+        bookmark=f"[p{n}:note]",
+        keywords=["note"],
+        token_count=3,
+        boundary="fixed_2",
+        created_turn=n,
+    )
 
 
 @pytest.fixture
@@ -28,7 +35,9 @@ def conn():
 
 
 def expiry(conn, key: str):
-    return conn.execute("SELECT expires_at FROM store WHERE key = ? AND prefix LIKE '%.pages'", (key,)).fetchone()
+    return conn.execute(
+        "SELECT expires_at FROM store WHERE key = ? AND prefix LIKE '%.pages'", (key,)
+    ).fetchone()
 
 
 def test_pages_expire_with_their_ttl_or_the_store_default_when_the_store_sweeps(conn):

@@ -66,7 +66,9 @@ def backend(request, tmp_path):
 def _agent(store, index, responses, checkpointer=None):
     paging = PagingMiddleware(max_tokens=600, boundary="fixed_2", store=store, index=index)
     model = ScriptedChatModel(responses=responses)
-    agent = create_agent(model, middleware=[paging], store=store, checkpointer=checkpointer or InMemorySaver())
+    agent = create_agent(
+        model, middleware=[paging], store=store, checkpointer=checkpointer or InMemorySaver()
+    )
     return agent, paging, model
 
 
@@ -87,15 +89,20 @@ def _search_hits(paging, query):
 def _places(paging, agent, text):
     values = agent.get_state(CONFIG).values
     index = paging.pager.index_for(paging.page_store)
-    return where_text(paging.page_store, THREAD, text, index=index, paging=values.get("paging"),
-                      messages=values.get("messages", []))
+    return where_text(
+        paging.page_store,
+        THREAD,
+        text,
+        index=index,
+        paging=values.get("paging"),
+        messages=values.get("messages", []),
+    )
 
 
 def test_forget_removes_the_card_from_records_index_bookmarks_sketch_state_and_the_next_prompt(backend):
     store, index = backend
     query = "4929 card Quixotrix"
-    script = ["Noted."] * (1 + len(FACTS)) + [_search(query, "s1"), "None.",
-                                             _recall("p1", "r1"), "Done."]
+    script = ["Noted."] * (1 + len(FACTS)) + [_search(query, "s1"), "None.", _recall("p1", "r1"), "Done."]
     agent, paging, model = _agent(store, index, script)
     agent.invoke({"messages": [HumanMessage(CARD, id="card")]}, CONFIG)
     for fact in FACTS:
@@ -104,7 +111,9 @@ def test_forget_removes_the_card_from_records_index_bookmarks_sketch_state_and_t
     before = {p.place for p in _places(paging, agent, "4929")}
     # the old code left these behind: the test fails on it
     assert {"page bookmark", "index row", "state sketch"} <= before, before
-    assert any(SECRET in p.bookmark for p in paging.page_store.list_clusters(THREAD)), "a cluster bookmark held it"
+    assert any(SECRET in p.bookmark for p in paging.page_store.list_clusters(THREAD)), (
+        "a cluster bookmark held it"
+    )
 
     assert paging.page_store.forget(THREAD, "card", index=index, graph=agent) == [page_id]
 
@@ -202,12 +211,16 @@ def test_cli_forget_reaches_the_sqlite_fts_rows_the_bookmarks_and_the_checkpoint
     for word in ("4929", SECRET):
         assert cli(["where", THREAD, "--text", word, "--store", uri]) == 0, capsys.readouterr().out
     with closing(sqlite3.connect(str(path))) as raw:  # the FTS5 rows themselves, not the index's opinion
-        assert raw.execute("SELECT count(*) FROM langmem_paging_fts WHERE body LIKE '%4929%'").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM langmem_paging_fts WHERE body LIKE '%4929%'").fetchone() == (
+            0,
+        )
     # the agent goes on from the rewritten checkpoint; its next prompt holds no trace
     script = ["Noted."] * (1 + len(FACTS)) + ["Sure."]
     conn, saver_conn, agent, paging, model = _sqlite_thread(path, script)
     with closing(conn), closing(saver_conn):
-        model.prompts.extend([[]] * (1 + len(FACTS)))  # (the script's first answers were used by the first run)
+        model.prompts.extend(
+            [[]] * (1 + len(FACTS))
+        )  # (the script's first answers were used by the first run)
         agent.invoke({"messages": ["Anything else?"]}, CONFIG)
         assert not any("4929" in str(m.content) or SECRET in str(m.content) for m in model.prompts[-1])
     assert cli(["verify", THREAD, "--store", uri]) == 0
@@ -223,7 +236,9 @@ def test_cli_delete_drops_the_fts_rows_so_a_reused_id_never_matches_the_deleted_
     uri = f"sqlite:///{path}"
     assert cli(["delete", THREAD, "--store", uri, "--yes", "--with-checkpoints"]) == 0
     with closing(sqlite3.connect(str(path))) as raw:
-        assert raw.execute("SELECT count(*) FROM langmem_paging_fts WHERE thread_id = ?", (THREAD,)).fetchone() == (0,)
+        assert raw.execute(
+            "SELECT count(*) FROM langmem_paging_fts WHERE thread_id = ?", (THREAD,)
+        ).fetchone() == (0,)
     later = [f"Day {i}: the ferry to Vis{i} leaves at {i + 6} from pier Okrug{i}." for i in range(16)]
     conn, saver_conn, agent, paging, _ = _sqlite_thread(path, ["Noted."] * len(later))
     with closing(conn), closing(saver_conn):
@@ -244,8 +259,10 @@ def test_cli_forget_and_delete_reach_the_postgres_passages(postgres_store, capsy
 
         def passages(word: str) -> int:
             with index._connection() as conn:
-                return conn.execute(f"SELECT count(*) FROM {index.table} WHERE thread_id = %s AND body LIKE %s",
-                                    (THREAD, f"%{word}%")).fetchone()[0]
+                return conn.execute(
+                    f"SELECT count(*) FROM {index.table} WHERE thread_id = %s AND body LIKE %s",
+                    (THREAD, f"%{word}%"),
+                ).fetchone()[0]
 
         assert passages("4929") > 0
         assert cli(["forget", THREAD, "card", "--store", uri, "--checkpoints", "none", "--yes"]) == 0

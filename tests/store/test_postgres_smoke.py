@@ -14,8 +14,11 @@ from tests.support.postgres_server import (  # postgres_uri: the session's serve
     unavailable,
 )
 
-for _module, _package in [("psycopg", "psycopg[binary]"), ("psycopg_pool", "psycopg-pool"),
-                          ("langgraph.store.postgres", "langgraph-checkpoint-postgres")]:
+for _module, _package in [
+    ("psycopg", "psycopg[binary]"),
+    ("psycopg_pool", "psycopg-pool"),
+    ("langgraph.store.postgres", "langgraph-checkpoint-postgres"),
+]:
     try:
         _found = importlib.util.find_spec(_module) is not None
     except ModuleNotFoundError:
@@ -144,14 +147,23 @@ def test_reads_by_primary_key_answer_as_the_store_does(db_uri):
 
     with PostgresStore.from_conn_string(db_uri) as store:
         store.setup()
-        store.batch([PutOp(("langmem_paging", "t1", "pages"), "p1", {"a": "x\\0"}),
-                     PutOp(("langmem_paging", "t1", "stats"), "p1", {"count": 2}),
-                     PutOp(("langmem_paging", "t", "pages"), "p1", {"other": "thread"})])
-        ops = [GetOp(("langmem_paging", "t1", "pages"), "p1"), GetOp(("langmem_paging", "t1", "stats"), "p1"),
-               GetOp(("langmem_paging", "t1", "pages"), "p9"), GetOp(("langmem_paging", "t", "pages"), "p1")]
+        store.batch(
+            [
+                PutOp(("langmem_paging", "t1", "pages"), "p1", {"a": "x\\0"}),
+                PutOp(("langmem_paging", "t1", "stats"), "p1", {"count": 2}),
+                PutOp(("langmem_paging", "t", "pages"), "p1", {"other": "thread"}),
+            ]
+        )
+        ops = [
+            GetOp(("langmem_paging", "t1", "pages"), "p1"),
+            GetOp(("langmem_paging", "t1", "stats"), "p1"),
+            GetOp(("langmem_paging", "t1", "pages"), "p9"),
+            GetOp(("langmem_paging", "t", "pages"), "p1"),
+        ]
         fast = batch_reads(store, ops)
-        assert fast is not None and [i and (i.namespace, i.key, i.value) for i in fast] == \
-            [i and (i.namespace, i.key, i.value) for i in store.batch(ops)]
+        assert fast is not None and [i and (i.namespace, i.key, i.value) for i in fast] == [
+            i and (i.namespace, i.key, i.value) for i in store.batch(ops)
+        ]
         assert fast[2] is None and fast[3].value == {"other": "thread"}
         assert batch_reads(store, [*ops, PutOp(("a",), "k", {"v": 1})]) is None  # writes: the store's batch
     with PostgresStore.from_conn_string(db_uri, ttl={"default_ttl": 60, "refresh_on_read": True}) as store:

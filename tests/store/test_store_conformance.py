@@ -16,8 +16,18 @@ from tests.support.conversations import conversation
 
 
 def _page(n: int, messages, **extra) -> Page:
-    return Page(id=f"p{n}", messages=messages, bookmark=f"[p{n}:x]", keywords=["x"], token_count=10,
-                boundary="fixed_20", created_turn=n, order=n * 10, digest=messages_digest(messages), **extra)
+    return Page(
+        id=f"p{n}",
+        messages=messages,
+        bookmark=f"[p{n}:x]",
+        keywords=["x"],
+        token_count=10,
+        boundary="fixed_20",
+        created_turn=n,
+        order=n * 10,
+        digest=messages_digest(messages),
+        **extra,
+    )
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -90,8 +100,12 @@ async def test_commit_writes_the_forest_and_find_follows_it(base_store, io):
     store = PageStore(base_store)
     history = conversation(3, seed=1, system=False, tools=False)
     pages = [_page(n, history[n - 1 : n]) for n in (1, 2, 3)]
-    c1 = ClusterNode(id="c1", children=["p1", "p2"], size=2, first_page=1, last_page=2, bookmark="[c1:x|p1-p2]")
-    c2 = ClusterNode(id="c2", children=["c1", "p3"], size=3, first_page=1, last_page=3, bookmark="[c2:x|p1-p3]")
+    c1 = ClusterNode(
+        id="c1", children=["p1", "p2"], size=2, first_page=1, last_page=2, bookmark="[c1:x|p1-p2]"
+    )
+    c2 = ClusterNode(
+        id="c2", children=["c1", "p3"], size=3, first_page=1, last_page=3, bookmark="[c2:x|p1-p3]"
+    )
     state = PagingState(next={"p": 4, "c": 3}, spans={"p": [[1, 4]], "c": [[1, 3]]})
     await io(store, "commit", "t", pages=pages, nodes=[c1, c2], state=state)
 
@@ -160,6 +174,7 @@ async def test_forget_leaves_a_tombstone_in_every_page_holding_the_message_and_n
     after = await io(store, "list_pages", "t")
     assert [m.content for p in after for m in p.messages if m.id == "secret"] == [FORGOTTEN, FORGOTTEN]
     assert [[m for m in p.messages if m.id != "secret"] for p in after] == [
-        [m for m in p.messages if m.id != "secret"] for p in pages]
+        [m for m in p.messages if m.id != "secret"] for p in pages
+    ]
     assert not index.has("t"), "the in-process index drops the thread, to reload it from the store"
     assert (await io(store, "get", "other", "p1")).messages == [secret], "another thread keeps its own"

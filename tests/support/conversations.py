@@ -6,10 +6,37 @@ import random
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-WORDS = ["lisbon", "kyoto", "quito", "oslo", "violin", "pottery", "marathon", "adoption", "puppy", "garden", "camping", "painting", "harvest", "museum", "concert", "recipe", "bicycle", "sunrise", "lake", "mountain", "festival", "library", "novel", "chess"]
+WORDS = [
+    "lisbon",
+    "kyoto",
+    "quito",
+    "oslo",
+    "violin",
+    "pottery",
+    "marathon",
+    "adoption",
+    "puppy",
+    "garden",
+    "camping",
+    "painting",
+    "harvest",
+    "museum",
+    "concert",
+    "recipe",
+    "bicycle",
+    "sunrise",
+    "lake",
+    "mountain",
+    "festival",
+    "library",
+    "novel",
+    "chess",
+]
 
 
-def conversation(n_turns: int, *, seed: int = 0, system: bool = True, tools: bool = True) -> list[BaseMessage]:
+def conversation(
+    n_turns: int, *, seed: int = 0, system: bool = True, tools: bool = True
+) -> list[BaseMessage]:
     """A chat with ids, timestamps, sessions, and tool-call groups (parallel calls included)."""
     rng = random.Random(seed)
     out: list[BaseMessage] = []
@@ -23,8 +50,11 @@ def conversation(n_turns: int, *, seed: int = 0, system: bool = True, tools: boo
         meta = {"timestamp": stamp, "session_id": session}
         topic = rng.sample(WORDS, 3)
         out.append(
-            HumanMessage(f"Turn {turn}: tell me about {' '.join(topic)} in {2000 + turn}.", id=f"h{turn}",
-                         additional_kwargs=dict(meta))
+            HumanMessage(
+                f"Turn {turn}: tell me about {' '.join(topic)} in {2000 + turn}.",
+                id=f"h{turn}",
+                additional_kwargs=dict(meta),
+            )
         )
         if tools and rng.random() < 0.4:
             calls = [
@@ -33,8 +63,18 @@ def conversation(n_turns: int, *, seed: int = 0, system: bool = True, tools: boo
             ]
             out.append(AIMessage("", tool_calls=calls, id=f"t{turn}", additional_kwargs=dict(meta)))
             for call in calls:
-                out.append(ToolMessage(f"{call['args']['q']} facts #{turn}", tool_call_id=call["id"],
-                                       name="lookup", id=f"r{call['id']}", additional_kwargs=dict(meta)))
-        out.append(AIMessage(f"About {topic[0]}: noted for turn {turn}.", id=f"a{turn}",
-                             additional_kwargs=dict(meta)))
+                out.append(
+                    ToolMessage(
+                        f"{call['args']['q']} facts #{turn}",
+                        tool_call_id=call["id"],
+                        name="lookup",
+                        id=f"r{call['id']}",
+                        additional_kwargs=dict(meta),
+                    )
+                )
+        out.append(
+            AIMessage(
+                f"About {topic[0]}: noted for turn {turn}.", id=f"a{turn}", additional_kwargs=dict(meta)
+            )
+        )
     return out

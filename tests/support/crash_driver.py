@@ -64,6 +64,7 @@ CONFIG = {"configurable": {"thread_id": THREAD}}
 
 # -- backends ----------------------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def open_backend(backend: str, where: str) -> Iterator[tuple[Any, Any]]:
     """(store, checkpointer) on the SQLite files in directory `where`, or the Postgres database at URI `where`."""
@@ -71,7 +72,9 @@ def open_backend(backend: str, where: str) -> Iterator[tuple[Any, Any]]:
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.store.sqlite import SqliteStore
 
-        store_conn = sqlite3.connect(Path(where) / "store.sqlite", check_same_thread=False, isolation_level=None)
+        store_conn = sqlite3.connect(
+            Path(where) / "store.sqlite", check_same_thread=False, isolation_level=None
+        )
         saver_conn = sqlite3.connect(Path(where) / "checkpoints.sqlite", check_same_thread=False)
         try:
             store, saver = SqliteStore(store_conn), SqliteSaver(saver_conn)
@@ -94,6 +97,7 @@ def open_backend(backend: str, where: str) -> Iterator[tuple[Any, Any]]:
 
 
 # -- the turn log ------------------------------------------------------------------------------------
+
 
 def read_log(path: Path) -> list[dict]:
     """Completed turns; a line cut short by a kill is not a completed turn."""
@@ -134,33 +138,59 @@ def _produced(agent, inputs, seen: set[str], durability: str) -> list[BaseMessag
 
 # -- one driver ---------------------------------------------------------------------------------------
 
+
 def check_resumed(agent, page_store: PageStore, log: list[dict]) -> tuple[Any, list[BaseMessage]]:
     """The checks a resumed driver makes before it sends anything (see the module docstring)."""
     snapshot = agent.get_state(CONFIG)
-    history = check_branch(page_store, THREAD, snapshot.values, [e["text"] for e in log],
-                           in_flight=turn_text(len(log), THREAD))
+    history = check_branch(
+        page_store, THREAD, snapshot.values, [e["text"] for e in log], in_flight=turn_text(len(log), THREAD)
+    )
     logged = [m for entry in log for m in entry["messages"]]
     got = [_key(m) for m in history]
     if got[: len(logged)] != logged:
-        first = next(i for i, (a, b) in enumerate(zip(got, logged, strict=False)) if a != b) if len(got) >= len(logged) else len(got)
-        raise AssertionError(f"the history differs from the logged turns at message {first}: "
-                             f"{got[first] if first < len(got) else None} != {logged[first]}")
+        first = (
+            next(i for i, (a, b) in enumerate(zip(got, logged, strict=False)) if a != b)
+            if len(got) >= len(logged)
+            else len(got)
+        )
+        raise AssertionError(
+            f"the history differs from the logged turns at message {first}: "
+            f"{got[first] if first < len(got) else None} != {logged[first]}"
+        )
     return snapshot, history
 
 
-def drive(backend: str, where: str, *, kill: tuple[str, float] | None, turns: int, results: Path,
-          durability: str = "async") -> int:
+def drive(
+    backend: str,
+    where: str,
+    *,
+    kill: tuple[str, float] | None,
+    turns: int,
+    results: Path,
+    durability: str = "async",
+) -> int:
     """A driver process: check what is there, finish a turn cut short, take `turns` more turns."""
     log_path = Path(results).with_name("turns.jsonl")
     with open_backend(backend, where) as (base, saver):
         store = base
         if kill and kill[0] == "store":
             store = FaultInjectingStore(base)
-            store.on_call = kill_at(int(kill[1]), before=lambda: _append(
-                Path(results).with_name("kills.jsonl"), {"kill": kill, "phase": store.phases[-1]}))
+            store.on_call = kill_at(
+                int(kill[1]),
+                before=lambda: _append(
+                    Path(results).with_name("kills.jsonl"), {"kill": kill, "phase": store.phases[-1]}
+                ),
+            )
         if kill and kill[0] == "checkpoint":
-            wrap_checkpointer_puts(saver, kill_at(int(kill[1]), before=lambda: _append(
-                Path(results).with_name("kills.jsonl"), {"kill": kill, "phase": "checkpoint"})))
+            wrap_checkpointer_puts(
+                saver,
+                kill_at(
+                    int(kill[1]),
+                    before=lambda: _append(
+                        Path(results).with_name("kills.jsonl"), {"kill": kill, "phase": "checkpoint"}
+                    ),
+                ),
+            )
         agent, paging, model = build_agent(store, saver)
         page_store = PageStore(base)
         log = read_log(log_path)
@@ -170,7 +200,9 @@ def drive(backend: str, where: str, *, kill: tuple[str, float] | None, turns: in
             record["in_flight"] = len(said(history)) > len(log)
             record["cut_short"] = [t.name for t in snapshot.tasks]  # the run the previous driver died in
         except Exception as error:  # noqa: BLE001 - the campaign reports it
-            record.update(ok=False, error=f"{type(error).__name__}: {error}", trace=traceback.format_exc()[-2000:])
+            record.update(
+                ok=False, error=f"{type(error).__name__}: {error}", trace=traceback.format_exc()[-2000:]
+            )
             _append(results, record)
             return 1
         record["ok"] = True
@@ -183,23 +215,40 @@ def drive(backend: str, where: str, *, kill: tuple[str, float] | None, turns: in
             _produced(agent, None, seen, durability)
         values = agent.get_state(CONFIG).values
         if len(said(history_of(page_store, THREAD, values))) > len(log):
-            finished = check_branch(page_store, THREAD, values, [*[e["text"] for e in log], turn_text(len(log), THREAD)])
+            finished = check_branch(
+                page_store, THREAD, values, [*[e["text"] for e in log], turn_text(len(log), THREAD)]
+            )
             logged = sum(len(e["messages"]) for e in log)
-            _append(log_path, {"turn": len(log), "text": turn_text(len(log), THREAD), "resumed": True,
-                               "messages": [_key(m) for m in finished[logged:]],
-                               "max_prompt": max((prompt_tokens(p, paging) for p in model.prompts), default=0)})
+            _append(
+                log_path,
+                {
+                    "turn": len(log),
+                    "text": turn_text(len(log), THREAD),
+                    "resumed": True,
+                    "messages": [_key(m) for m in finished[logged:]],
+                    "max_prompt": max((prompt_tokens(p, paging) for p in model.prompts), default=0),
+                },
+            )
             log = read_log(log_path)
         for n in range(len(log), len(log) + turns):
             first = len(model.prompts)
             message = turn_message(n, THREAD)
             seen.add(message.id)
             produced = _produced(agent, {"messages": [message]}, seen, durability)
-            _append(log_path, {"turn": n, "text": message.content, "messages": [_key(m) for m in [message, *produced]],
-                               "max_prompt": max((prompt_tokens(p, paging) for p in model.prompts[first:]), default=0)})
+            _append(
+                log_path,
+                {
+                    "turn": n,
+                    "text": message.content,
+                    "messages": [_key(m) for m in [message, *produced]],
+                    "max_prompt": max((prompt_tokens(p, paging) for p in model.prompts[first:]), default=0),
+                },
+            )
     return 0
 
 
 # -- the campaign --------------------------------------------------------------------------------------
+
 
 def _fork(target, *args, **kwargs) -> int:
     pid = os.fork()
@@ -216,8 +265,18 @@ def _fork(target, *args, **kwargs) -> int:
     return pid
 
 
-def campaign(backend: str, where: str, *, logs: str | Path, kills: int, seed: int = 1, timer: bool = False,
-             durability: str = "async", turns_per_driver: int = 5, final_turns: int = 4) -> dict[str, Any]:
+def campaign(
+    backend: str,
+    where: str,
+    *,
+    logs: str | Path,
+    kills: int,
+    seed: int = 1,
+    timer: bool = False,
+    durability: str = "async",
+    turns_per_driver: int = 5,
+    final_turns: int = 4,
+) -> dict[str, Any]:
     """Fork `kills` drivers, each killed at a random point, then one that is not; return the summary.
 
     `where`: the SQLite directory or the Postgres URI; `logs`: a directory for the turn log and checks."""
@@ -238,8 +297,15 @@ def campaign(backend: str, where: str, *, logs: str | Path, kills: int, seed: in
             kill = ("checkpoint", rng.randint(1, 35))
         else:
             kill = ("timer", round(rng.uniform(0.05, 1.5), 3))
-        pid = _fork(drive, backend, where, kill=None if kind == "timer" else kill, turns=turns_per_driver,
-                    results=results, durability=durability)
+        pid = _fork(
+            drive,
+            backend,
+            where,
+            kill=None if kind == "timer" else kill,
+            turns=turns_per_driver,
+            results=results,
+            durability=durability,
+        )
         if kind == "timer":
             deadline = time.monotonic() + kill[1]
             while time.monotonic() < deadline and _alive(pid):
@@ -261,16 +327,26 @@ def campaign(backend: str, where: str, *, logs: str | Path, kills: int, seed: in
     failures = [c for c in checks if not c["ok"]]
     landed = read_log(base / "kills.jsonl")
     return {
-        "backend": backend, "seed": seed, "durability": durability, "kill points": kills, "kinds": kinds,
+        "backend": backend,
+        "seed": seed,
+        "durability": durability,
+        "kill points": kills,
+        "kinds": kinds,
         "drivers killed": outcomes["killed"],
         "killed at a store call in a paging step": sum(k["phase"] == "step" for k in landed),
         "killed at a store call in a recall": sum(k["phase"] == "recall" for k in landed),
-        "killed at a checkpoint write": sum(k["phase"] == "checkpoint" for k in landed), "drivers finished before their kill point": outcomes["exited"],
-        "drivers failed": outcomes["failed"], "checks": len(checks), "check failures": len(failures),
-        "failures": failures[:3], "resumed an in-flight turn": sum(bool(c.get("in_flight")) for c in checks),
+        "killed at a checkpoint write": sum(k["phase"] == "checkpoint" for k in landed),
+        "drivers finished before their kill point": outcomes["exited"],
+        "drivers failed": outcomes["failed"],
+        "checks": len(checks),
+        "check failures": len(failures),
+        "failures": failures[:3],
+        "resumed an in-flight turn": sum(bool(c.get("in_flight")) for c in checks),
         "resumed a run cut short": sum(bool(c.get("cut_short")) for c in checks),
-        "turns completed": len(log), "max prompt tokens": max((e["max_prompt"] for e in log), default=0),
-        "budget": MAX_TOKENS, "final driver ok": final_ok and checks[-1]["ok"],
+        "turns completed": len(log),
+        "max prompt tokens": max((e["max_prompt"] for e in log), default=0),
+        "budget": MAX_TOKENS,
+        "final driver ok": final_ok and checks[-1]["ok"],
         "seconds": round(time.monotonic() - started, 1),
     }
 
@@ -295,13 +371,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timer", action="store_true", help="also kill at random times (not deterministic)")
-    parser.add_argument("--durability", choices=["sync", "async", "exit"], default="async",
-                        help="LangGraph checkpoint durability (sync: every step saved before the next starts)")
+    parser.add_argument(
+        "--durability",
+        choices=["sync", "async", "exit"],
+        default="async",
+        help="LangGraph checkpoint durability (sync: every step saved before the next starts)",
+    )
     parser.add_argument("--turns-per-driver", type=int, default=5)
     args = parser.parse_args(argv)
-    summary = campaign(args.backend, args.where, logs=args.logs or args.where, kills=args.kills, seed=args.seed, timer=args.timer,
-                       durability=args.durability,
-                       turns_per_driver=args.turns_per_driver)
+    summary = campaign(
+        args.backend,
+        args.where,
+        logs=args.logs or args.where,
+        kills=args.kills,
+        seed=args.seed,
+        timer=args.timer,
+        durability=args.durability,
+        turns_per_driver=args.turns_per_driver,
+    )
     print(json.dumps(summary))
 
 

@@ -270,29 +270,46 @@ def start_langgraph_server(
         log_path = workdir / "server.log"
         port = free_port()
         command = [
-            sys.executable, "-m", "langgraph_cli", "dev",
-            "--config", str(config_copy),
-            "--host", "127.0.0.1",
-            "--port", str(port),
+            sys.executable,
+            "-m",
+            "langgraph_cli",
+            "dev",
+            "--config",
+            str(config_copy),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
             "--no-browser",
             "--no-reload",
             # Without it the CLI asks LangSmith for its host (when tracing is on) to print a Studio link.
-            "--studio-url", f"http://127.0.0.1:{port}",
+            "--studio-url",
+            f"http://127.0.0.1:{port}",
         ]
         env = offline_env()
         env.update(extra_env or {})
         started = time.monotonic()
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                command,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see the hook's docstring
             )
         stack.callback(_stop, process)
         url = _wait_ready(process, log_path, port, started, start_timeout)
         yield LangGraphServer(
-            url=url, process=process, workdir=workdir, log_path=log_path, command=command,
-            start_seconds=time.monotonic() - started, graph_ids=list(data.get("graphs", {})),
+            url=url,
+            process=process,
+            workdir=workdir,
+            log_path=log_path,
+            command=command,
+            start_seconds=time.monotonic() - started,
+            graph_ids=list(data.get("graphs", {})),
         )
 
 
@@ -333,8 +350,9 @@ def report_log_on_failure(
             print(text, file=sys.stderr, flush=True)
 
 
-def server_fixture(config: Path | Callable[[pytest.TempPathFactory], Path] = TEST_CONFIG, *,
-                   name: str = "langgraph_server"):
+def server_fixture(
+    config: Path | Callable[[pytest.TempPathFactory], Path] = TEST_CONFIG, *, name: str = "langgraph_server"
+):
     """A module-scoped pytest fixture `name` serving `config` (a path, or a function writing one
     under pytest's `tmp_path_factory`); assign it to a module-level name.
 

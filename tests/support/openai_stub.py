@@ -29,8 +29,13 @@ class OpenAIStub(LocalJSONServer):
         self.requests.append(body)
         reply = self.respond(body)
         if isinstance(reply, int):
-            return reply, {"error": {"message": "scripted error", "type": "invalid_request_error",
-                                     "code": "context_length_exceeded"}}
+            return reply, {
+                "error": {
+                    "message": "scripted error",
+                    "type": "invalid_request_error",
+                    "code": "context_length_exceeded",
+                }
+            }
         return 200, self.completion(body, reply)
 
     def completion(self, body: dict, reply: dict) -> dict:
@@ -40,12 +45,21 @@ class OpenAIStub(LocalJSONServer):
         calls = reply.get("tool_calls") or []
         if calls:
             message["tool_calls"] = [
-                {"id": f"call_{n}_{i}", "type": "function",
-                 "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
-                for i, c in enumerate(calls)]
-        return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                {
+                    "id": f"call_{n}_{i}",
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": json.dumps(c["args"])},
+                }
+                for i, c in enumerate(calls)
+            ]
+        return {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", ""),
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
 
 
 def tool_call(name: str, **args) -> dict:

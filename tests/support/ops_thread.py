@@ -29,16 +29,22 @@ QUESTION = "RECALL p1: what did I say about Zarko0?"
 def turn_text(i: int) -> str:
     if i == 2:
         return INJECTED
-    return (f"Note {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake Bled{i} since 19{i:02d} "
-            f"and sells the honey at the Saturday market in Radovljica{i}.")
+    return (
+        f"Note {i}: my neighbour Zarko{i} keeps {i + 3} beehives near Lake Bled{i} since 19{i:02d} "
+        f"and sells the honey at the Saturday market in Radovljica{i}."
+    )
 
 
 def _respond(messages):
     last = messages[-1]
     if isinstance(last, HumanMessage) and str(last.content).startswith("RECALL "):
         page_id = str(last.content).split()[1].rstrip(":")
-        return AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": [page_id]},
-                                          "id": f"call-{uuid.uuid4().hex[:8]}"}])
+        return AIMessage(
+            "",
+            tool_calls=[
+                {"name": "recall", "args": {"page_ids": [page_id]}, "id": f"call-{uuid.uuid4().hex[:8]}"}
+            ],
+        )
     if last.type == "tool":
         return AIMessage("Zarko0 keeps 3 beehives.")
     return AIMessage("Noted.")
@@ -96,11 +102,16 @@ def lookup(q: str) -> str:
 def _respond_with_tools(messages):
     last = messages[-1]
     if isinstance(last, HumanMessage) and str(last.content).startswith("LOOKUP"):
-        return AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": "bees"},
-                                          "id": f"call-{uuid.uuid4().hex[:8]}"}])
+        return AIMessage(
+            "", tool_calls=[{"name": "lookup", "args": {"q": "bees"}, "id": f"call-{uuid.uuid4().hex[:8]}"}]
+        )
     if isinstance(last, HumanMessage) and str(last.content).startswith("SEARCH"):
-        return AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "beehives Zarko3"},
-                                          "id": f"call-{uuid.uuid4().hex[:8]}"}])
+        return AIMessage(
+            "",
+            tool_calls=[
+                {"name": "recall", "args": {"query": "beehives Zarko3"}, "id": f"call-{uuid.uuid4().hex[:8]}"}
+            ],
+        )
     return AIMessage("Noted.")
 
 
@@ -114,8 +125,9 @@ def build_tool_thread(path: Path, *, mode: str, thread_id: str = "tools", turns:
         store.setup()
         paging = PagingMiddleware(max_tokens=900, boundary="fixed_4", store=store, mode=mode)
         model = ScriptedChatModel(responses=[_respond_with_tools] * (3 * turns))
-        agent = create_agent(model, tools=[lookup], middleware=[paging], checkpointer=SqliteSaver(saver_conn),
-                             store=store)
+        agent = create_agent(
+            model, tools=[lookup], middleware=[paging], checkpointer=SqliteSaver(saver_conn), store=store
+        )
         texts = []
         for i in range(turns):
             prefix = "LOOKUP " if i in (5, 20) else "SEARCH " if i in (12, 30) else ""

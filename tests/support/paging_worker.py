@@ -36,14 +36,20 @@ def run(uri: str, worker: int, threads: list[str], turns: int, out: str) -> None
     with PostgresStore.from_conn_string(uri) as store, PostgresSaver.from_conn_string(uri) as saver:
         formed.page_store = PageStore(store)
         paging = PagingMiddleware(max_tokens=400, boundary="fixed_2", hooks=[formed])
-        agent = create_agent(ScriptedChatModel(responses=["Noted."] * (turns * len(threads) + 5)),
-                             middleware=[paging], store=store, checkpointer=saver)
+        agent = create_agent(
+            ScriptedChatModel(responses=["Noted."] * (turns * len(threads) + 5)),
+            middleware=[paging],
+            store=store,
+            checkpointer=saver,
+        )
         sent = []
         for turn in range(turns):
             for thread in threads:
                 text = f"W{worker} turn {turn}: Zarko{worker}x{turn} keeps {100 + turn} beehives near Bled{worker}."
-                agent.invoke({"messages": [HumanMessage(text, id=f"w{worker}-{thread}-{turn}")]},
-                             {"configurable": {"thread_id": thread}})
+                agent.invoke(
+                    {"messages": [HumanMessage(text, id=f"w{worker}-{thread}-{turn}")]},
+                    {"configurable": {"thread_id": thread}},
+                )
                 sent.append(text)
     Path(out).write_text(json.dumps({"formed": formed.pages, "sent": sent}))
 

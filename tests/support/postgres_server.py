@@ -196,7 +196,11 @@ def running_postgres(*, timeout: float = 30.0, tries: int = 3) -> Iterator[str]:
         data, log = base / "data", base / "server.log"
         init = subprocess.run(
             [bindir / "initdb", "-D", data, "-U", USER, "-A", "trust", "-E", "UTF8", "--locale=C", "-N"],
-            check=False, capture_output=True, text=True, cwd=base, **ids,
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=base,
+            **ids,
         )
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb ({bindir}) failed:\n{init.stdout}{init.stderr}")
@@ -204,11 +208,31 @@ def running_postgres(*, timeout: float = 30.0, tries: int = 3) -> Iterator[str]:
             port, seen = _free_port(), log.stat().st_size if log.exists() else 0
             with open(log, "ab") as out:
                 proc = subprocess.Popen(
-                    [bindir / "postgres", "-D", data, "-p", str(port), "-k", "", "-F",  # TCP only, no socket file
-                     "-c", "listen_addresses=127.0.0.1", "-c", "full_page_writes=off",
-                     "-c", "synchronous_commit=off", "-c", "max_connections=50"],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=base,
-                    start_new_session=True, preexec_fn=_die_with_parent, **ids,  # noqa: PLW1509
+                    [
+                        bindir / "postgres",
+                        "-D",
+                        data,
+                        "-p",
+                        str(port),
+                        "-k",
+                        "",
+                        "-F",  # TCP only, no socket file
+                        "-c",
+                        "listen_addresses=127.0.0.1",
+                        "-c",
+                        "full_page_writes=off",
+                        "-c",
+                        "synchronous_commit=off",
+                        "-c",
+                        "max_connections=50",
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=base,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                    **ids,  # noqa: PLW1509
                 )
             deadline = time.monotonic() + timeout
             while proc.poll() is None and not _ready(data, port) and time.monotonic() < deadline:

@@ -54,8 +54,11 @@ def respond(messages: list[BaseMessage]) -> AIMessage:
     thread, n = match["thread"], int(match["n"])
     if ": probe recall " in str(last.content):
         args = json.loads(str(last.content).split(": probe recall ", 1)[1])
-        return AIMessage("", id=f"ai-{thread}-{n}-probe",
-                         tool_calls=[{"name": "recall", "args": args, "id": f"probe-{thread}-{n}"}])
+        return AIMessage(
+            "",
+            id=f"ai-{thread}-{n}-probe",
+            tool_calls=[{"name": "recall", "args": args, "id": f"probe-{thread}-{n}"}],
+        )
     if "recall it" not in str(last.content):
         return AIMessage(f"Noted {n}.", id=f"ai-{thread}-{n}")
     if "by bookmark" in str(last.content):
@@ -63,16 +66,27 @@ def respond(messages: list[BaseMessage]) -> AIMessage:
         args: dict[str, Any] = {"page_ids": [marks[0] if marks else "p1", "p999"]}
     else:
         args = {"query": f"Zarko{n - 4}-{thread} beehives"}
-    return AIMessage("", id=f"ai-{thread}-{n}-call",
-                     tool_calls=[{"name": "recall", "args": args, "id": f"call-{thread}-{n}"}])
+    return AIMessage(
+        "",
+        id=f"ai-{thread}-{n}-call",
+        tool_calls=[{"name": "recall", "args": args, "id": f"call-{thread}-{n}"}],
+    )
 
 
 def scripted_model() -> ScriptedChatModel:
     return ScriptedChatModel(responses=[respond] * 100_000)
 
 
-def build_agent(store, checkpointer, *, max_tokens: int = MAX_TOKENS, on_store_error: str = "raise",
-                retries: int = 2, model: ScriptedChatModel | None = None, **options):
+def build_agent(
+    store,
+    checkpointer,
+    *,
+    max_tokens: int = MAX_TOKENS,
+    on_store_error: str = "raise",
+    retries: int = 2,
+    model: ScriptedChatModel | None = None,
+    **options,
+):
     """A `create_agent` with paging over `store`; returns (agent, middleware, model)."""
     # a fresh, cold index per agent, as in a new process (store calls to load it are part of a recall)
     options = {"boundary": "fixed_4", "policy": "lru", "index": InMemoryBM25Index(), **options}
@@ -90,8 +104,13 @@ def prompt_tokens(prompt: Sequence[BaseMessage], paging: PagingMiddleware) -> in
 
 def history_of(page_store: PageStore, thread: str, values: dict) -> list[BaseMessage]:
     """The thread's whole history on the branch of `values` (a checkpoint's state values)."""
-    return reconstruct_history(values.get("messages", []), lambda p: page_store.get(thread, p), COUNTER,
-                               clusters=lambda c: page_store.get_cluster(thread, c), state=values.get("paging"))
+    return reconstruct_history(
+        values.get("messages", []),
+        lambda p: page_store.get(thread, p),
+        COUNTER,
+        clusters=lambda c: page_store.get_cluster(thread, c),
+        state=values.get("paging"),
+    )
 
 
 def said(history: Sequence[BaseMessage]) -> list[str]:
@@ -99,8 +118,14 @@ def said(history: Sequence[BaseMessage]) -> list[str]:
     return [str(m.content) for m in history if isinstance(m, HumanMessage)]
 
 
-def check_branch(page_store: PageStore, thread: str, values: dict, turns: Sequence[str] | None = None,
-                 *, in_flight: str | None = None) -> list[BaseMessage]:
+def check_branch(
+    page_store: PageStore,
+    thread: str,
+    values: dict,
+    turns: Sequence[str] | None = None,
+    *,
+    in_flight: str | None = None,
+) -> list[BaseMessage]:
     """Assert the branch of `values` is whole and consistent; return its history.
 
     - lossless: the user's messages are exactly `turns` (plus `in_flight`, if given, at most once);
@@ -120,10 +145,13 @@ def check_branch(page_store: PageStore, thread: str, values: dict, turns: Sequen
         assert user in (expected, [*expected, in_flight]) if in_flight else user == expected, (
             f"{thread}: history has {len(user)} user turns, expected {len(expected)}"
             f"{' (+1 in flight)' if in_flight else ''}; first difference at "
-            f"{next((i for i, (a, b) in enumerate(zip(user, expected, strict=False)) if a != b), min(len(user), len(expected)))}")
+            f"{next((i for i, (a, b) in enumerate(zip(user, expected, strict=False)) if a != b), min(len(user), len(expected)))}"
+        )
     for k, message in enumerate(history):
         if isinstance(message, HumanMessage) and k + 1 < len(history):
-            assert isinstance(history[k + 1], AIMessage), f"{thread}: user turn {message.content!r} has no answer"
+            assert isinstance(history[k + 1], AIMessage), (
+                f"{thread}: user turn {message.content!r} has no answer"
+            )
     for text in user:
         assert text.startswith(f"[{thread}]"), f"{thread}: a message of another thread: {text!r}"
     branch = PagingState.from_value(values.get("paging"))
@@ -133,5 +161,6 @@ def check_branch(page_store: PageStore, thread: str, values: dict, turns: Sequen
             continue  # an orphan of a failed attempt or another branch: never shown here
         at = [where.get(m.id) for m in page.messages]
         assert None not in at and at == list(range(at[0], at[0] + len(at))), (
-            f"{thread}: page {page.id} owned by this branch does not hold a run of its history")
+            f"{thread}: page {page.id} owned by this branch does not hold a run of its history"
+        )
     return history

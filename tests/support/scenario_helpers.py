@@ -118,5 +118,11 @@ def page_at_user_turns(history: list[BaseMessage], **options) -> Iterator[Paging
 def malformed_call(call_id: str, *, tool_calls: list[dict] | None = None) -> AIMessage:
     """A model message whose `lookup` call has arguments cut short (invalid JSON), as a provider may send;
     `tool_calls` are well-formed calls beside it."""
-    invalid = {"name": "lookup", "args": '{"q": "tru', "id": call_id, "error": "malformed", "type": "invalid_tool_call"}
+    invalid = {
+        "name": "lookup",
+        "args": '{"q": "tru',
+        "id": call_id,
+        "error": "malformed",
+        "type": "invalid_tool_call",
+    }
     return AIMessage("", tool_calls=tool_calls or [], invalid_tool_calls=[invalid])

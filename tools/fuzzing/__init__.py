@@ -18,5 +18,14 @@ from .report import Failure, Report
 
 logging.getLogger("langmem_paging").setLevel(logging.CRITICAL)  # a campaign logs every injected fault
 
-__all__ = ["Failure", "PureCase", "Report", "chat_problems", "main", "pure_params", "recall_structure_problems",
-           "run_case", "run_small_case"]
+__all__ = [
+    "Failure",
+    "PureCase",
+    "Report",
+    "chat_problems",
+    "main",
+    "pure_params",
+    "recall_structure_problems",
+    "run_case",
+    "run_small_case",
+]

@@ -108,9 +108,7 @@ def run_case(mode: str, seed: int, report: Report, *, verbose: bool = False) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0, help="first case seed (case i uses seed + i)")
     parser.add_argument(
         "--iterations", type=int, default=None, help="cases per mode (default: until --minutes)"
@@ -190,4 +188,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

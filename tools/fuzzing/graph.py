@@ -135,7 +135,9 @@ class GraphCase:
         self.seed, self.p, self.report, self.verbose = seed, params, report, verbose
         self.rng = random.Random(seed)
         inner = InMemoryStore() if params.backend == "memory" else _sqlite_store()
-        self.store = FaultInjectingStore(inner, p=params.fail_rate, seed=seed, landed=0.5, error=InjectedStoreError)
+        self.store = FaultInjectingStore(
+            inner, p=params.fail_rate, seed=seed, landed=0.5, error=InjectedStoreError
+        )
         self.oracle = PageStore(inner)
         self.plan: list[Callable[[list[BaseMessage]], AIMessage]] = []
         self.model = ScriptedChatModel(responses=[self.respond] * 100_000)
@@ -739,7 +741,11 @@ class GraphCase:
                 self.check("foreign id is no such page (graph)")
                 if shows_page(content, pid):
                     self.fail("recall returned a page this branch does not own (graph)", f"{pid}")
-                if pid in self.abandoned.get(thread, set()) and "No such page" not in content and not content.startswith("recall failed"):
+                if (
+                    pid in self.abandoned.get(thread, set())
+                    and "No such page" not in content
+                    and not content.startswith("recall failed")
+                ):
                     self.fail("abandoned branch page visible (graph)", f"{pid}: {content[:200]!r}")
 
     def time_travel(self, thread: str) -> None:
@@ -835,5 +841,3 @@ class GraphCase:
             diff = same_messages(again, history)
             if diff:
                 self.fail("an older checkpoint no longer rebuilds the same history (graph)", diff)
-
-

@@ -127,8 +127,10 @@ def same_messages(a: list[BaseMessage], b: list[BaseMessage]) -> str | None:
 
 def order_label(got: list[BaseMessage], want: list[BaseMessage]) -> str:
     """Name a loss that is only a reordering."""
+
     def key(m):
         return (m.id or "", m.type, repr(m.content))
+
     if sorted(map(key, got)) == sorted(map(key, want)):
         return " (same messages, another order)"
     return ""
@@ -195,8 +197,10 @@ def generous_protected(
     if library is None:
         newest = max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
     else:
-        newest = max((i for i, m in enumerate(view) if isinstance(m, HumanMessage) and m.id not in library),
-                     default=len(view))
+        newest = max(
+            (i for i, m in enumerate(view) if isinstance(m, HumanMessage) and m.id not in library),
+            default=len(view),
+        )
     answered = {m.tool_call_id for m in view if isinstance(m, ToolMessage)}
     recalled_calls = {m.tool_call_id for m in view if isinstance(m, ToolMessage) and m.id in recalled}
     for m in view:  # the whole tool group of a recall result
@@ -215,5 +219,3 @@ def generous_protected(
         ):
             total += count(m)
     return total
-
-

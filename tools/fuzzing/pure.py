@@ -141,7 +141,9 @@ class PureCase:
         self.failed: Failure | None = None
         self.store = None
         if params.backend == "store":
-            self.store = FaultInjectingStore(InMemoryStore(), p=params.fail_rate, seed=seed, landed=0.5, error=InjectedStoreError)
+            self.store = FaultInjectingStore(
+                InMemoryStore(), p=params.fail_rate, seed=seed, landed=0.5, error=InjectedStoreError
+            )
             self.pager = Pager(PagingConfig(**self.config_options()), PageStore(self.store))
             self.oracle_store = PageStore(self.store.store)  # reads for the oracle never fail
 
@@ -328,10 +330,18 @@ class PureCase:
     def gen_edit(self) -> None:
         """The app edits a message (same id, new text): in view mode any message of the history, in
         replace mode one still in the state."""
-        editable = [m.id for m in self.msgs if m.id and not library_mark(m) and not isinstance(m, ToolMessage)
-                    and not getattr(m, "tool_calls", None)]
+        editable = [
+            m.id
+            for m in self.msgs
+            if m.id
+            and not library_mark(m)
+            and not isinstance(m, ToolMessage)
+            and not getattr(m, "tool_calls", None)
+        ]
         if editable:
-            self.emit(("edit", self.rng.choice(editable), f"Edited: {self.words.text(self.rng.randint(1, 12))}"))
+            self.emit(
+                ("edit", self.rng.choice(editable), f"Edited: {self.words.text(self.rng.randint(1, 12))}")
+            )
 
     def gen_user(self) -> HumanMessage:
         rng = self.rng
@@ -378,7 +388,9 @@ class PureCase:
             else:
                 calls.append({"name": "lookup", "args": {"q": self.words.text(rng.randint(0, 6))}, "id": cid})
         if rng.random() < 0.12:
-            cut = self.words.text(rng.randint(200, 1500)) if rng.random() < 0.3 else "trunc"  # output limit hit
+            cut = (
+                self.words.text(rng.randint(200, 1500)) if rng.random() < 0.3 else "trunc"
+            )  # output limit hit
             invalid.append(
                 {
                     "name": "lookup",
@@ -524,8 +536,9 @@ class PureCase:
             self.report.notes["recall answered a store error with an error tool message"] += 1
             self.flags.add("store-error")
             self.log("recall: store error answered as an error tool message")
-            return ToolMessage(answer.content, tool_call_id=call["id"], name="recall", id=message_id,
-                               status="error")
+            return ToolMessage(
+                answer.content, tool_call_id=call["id"], name="recall", id=message_id, status="error"
+            )
         self.log(f"recall {str(args)[:80]} -> {answer.artifact[METADATA_KEY]['recalled']}")
         self.check_recall(answer.content, args, branch, self.pager.room_for(branch))
         message = ToolMessage(
@@ -570,7 +583,11 @@ class PureCase:
                 self.check("foreign id is no such page")
                 if shows_page(content, pid):
                     self.fail("recall returned a page this branch does not own", f"{pid}: {content[:300]!r}")
-                if pid in self.abandoned and "No such page" not in content and not content.startswith("recall failed"):
+                if (
+                    pid in self.abandoned
+                    and "No such page" not in content
+                    and not content.startswith("recall failed")
+                ):
                     self.fail("abandoned branch page visible", f"{pid}: {content[:300]!r}")
 
     def do_remove(self, message_id: str) -> None:
@@ -588,8 +605,9 @@ class PureCase:
         keep = self.msgs[len(self.msgs) - n_keep :] if n_keep else []
         while keep and isinstance(keep[0], ToolMessage):  # never keep a tool result without its call
             keep = keep[1:]
-        expected = in_history_order(reconstruct_history(keep, self.get_page, COUNTER, clusters=self.get_node),
-                                    self.ref)
+        expected = in_history_order(
+            reconstruct_history(keep, self.get_page, COUNTER, clusters=self.get_node), self.ref
+        )
         self.msgs = add_messages(self.msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *keep])
         self.ref = [summary, *expected]
         self.report.notes["pure REMOVE_ALL_MESSAGES"] += 1
@@ -600,12 +618,14 @@ class PureCase:
         """The app deletes the oldest messages (never leaving a tool result first without its call)."""
         removed = self.msgs[:n]
         while len(removed) < len(self.msgs) and isinstance(self.msgs[len(removed)], ToolMessage):
-            removed = self.msgs[:len(removed) + 1]
+            removed = self.msgs[: len(removed) + 1]
         if not removed or any(not m.id for m in removed):
             return
         gone = {m.id for m in removed}
         if self.p.mode == "replace":  # a removed bookmark takes its pages with it
-            gone |= {m.id for m in reconstruct_history(removed, self.get_page, COUNTER, clusters=self.get_node)}
+            gone |= {
+                m.id for m in reconstruct_history(removed, self.get_page, COUNTER, clusters=self.get_node)
+            }
         self.msgs = add_messages(self.msgs, [RemoveMessage(id=m.id) for m in removed])
         self.ref = [m for m in self.ref if m.id not in gone]
         self.report.notes["pure front removals"] += 1
@@ -742,8 +762,11 @@ class PureCase:
             self.report.notes["pure over_budget steps"] += 1
             self.check("over budget explained")
             generous = generous_protected(
-                result.view, count, set(PagingState.from_value(self.value).recalled),
-                {s.anchor for s in result.state.shown.values()} | {c.anchor for c in result.state.clusters.values()},
+                result.view,
+                count,
+                set(PagingState.from_value(self.value).recalled),
+                {s.anchor for s in result.state.shown.values()}
+                | {c.anchor for c in result.state.clusters.values()},
             )
             if generous <= (p.low_water or int(budget * 0.75)) and tokens - generous > 0.25 * budget:
                 self.fail(
@@ -869,5 +892,3 @@ class PureCase:
             diff = same_messages(again, rebuilt)
             if diff:
                 self.fail("an older checkpoint no longer rebuilds the same history", diff)
-
-

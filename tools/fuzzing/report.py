@@ -111,10 +111,6 @@ def _library_frame(error: BaseException) -> str:
     return f"{name} at {Path(frame.filename).name}:{frame.lineno} {frame.name}"
 
 
-
-
 def failure_key(failure: Failure | None) -> str | None:
     """What must stay the same while shrinking: the invariant, without the flags."""
     return None if failure is None else failure.invariant.split(" [")[0]
-
-

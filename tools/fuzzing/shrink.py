@@ -178,22 +178,32 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
             lines.append(f"keep = msgs[len(msgs) - {event[1]}:] if {event[1]} else []")
             lines.append("while keep and isinstance(keep[0], ToolMessage): keep = keep[1:]")
             lines.append(f"summary = {event[2]!r}")
-            lines.append("full = [summary, *in_history_order(reconstruct_history(keep, get_page, COUNTER, "
-                         "clusters=get_node), full)]")
+            lines.append(
+                "full = [summary, *in_history_order(reconstruct_history(keep, get_page, COUNTER, "
+                "clusters=get_node), full)]"
+            )
             lines.append("msgs = add_messages(msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *keep])")
         elif kind == "remove_front":
             lines.append(f"gone = msgs[:{event[1]}]")
-            lines.append("while len(gone) < len(msgs) and isinstance(msgs[len(gone)], ToolMessage): "
-                         "gone = msgs[:len(gone) + 1]")
-            lines.append("dropped = {g.id for g in gone} | ({m.id for m in reconstruct_history(gone, get_page, "
-                         "COUNTER, clusters=get_node)} if MODE == 'replace' else set())")
+            lines.append(
+                "while len(gone) < len(msgs) and isinstance(msgs[len(gone)], ToolMessage): "
+                "gone = msgs[:len(gone) + 1]"
+            )
+            lines.append(
+                "dropped = {g.id for g in gone} | ({m.id for m in reconstruct_history(gone, get_page, "
+                "COUNTER, clusters=get_node)} if MODE == 'replace' else set())"
+            )
             lines.append("full = [m for m in full if m.id not in dropped]")
             lines.append("msgs = add_messages(msgs, [RemoveMessage(id=g.id) for g in gone])")
         elif kind == "edit":
-            lines.append(f"edited = next(m for m in msgs if m.id == {event[1]!r}).model_copy("
-                         f"update={{'content': {event[2]!r}}})")
+            lines.append(
+                f"edited = next(m for m in msgs if m.id == {event[1]!r}).model_copy("
+                f"update={{'content': {event[2]!r}}})"
+            )
             lines.append("msgs = add_messages(msgs, [edited])")
-            lines.append("full = add_messages(full, [edited]) if any(m.id == edited.id for m in full) else full")
+            lines.append(
+                "full = add_messages(full, [edited]) if any(m.id == edited.id for m in full) else full"
+            )
         else:
             lines.append(f"# event {kind} omitted")
     lines += [
@@ -204,5 +214,3 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         "print('full:   ', [m.id for m in full])",
     ]
     return "\n".join(lines) + "\n"
-
-

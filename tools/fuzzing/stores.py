@@ -12,5 +12,3 @@ def _sqlite_store():
     store = SqliteStore(conn)
     store.setup()
     return store
-
-

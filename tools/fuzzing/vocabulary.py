@@ -117,8 +117,6 @@ STRUCTURE_BAITS = [
 ]
 
 
-
-
 # -- content -----------------------------------------------------------------------------------
 
 
@@ -220,5 +218,3 @@ class Words:
         words = [self.rng.choice(VOCAB) for _ in range(int(tokens / 1.3))]
         words.insert(self.rng.randrange(len(words) + 1), self.tag)
         return " ".join(words)
-
-
