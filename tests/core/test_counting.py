@@ -97,3 +97,37 @@ def test_a_counter_shared_by_threads_never_loses_an_entry_between_read_and_move(
 
     counter._cache._entries = Racing(counter._cache._entries)
     assert counter.count_message(message) == TokenCounter().count_message(message)
+
+
+def test_tool_token_counts_follow_the_tool_not_its_address():
+    """B13: count_tools cached by id(tool) without keeping the tool alive: a new tool allocated
+    where a collected one was got the collected tool's count."""
+    import gc
+
+    from langchain_core.tools import StructuredTool
+
+    from langmem_paging import TokenCounter
+
+    def make(words: int):
+        return StructuredTool.from_function(
+            func=lambda q: q,
+            name="lookup",
+            description="Look things up. " * words,
+            args_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+        )
+
+    counter, wrong = TokenCounter(), 0
+    gc.freeze()
+    try:
+        for _ in range(60):  # about one in five lands on the freed address
+            small = make(1)
+            counter.count_tools([small])
+            del small
+            gc.collect()
+            big = make(300)
+            wrong += counter.count_tools([big]) != TokenCounter().count_tools([big])
+            del big
+            gc.collect()
+    finally:
+        gc.unfreeze()
+    assert wrong == 0

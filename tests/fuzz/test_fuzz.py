@@ -2,8 +2,8 @@
 
 A few random histories (fixed seeds) through the pure step, a `Pager` over a page store, and
 compiled graphs; and checks that the oracles can fail. The deterministic scenario of each bug a
-campaign found is a plain test beside its component (`tests/*/test_fuzz_regressions.py`,
-`tests/core/test_regressions.py`). The long campaign is ``python tools/fuzz.py --mode all --minutes 60``.
+campaign found is a plain test in the file of the feature it breaks (`tests/core/test_reused_ids.py`,
+`tests/recall/test_recall_cap.py`, ...). The long campaign is ``python tools/fuzz.py --mode all --minutes 60``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ pages came back behind it: the model was shown them, and `reconstruct_history` r
 
 from __future__ import annotations
 
+import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
@@ -18,6 +19,9 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import PageStore, PagingMiddleware, page_messages, reconstruct_history
 from langmem_paging.core.messages import is_bookmark, library_mark, merge_messages
 from langmem_paging.testing import ScriptedChatModel
+from tests.support.scenario_helpers import FACTS, prompt_tokens
+from tools.fuzzing.graph import scenario_tools
+from tools.fuzzing.oracles import chat_problems
 
 
 def _fact(i: int) -> HumanMessage:
@@ -160,3 +164,38 @@ def test_view_mode_with_tiers_keeps_a_valid_prompt_when_a_summary_keeps_a_turn_w
         clusters=lambda c: page_store.get_cluster("t", c),
     )
     assert [m.id for m in rebuilt] == ["s", *(m.id for m in kept), "last", values["messages"][-1].id]
+
+
+@pytest.mark.parametrize("mode", ["replace", "view"])
+def test_summarization_middleware(mode: str) -> None:
+    """With LangChain's SummarizationMiddleware before paging, every prompt is valid, within budget, holds
+    the user's new message and, once a summary was made, the summary."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langmem_paging import PagingMiddleware
+    from langmem_paging.testing import ScriptedChatModel
+
+    store = InMemoryStore()
+    paging = PagingMiddleware(max_tokens=700, boundary="fixed_2", mode=mode, store=store)
+    summarizer = ScriptedChatModel(responses=[f"Summary {k}: bees, lakes and honey." for k in range(20)])
+    summarization = SummarizationMiddleware(model=summarizer, trigger=("messages", 12), keep=("messages", 4))
+    tools = scenario_tools()
+    model = ScriptedChatModel(responses=["Noted."] * 40)
+    agent = create_agent(
+        model, tools=tools, middleware=[summarization, paging], checkpointer=InMemorySaver(), store=store
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(16):
+        agent.invoke({"messages": [HumanMessage(FACTS[i], id=f"h{i}")]}, config)
+        prompt = model.prompts[-1]
+        problems = chat_problems(prompt)
+        assert not problems, f"turn {i}: {problems[0][0]}"
+        assert prompt_tokens(model, paging, tools) <= 700, f"turn {i}: over budget"
+        assert any(m.id == f"h{i}" and m.content == FACTS[i] for m in prompt), (
+            f"turn {i}: the user's message is not in the prompt"
+        )
+        assert not summarizer.prompts or any("Summary" in str(m.content) for m in prompt), (
+            f"turn {i}: the summary is not in the prompt: {[str(m.content)[:24] for m in prompt]}"
+        )

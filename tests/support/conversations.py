@@ -78,3 +78,14 @@ def conversation(
             )
         )
     return out
+
+
+def town_turns(n: int, start: int = 0) -> list[BaseMessage]:
+    """`n` question-answer exchanges about numbered towns, ids ``h{i}``/``a{i}`` from `start`."""
+    out: list[BaseMessage] = []
+    for i in range(start, start + n):
+        out += [
+            HumanMessage(f"Question {i} about the city of Town{i}?", id=f"h{i}"),
+            AIMessage(f"Answer {i}: Town{i} has {i} bridges.", id=f"a{i}"),
+        ]
+    return out

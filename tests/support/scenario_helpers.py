@@ -1,4 +1,4 @@
-"""Helpers of the regression scenarios a fuzzing campaign found (`tests/*/test_fuzz_regressions.py`)."""
+"""Helpers of the regression scenarios a fuzzing campaign found (scripted agents, pure threads, prompt sizes)."""
 
 from __future__ import annotations
 
