@@ -41,9 +41,9 @@ every model call:
 Modes: ``pure`` (`page_messages`, and `Pager` over a page store, replace and view),
 ``graph`` (`create_agent` + `PagingMiddleware` and `StateGraph` + `PagingNode` +
 `ToolNode`, sync and async, with forks, time travel, concurrent runs and a flaky store),
-``all``. The deterministic scenario of each bug a campaign found is a plain pytest test
-(``pytest tests -k "fuzz or regressions"``: `tests/*/test_fuzz_regressions.py` and
-`tests/core/test_regressions.py`).
+``all``. The deterministic scenario of each bug a campaign found is a plain pytest test in the
+feature file it concerns (for example `tests/core/test_reused_ids.py`,
+`tests/integration/test_forks.py`).
 
 Usage (from the repository root)::
 
