@@ -22,9 +22,10 @@ import math
 import re
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 __all__ = [
+    "Block",
     "FILE_TOKENS",
     "IMAGE_TOKENS_UNKNOWN_SIZE",
     "MEDIA_TYPES",
@@ -52,6 +53,10 @@ FILE_TOKENS = 1000
 """A file or audio clip with no text to count: a fixed estimate (the provider's count depends on
 pages or seconds this library does not read). Not measured against a provider."""
 
+Block: TypeAlias = dict[str, Any]
+"""A content block as LangChain carries it in a message's list content: a JSON object keyed by
+``type`` (its other keys depend on the type and the provider, hence the open values)."""
+
 _LABEL_KEYS = ("alt", "alt_text", "caption", "title", "description", "filename", "name")
 _DATA_URL = re.compile(r"^data:([^;,]*)(?:;[^,]*)?,", re.IGNORECASE)
 
@@ -61,7 +66,7 @@ def is_media(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") in MEDIA_TYPES
 
 
-def media_blocks(content: Any) -> list[dict]:
+def media_blocks(content: Any) -> list[Block]:
     """The media blocks of a message's content, in order."""
     return [b for b in content if is_media(b)] if isinstance(content, list) else []
 
@@ -286,9 +291,9 @@ def for_model(messages: list[Any], model: Any) -> list[Any]:
     ]
 
 
-def blocks_in(content: str, candidates: Iterable[dict]) -> list[dict]:
+def blocks_in(content: str, candidates: Iterable[Block]) -> list[Block]:
     """The candidates whose placeholder appears in `content`, in order, each once."""
-    out: list[dict] = []
+    out: list[Block] = []
     for block in candidates:
         if block_text(block) in content and not any(b is block for b in out):
             out.append(block)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -211,7 +211,8 @@ def merge_messages(messages: Sequence[BaseMessage], updates: Sequence[BaseMessag
 
 def dump_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """Messages as JSON-safe dicts (LangChain's own format: ids, blocks, tool calls, metadata)."""
-    return json.loads(json.dumps(messages_to_dict(list(messages)), default=str))
+    # json.loads is untyped; the round trip of a list of dicts gives a list of dicts
+    return cast("list[dict[str, Any]]", json.loads(json.dumps(messages_to_dict(list(messages)), default=str)))
 
 
 def load_messages(data: Sequence[dict[str, Any]]) -> list[BaseMessage]:

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "STATE_KEY",
@@ -385,7 +388,7 @@ def _ungrouped(value: dict[str, Any]) -> dict[str, int]:
     return {term: int(count) for term, count in value.items()}
 
 
-def _fields(obj) -> dict[str, Any]:
+def _fields(obj: DataclassInstance) -> dict[str, Any]:
     """A shallow dict of a dataclass (cheaper than `dataclasses.asdict`, which deep-copies), its
     term weights trimmed and rounded."""
     out = {name: getattr(obj, name) for name in obj.__dataclass_fields__}

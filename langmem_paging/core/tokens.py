@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast, runtime_checkable
 
 import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -27,6 +27,7 @@ from langmem_paging.core.blocks import block_text, is_media, media_tokens
 
 __all__ = [
     "CountCache",
+    "CountsMessages",
     "ModelCounter",
     "TokenCounter",
     "cached_message_counter",
@@ -120,15 +121,17 @@ def model_name(model: Any) -> str | None:
     """The model name in a ``provider:model`` string, a ``provider/model`` path, or a chat model."""
     if model is None:
         return None
-    if not isinstance(model, str):
+    if isinstance(model, str):
+        name = model
+    else:
         for attr in ("model_name", "model", "model_id", "deployment_name"):
             value = getattr(model, attr, None)
             if isinstance(value, str) and value:
-                model = value
+                name = value
                 break
         else:
             return None
-    return model.strip().split(":", 1)[-1].split("/")[-1].lower()
+    return name.strip().split(":", 1)[-1].split("/")[-1].lower()
 
 
 def encoding_for_model(model: Any) -> str:
@@ -284,14 +287,22 @@ _COUNTER_CACHES: OrderedDict[int, tuple[Any, CountCache]] = OrderedDict()
 _COUNTER_CACHES_LOCK = threading.Lock()
 
 
+@runtime_checkable
+class CountsMessages(Protocol):
+    """A counter that counts one message itself (and caches as it sees fit)."""
+
+    def count_message(self, message: BaseMessage) -> int:
+        """The tokens of `message`, with the per-message overhead."""
+        ...
+
+
 def cached_message_counter(counter: Callable[[Sequence[BaseMessage]], int]) -> Callable[[BaseMessage], int]:
     """One message's count by a `token_counter` (``messages -> int``), remembered per message id
     and version (`CountCache`) in a cache that lives with the counter for the process: a step that
     adds one message asks the counter about that message only. A counter with its own
     `count_message` (a `TokenCounter`, a `ModelCounter`) is used as it is."""
-    own = getattr(counter, "count_message", None)
-    if callable(own):
-        return own
+    if isinstance(counter, CountsMessages):
+        return counter.count_message
     with _COUNTER_CACHES_LOCK:
         entry = _COUNTER_CACHES.get(id(counter))
         if entry is None or entry[0] is not counter:
@@ -402,7 +413,7 @@ COUNTERS = {"approximate": "langchain_core's count_tokens_approximately (about 4
 """`token_counter` names beside a callable or a chat model."""
 
 
-def resolve_token_counter(value: Any) -> Callable[..., int] | None:
+def resolve_token_counter(value: Any) -> Callable[[Sequence[BaseMessage]], int] | None:
     """A `token_counter` option as a callable ``messages -> int`` (None: tiktoken).
 
     Example:
@@ -436,7 +447,8 @@ def resolve_token_counter(value: Any) -> Callable[..., int] | None:
         raise ValueError(
             f"must be a callable messages -> int, 'approximate' or a chat model; got {type(value).__name__}"
         )
-    return value
+    # a user's callable: its signature is the documented contract, which Python cannot check here
+    return cast("Callable[[Sequence[BaseMessage]], int]", value)
 
 
 class ModelCounter:

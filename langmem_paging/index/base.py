@@ -133,13 +133,15 @@ class SearchIndex(ABC):
 
 @dataclass
 class _ThreadIndex:
-    matrix: Any = None  # passage vectors (float16), rows [0, n_vectors) in use; grown by doubling
+    matrix: np.ndarray | None = (
+        None  # passage vectors (float16), rows [0, n_vectors) in use; grown by doubling
+    )
     n_vectors: int = 0
     pages: list[str] = field(default_factory=list)
-    page_of: array = field(default_factory=lambda: array("i"))
-    message_of: array = field(default_factory=lambda: array("i"))
-    length: array = field(default_factory=lambda: array("f"))
-    postings: dict[str, tuple[array, array]] = field(default_factory=dict)
+    page_of: array[int] = field(default_factory=lambda: array("i"))
+    message_of: array[int] = field(default_factory=lambda: array("i"))
+    length: array[float] = field(default_factory=lambda: array("f"))
+    postings: dict[str, tuple[array[int], array[float]]] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     digests: dict[str, str] = field(default_factory=dict)
     through: int = 0
@@ -307,7 +309,11 @@ class InMemoryBM25Index(SearchIndex):
         """Cosine of every passage of the thread with the query (hold the lock)."""
         import numpy as np  # lazy: importing the package must not pay for numpy
 
-        return (index.matrix[: index.n_vectors].astype(np.float32) @ query_vector).astype(np.float64)
+        assert index.matrix is not None  # the callers saw n_vectors > 0
+        cosine: np.ndarray = (index.matrix[: index.n_vectors].astype(np.float32) @ query_vector).astype(
+            np.float64
+        )
+        return cosine
 
     def score(self, thread_id: str, query: str, texts: Sequence[str]) -> list[float]:
         """BM25 of `texts` with the thread's document frequencies and lengths: on the scale of its hits
@@ -338,7 +344,10 @@ class InMemoryBM25Index(SearchIndex):
         import numpy as np
 
         cosine = text_vectors @ query_vector if len(text_vectors) else np.zeros(0)
-        return fuse_scores(np.asarray(raw, dtype=np.float64), cosine, self.semantic_weight, top=top).tolist()
+        fused: list[float] = fuse_scores(
+            np.asarray(raw, dtype=np.float64), cosine, self.semantic_weight, top=top
+        ).tolist()
+        return fused
 
     def _bm25(self, index: _ThreadIndex, terms: list[str]) -> np.ndarray:
         """BM25 of every message of the thread for `terms` (hold the lock)."""
@@ -445,7 +454,8 @@ def fuse_scores(
 
     best = (float(bm25.max()) if len(bm25) else 0.0) if top is None else top
     lexical = bm25 / best if best > 0 else np.zeros_like(bm25)
-    return lexical + weight * np.clip(cosine, 0.0, None)
+    fused: np.ndarray = lexical + weight * np.clip(cosine, 0.0, None)
+    return fused
 
 
 def best_pages(hits: Sequence[Hit], limit: int) -> list[str]:

@@ -654,13 +654,13 @@ def _pair(row: Any) -> tuple[str, int]:
 
 
 @contextmanager
-def _borrowed(conn, lock: threading.Lock):
+def _borrowed(conn: T, lock: threading.Lock) -> Iterator[T]:
     """A connection the caller owns (not closed on exit), one transaction at a time."""
     with lock:
         yield conn
 
 
 @asynccontextmanager
-async def _aborrowed(conn, lock: asyncio.Lock):
+async def _aborrowed(conn: T, lock: asyncio.Lock) -> AsyncIterator[T]:
     async with lock:
         yield conn

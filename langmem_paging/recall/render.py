@@ -22,7 +22,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from langmem_paging.core.blocks import blocks_in, media_blocks
+from langmem_paging.core.blocks import Block, blocks_in, media_blocks
 from langmem_paging.core.messages import METADATA_KEY
 from langmem_paging.core.records import ClusterNode, Page
 from langmem_paging.core.rendering import INDENT, escape_tags, render_message
@@ -344,7 +344,7 @@ def _cap_notice(cap: int, omitted: list[str], room: int, counter: TokenCounter, 
     return ""
 
 
-def with_media(content: str, page_ids: Sequence[str], get_page: GetPage) -> str | list[str | dict]:
+def with_media(content: str, page_ids: Sequence[str], get_page: GetPage) -> str | list[str | Block]:
     """The recalled text, followed by the original image and file blocks of the messages it shows
     (by their placeholders in it, `langmem_paging.core.blocks`): the model sees the image again, not a
     description of it. Text alone when none shows."""
@@ -355,7 +355,7 @@ def with_media(content: str, page_ids: Sequence[str], get_page: GetPage) -> str 
         for m in page.messages
         for b in media_blocks(m.content)
     )
-    blocks: list[str | dict] = [*blocks_in(content, candidates)]
+    blocks: list[str | Block] = [*blocks_in(content, candidates)]
     return [{"type": "text", "text": content}, *blocks] if blocks else content
 
 

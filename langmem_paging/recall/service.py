@@ -18,11 +18,13 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_paging.config import PagingConfig
+from langmem_paging.core.blocks import Block
 from langmem_paging.core.effects import ask
 from langmem_paging.core.errors import StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.messages import library_mark, split_units
 from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
+from langmem_paging.core.rendering import render_message
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import TokenCounter, message_text
 from langmem_paging.index.base import Hit, best_pages
@@ -37,7 +39,6 @@ from langmem_paging.recall.render import (
     page_parts,
     passages_cost,
     recall_artifact,
-    render_message,
     render_page,
     render_recall_shown,
     with_media,
@@ -122,7 +123,7 @@ class RecallRequest:
 class RecallAnswer:
     """What a recall returns to the tool."""
 
-    content: str | list[str | dict]
+    content: str | list[str | Block]
     """The tool message content: text, or text and the original image/file blocks it shows."""
     artifact: dict[str, Any]
     """Kept on the ToolMessage (not sent to the model) to shrink and re-expand it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
@@ -136,7 +136,12 @@ def _current(ctx: StepContext, draft: Draft) -> list[BaseMessage]:
 
 
 def _record(
-    ctx: StepContext, draft: Draft, page_draft: PageDraft, digest: str, bookmark: Bookmark, features: dict
+    ctx: StepContext,
+    draft: Draft,
+    page_draft: PageDraft,
+    digest: str,
+    bookmark: Bookmark,
+    features: dict[str, Any],
 ) -> Page:
     """The page record, and its resident entry in the state."""
     state = ctx.state

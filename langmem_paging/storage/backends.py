@@ -21,14 +21,21 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
+
+Saver: TypeAlias = BaseCheckpointSaver[str]
+"""A LangGraph checkpointer (SQLite's and Postgres's version channels with strings)."""
+
+if TYPE_CHECKING:  # optional dependencies (the `postgres` extra): imported for their types only
+    from psycopg import Connection
+    from psycopg.rows import DictRow
 
 __all__ = ["SCHEMES", "BackendError", "open_checkpointer", "open_store", "scheme_of", "sqlite_path"]
 
@@ -74,10 +81,9 @@ def _sqlite_connect(uri: str, *, create: bool, autocommit: bool) -> sqlite3.Conn
     path = sqlite_path(uri)
     if not create and not Path(path).is_file():
         raise BackendError(f"No SQLite file at {str(Path(path).resolve())!r} (from {uri!r}).")
-    kwargs: dict[str, Any] = {"check_same_thread": False}
     if autocommit:
-        kwargs["isolation_level"] = None
-    return sqlite3.connect(path, **kwargs)
+        return sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    return sqlite3.connect(path, check_same_thread=False)
 
 
 def _sqlite_has_table(conn: sqlite3.Connection, table: str) -> bool:
@@ -103,7 +109,7 @@ def _sqlite_store(uri: str, create: bool) -> Iterator[BaseStore]:
 
 
 @contextlib.contextmanager
-def _sqlite_saver(uri: str) -> Iterator[BaseCheckpointSaver | None]:
+def _sqlite_saver(uri: str) -> Iterator[Saver | None]:
     try:
         from langgraph.checkpoint.sqlite import SqliteSaver
     except ImportError as error:
@@ -119,7 +125,7 @@ def _sqlite_saver(uri: str) -> Iterator[BaseCheckpointSaver | None]:
 # -- PostgreSQL -----------------------------------------------------------------------------------
 
 
-def _pg_connect(uri: str, scheme: str):
+def _pg_connect(uri: str, scheme: str) -> Connection[DictRow]:
     try:
         import psycopg
         from psycopg.rows import dict_row
@@ -132,29 +138,29 @@ def _pg_connect(uri: str, scheme: str):
         raise BackendError(f"Cannot connect to {uri!r}: {error}") from error
 
 
-def _pg_has_table(conn, table: str) -> bool:
-    return conn.execute("SELECT to_regclass(%s) AS t", (table,)).fetchone()["t"] is not None
+def _pg_has_table(conn: Connection[DictRow], table: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) AS t", (table,)).fetchone()
+    return row is not None and row["t"] is not None
 
 
 @contextlib.contextmanager
-def _pg_connection(uri: str, module: str, name: str) -> Iterator[tuple[Any, Any]]:
-    """An open connection to `uri` and the LangGraph class `module.name` (the extra named if missing)."""
-    scheme = scheme_of(uri)
+def _pg_connection(uri: str) -> Iterator[Connection[DictRow]]:
+    """An open connection to `uri`, closed on exit."""
+    conn = _pg_connect(uri, scheme_of(uri))
     try:
-        cls = getattr(importlib.import_module(module), name)
-    except ImportError as error:
-        raise _missing_extra(scheme, error) from error
-    conn = _pg_connect(uri, scheme)
-    try:
-        yield conn, cls
+        yield conn
     finally:
         conn.close()
 
 
 @contextlib.contextmanager
 def _pg_store(uri: str, create: bool) -> Iterator[BaseStore]:
-    with _pg_connection(uri, "langgraph.store.postgres", "PostgresStore") as (conn, postgres_store):
-        store = postgres_store(conn)
+    try:
+        from langgraph.store.postgres import PostgresStore
+    except ImportError as error:
+        raise _missing_extra(scheme_of(uri), error) from error
+    with _pg_connection(uri) as conn:
+        store = PostgresStore(conn)
         if create:
             store.setup()
         elif not _pg_has_table(conn, "store"):
@@ -163,12 +169,21 @@ def _pg_store(uri: str, create: bool) -> Iterator[BaseStore]:
 
 
 @contextlib.contextmanager
-def _pg_saver(uri: str) -> Iterator[BaseCheckpointSaver | None]:
-    with _pg_connection(uri, "langgraph.checkpoint.postgres", "PostgresSaver") as (conn, postgres_saver):
-        yield postgres_saver(conn) if _pg_has_table(conn, "checkpoints") else None
+def _pg_saver(uri: str) -> Iterator[Saver | None]:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError as error:
+        raise _missing_extra(scheme_of(uri), error) from error
+    with _pg_connection(uri) as conn:
+        yield PostgresSaver(conn) if _pg_has_table(conn, "checkpoints") else None
 
 
-SCHEMES: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+StoreOpener: TypeAlias = Callable[[str, bool], AbstractContextManager[BaseStore]]
+"""Opens the store at a URI (`create`: make it if missing), closing it on exit."""
+SaverOpener: TypeAlias = Callable[[str], AbstractContextManager["Saver | None"]]
+"""Opens the checkpointer at a URI (None: the database holds no checkpoints), closing it on exit."""
+
+SCHEMES: dict[str, tuple[StoreOpener, SaverOpener]] = {
     "sqlite": (_sqlite_store, _sqlite_saver),
     "postgresql": (_pg_store, _pg_saver),
     "postgres": (_pg_store, _pg_saver),
@@ -193,7 +208,7 @@ def open_store(uri: str, *, create: bool = False) -> Iterator[BaseStore]:
 
 
 @contextlib.contextmanager
-def open_checkpointer(uri: str, *, required: bool = True) -> Iterator[BaseCheckpointSaver | None]:
+def open_checkpointer(uri: str, *, required: bool = True) -> Iterator[Saver | None]:
     """The LangGraph checkpointer at `uri`, closed on exit; None if it holds no checkpoints table
     and `required` is False.
 

@@ -200,7 +200,7 @@ class PageStore:
         if attempt >= self.retries:
             raise self._failed(error) from error
         logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
-        return 0.01 * 2**attempt
+        return 0.01 * 2.0**attempt
 
     def _claim(self, call: Callable[[NumberClaims], list[bool]]) -> list[bool]:
         try:

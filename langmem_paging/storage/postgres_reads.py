@@ -17,11 +17,14 @@ or an async cursor answers.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.store.base import BaseStore, GetOp, Op
 
 from langmem_paging.core.effects import adrive, drive
+
+if TYPE_CHECKING:  # an optional dependency: imported for its types only
+    from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 
 __all__ = ["abatch_reads", "batch_reads"]
 
@@ -40,7 +43,8 @@ def batch_reads(store: BaseStore, ops: Sequence[Op]) -> list[Any] | None:
     reads = _reads(store, ops, "PostgresStore")
     if reads is None:
         return None
-    with store._cursor() as cur:  # type: ignore[attr-defined]
+    # `_reads` checked the class by name (importing it would need the optional package)
+    with cast("PostgresStore", store)._cursor() as cur:
 
         def fetch(query: _Query) -> list[Any]:
             cur.execute(*query, prepare=True)
@@ -54,7 +58,7 @@ async def abatch_reads(store: BaseStore, ops: Sequence[Op]) -> list[Any] | None:
     reads = _reads(store, ops, "AsyncPostgresStore")
     if reads is None:
         return None
-    async with store._cursor() as cur:  # type: ignore[attr-defined]
+    async with cast("AsyncPostgresStore", store)._cursor() as cur:
 
         async def fetch(query: _Query) -> list[Any]:
             await cur.execute(*query, prepare=True)

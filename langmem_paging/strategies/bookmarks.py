@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias, cast
 
 from langchain_core.messages import BaseMessage
 
@@ -88,30 +89,42 @@ class Bookmarker(ABC):
         return self.bookmark(pages, context)
 
 
+BookmarkText: TypeAlias = tuple[str, Iterable[str]]
+"""A bookmark function's answer: the bookmark's text and its keywords."""
+BookmarkFunction: TypeAlias = Callable[
+    [str, Sequence[BaseMessage], "BookmarkContext"], BookmarkText | Awaitable[BookmarkText]
+]
+"""A user's bookmarker: ``(page_id, messages, context) -> (text, keywords)``, sync or async."""
+
+
 class _CallableBookmarker(Bookmarker):
     """Adapts a function ``(page_id, messages, context) -> (text, keywords)``."""
 
-    def __init__(self, fn: Callable) -> None:
+    def __init__(self, fn: BookmarkFunction) -> None:
         self.fn = fn
 
-    def bookmark(self, pages, context):
+    def bookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
         out = []
         for page in pages:
-            text, keywords = self.fn(page.id, page.messages, context)
+            # a sync function here: `abookmark` awaits an async one
+            text, keywords = cast("BookmarkText", self.fn(page.id, page.messages, context))
             out.append(Bookmark(text, list(keywords), dict.fromkeys(keywords, 1.0)))
         return out
 
-    async def abookmark(self, pages, context):
+    async def abookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
         if asyncio.iscoroutinefunction(self.fn):
             out = []
             for page in pages:
-                text, keywords = await self.fn(page.id, page.messages, context)
+                # iscoroutinefunction does not narrow the union: an async function returns an awaitable
+                text, keywords = await cast(
+                    "Awaitable[BookmarkText]", self.fn(page.id, page.messages, context)
+                )
                 out.append(Bookmark(text, list(keywords), dict.fromkeys(keywords, 1.0)))
             return out
         return self.bookmark(pages, context)
 
 
-def as_bookmarker(value: Bookmarker | Callable | str | None) -> Bookmarker:
+def as_bookmarker(value: Bookmarker | BookmarkFunction | str | None) -> Bookmarker:
     """A `Bookmarker` from one, from its name (`BOOKMARKERS`), from a ``(page_id, messages,
     context) -> (text, keywords)`` function, or the default `KeywordBookmarker` for None."""
     if value is None:

@@ -46,6 +46,7 @@ __all__ = [
     "OpenAIEmbedder",
     "SentenceTransformerEmbedder",
     "get_embedder",
+    "normalize_rows",
 ]
 
 _EMBEDDINGS_EXTRA = 'pip install "langmem-paging[embeddings]"'
@@ -72,11 +73,13 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
     return texts
 
 
-def _normalize_rows(matrix: np.ndarray) -> np.ndarray:
+def normalize_rows(matrix: np.ndarray) -> np.ndarray:
     """Float32 rows scaled to unit L2 norm; an all-zero row stays zero."""
     matrix = np.asarray(matrix, dtype=np.float64)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0).astype(np.float32)
+    out = np.zeros_like(matrix)
+    np.divide(matrix, norms, out=out, where=norms > 0)
+    return out.astype(np.float32)
 
 
 def _check_positive(value: int, param: str) -> None:
@@ -111,7 +114,7 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> np.ndarray:
         """One search query's vector (float32, unit length). The same as a document's by default;
         models that embed queries differently from documents (LangChain's ``embed_query``) override it."""
-        return self.embed([text])[0]
+        return self.embed([text])[0, :]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -208,7 +211,7 @@ class HashingEmbedder(Embedder):
             if indices
             else np.zeros(size)
         )
-        return _normalize_rows(flat.reshape(len(texts), self.dim))
+        return normalize_rows(flat.reshape(len(texts), self.dim))
 
 
 _VOCAB_FILE = Path(__file__).parents[1] / "data" / "minilm_vocab.txt.gz"
@@ -331,7 +334,7 @@ class DefaultEmbedder(Embedder):
             )
             summed = np.einsum("bsd,bs->bd", hidden.astype(np.float64), mask.astype(np.float64))
             out[batch] = summed / mask.sum(axis=1, keepdims=True)
-        return _normalize_rows(out)
+        return normalize_rows(out)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed `texts` (see `Embedder.embed`); a blank text gives a zero row."""
@@ -343,7 +346,7 @@ class DefaultEmbedder(Embedder):
         vectors = self._forward(pieces).astype(np.float64)
         weights = np.array([len(p) - 2 for p in pieces], dtype=np.float64)
         np.add.at(out, np.asarray(owners), vectors * weights[:, None])
-        return _normalize_rows(out)
+        return normalize_rows(out)
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -466,7 +469,7 @@ class SentenceTransformerEmbedder(Embedder):
             weights = np.array([size for _, size in text_pieces], dtype=np.float64)
             out[row] = weights @ vectors[start : start + len(text_pieces)]
             start += len(text_pieces)
-        return _normalize_rows(out)
+        return normalize_rows(out)
 
 
 # Native output sizes, so `dim` is known without a request.
@@ -628,7 +631,7 @@ class OpenAIEmbedder(Embedder):
         out = np.zeros((n, self._dim), dtype=np.float64)
         if rows:
             out[rows] = np.concatenate(parts)
-        return _normalize_rows(out)
+        return normalize_rows(out)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed `texts` (see `Embedder.embed`) with one request per batch."""
@@ -710,7 +713,7 @@ class LangChainEmbedder(Embedder):
         out = np.zeros((len(texts), self.dim), dtype=np.float64)
         if rows:
             out[rows] = parts
-        return _normalize_rows(out)
+        return normalize_rows(out)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed `texts` (see `Embedder.embed`) with ``embed_documents``."""
@@ -730,7 +733,7 @@ class LangChainEmbedder(Embedder):
         """A search query's vector, with ``embed_query``; a blank query gives a zero vector."""
         if not text.strip():
             return np.zeros(self.dim, dtype=np.float32)
-        return _normalize_rows(self._rows([self.embeddings.embed_query(text)], 1))[0]
+        return normalize_rows(self._rows([self.embeddings.embed_query(text)], 1))[0, :]
 
 
 EMBEDDERS: dict[str, Callable[..., Embedder]] = {

@@ -167,9 +167,9 @@ MONTHS = frozenset(
 class PageTerms:
     """A page's candidate keywords, by stem."""
 
-    tf: Counter = field(default_factory=Counter)
+    tf: Counter[str] = field(default_factory=Counter)
     """Occurrences of each stem on the page."""
-    surface: dict[str, Counter] = field(default_factory=dict)
+    surface: dict[str, Counter[str]] = field(default_factory=dict)
     """Surface forms seen for each stem, with counts."""
     salient: set[str] = field(default_factory=set)
     """Stems written as a name, a number or a date."""

@@ -37,7 +37,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.messages import is_user_turn
 from langmem_paging.core.tokens import message_text
-from langmem_paging.strategies.embeddings import Embedder, get_embedder
+from langmem_paging.strategies.embeddings import Embedder, get_embedder, normalize_rows
 
 __all__ = [
     "VECTOR_KEY",
@@ -184,8 +184,7 @@ class PageVectors:
         out = np.zeros((n, rows.shape[1] if rows.ndim == 2 else self.embedder.dim), dtype=np.float64)
         if len(owners):
             np.add.at(out, np.asarray(owners), rows.astype(np.float64))
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0).astype(np.float32)
+        return normalize_rows(out)
 
     def _features(self, rows: np.ndarray) -> list[dict[str, Any]]:
         tag = self.tag
@@ -203,9 +202,8 @@ class PageVectors:
 
     def stored(self, features: Mapping[str, Any]) -> str | None:
         """The encoded vector in `features` if it was made under this tag, else None."""
-        if features.get(VECTOR_TAG_KEY) == self.tag and isinstance(features.get(VECTOR_KEY), str):
-            return features[VECTOR_KEY]
-        return None
+        vector = features.get(VECTOR_KEY)
+        return vector if features.get(VECTOR_TAG_KEY) == self.tag and isinstance(vector, str) else None
 
     def matrix(
         self, units: Sequence[Sequence[BaseMessage]], features: Sequence[Mapping[str, Any]]
