@@ -53,6 +53,7 @@ def worker(turns: int, tick_ms: float, max_tokens: int, delay_ms: float) -> dict
 
     t0 = time.perf_counter()
     from langchain.agents import create_agent
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.store.memory import InMemoryStore
 
@@ -68,7 +69,7 @@ def worker(turns: int, tick_ms: float, max_tokens: int, delay_ms: float) -> dict
     startup_ms = (time.perf_counter() - t0) * 1e3
 
     async def main() -> list[dict[str, Any]]:
-        config = {"configurable": {"thread_id": "stall"}}
+        config: RunnableConfig = {"configurable": {"thread_id": "stall"}}
         lateness: list[float] = []
         running = True
 
