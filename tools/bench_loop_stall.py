@@ -12,6 +12,11 @@ after the loop started (0: at once, while the tokenizer may still be loading).
 
     python tools/bench_loop_stall.py                 # 3 fresh processes, 6 turns each, a table
     python tools/bench_loop_stall.py --delay-ms 3000 --json out.json
+    python tools/bench_loop_stall.py --baseline main --runs 5   # before/after, runs alternated
+
+`--baseline REF` compares side by side in one run: the package as it is at git REF (extracted with
+`git archive` to a temporary directory) and the working tree, each in its own fresh processes,
+alternated so that both see the same machine load.
 
 On a loaded machine a 1 ms sleep itself wakes late by the scheduler's doing: `max_stall_before_ms`
 (in the JSON) is the worst lateness before any turn ran, the noise floor of the run.
@@ -23,12 +28,15 @@ A script, not a test: it prints what it measured and asserts nothing (the target
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +53,7 @@ def worker(turns: int, tick_ms: float, max_tokens: int, delay_ms: float) -> dict
 
     t0 = time.perf_counter()
     from langchain.agents import create_agent
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.store.memory import InMemoryStore
 
@@ -60,7 +69,7 @@ def worker(turns: int, tick_ms: float, max_tokens: int, delay_ms: float) -> dict
     startup_ms = (time.perf_counter() - t0) * 1e3
 
     async def main() -> list[dict[str, Any]]:
-        config = {"configurable": {"thread_id": "stall"}}
+        config: RunnableConfig = {"configurable": {"thread_id": "stall"}}
         lateness: list[float] = []
         running = True
 
@@ -102,11 +111,25 @@ def worker(turns: int, tick_ms: float, max_tokens: int, delay_ms: float) -> dict
         rows[0]["max_stall_before_ms"] = before
         return rows
 
-    return {"startup_ms": startup_ms, "delay_ms": delay_ms, "turns": asyncio.run(main())}
+    import langmem_paging
+
+    source = str(Path(langmem_paging.__file__).resolve().parents[1])
+    return {"startup_ms": startup_ms, "delay_ms": delay_ms, "source": source, "turns": asyncio.run(main())}
 
 
-def run_fresh(args: argparse.Namespace) -> dict[str, Any]:
-    """One measurement in a new interpreter (nothing cached from an earlier run)."""
+def extract(ref: str, into: Path) -> Path:
+    """The package as it is at git `ref`, written under `into` (the repository is not touched)."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", ref, "langmem_paging"], cwd=REPO, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def run_fresh(args: argparse.Namespace, source: Path = REPO, code: str = "working tree") -> dict[str, Any]:
+    """One measurement in a new interpreter (nothing cached from an earlier run), importing the
+    package from `source`."""
     params = json.dumps(
         {
             "turns": args.turns,
@@ -115,11 +138,15 @@ def run_fresh(args: argparse.Namespace) -> dict[str, Any]:
             "delay_ms": args.delay_ms,
         }
     )
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "PYTHONPATH": f"{source}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     done = subprocess.run(
         [sys.executable, __file__, "--worker", params], capture_output=True, text=True, check=True, env=env
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    run: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(run["source"]) != source.resolve():  # an installed copy shadowed the tree asked for
+        raise RuntimeError(f"the worker imported langmem_paging from {run['source']}, not {source}")
+    run["code"] = code
+    return run
 
 
 def header() -> dict[str, Any]:
@@ -147,23 +174,36 @@ def render(report: dict[str, Any]) -> str:
     lines = [
         f"first turn {report['runs'][0]['delay_ms']:.0f} ms after the loop started; agent built before it",
         "",
-        "| run | turn | wall ms | max stall ms | pages formed |",
-        "| --- | --- | --- | --- | --- |",
+        "| code | run | turn | wall ms | max stall ms | stall before ms | pages formed |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for i, run in enumerate(report["runs"], 1):
+    seen: dict[str, int] = {}
+    for run in report["runs"]:
+        i = seen[run["code"]] = seen.get(run["code"], 0) + 1
         for row in run["turns"]:
+            before = f"{row['max_stall_before_ms']:.1f}" if "max_stall_before_ms" in row else ""
             lines.append(
-                f"| {i} | {row['turn']} | {row['wall_ms']:.0f} | {row['max_stall_ms']:.1f} | "
-                f"{row['pages_formed']} |"
+                f"| {run['code']} | {i} | {row['turn']} | {row['wall_ms']:.0f} | {row['max_stall_ms']:.1f} | "
+                f"{before} | {row['pages_formed']} |"
             )
-    firsts = [run["turns"][0]["max_stall_ms"] for run in report["runs"]]
-    worst = [max(r["max_stall_ms"] for r in run["turns"]) for run in report["runs"]]
+    lines += [
+        "",
+        "| code | runs | first turn max stall ms (median, max) | stall before (median, max) "
+        "| any turn max | startup ms (median) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for code in dict.fromkeys(run["code"] for run in report["runs"]):
+        runs = [run for run in report["runs"] if run["code"] == code]
+        firsts = [run["turns"][0]["max_stall_ms"] for run in runs]
+        befores = [run["turns"][0]["max_stall_before_ms"] for run in runs]
+        worst = max(max(r["max_stall_ms"] for r in run["turns"]) for run in runs)
+        startup = statistics.median(run["startup_ms"] for run in runs)
+        lines.append(
+            f"| {code} | {len(runs)} | {statistics.median(firsts):.1f}, {max(firsts):.1f} | "
+            f"{statistics.median(befores):.1f}, {max(befores):.1f} | {worst:.1f} | {startup:.0f} |"
+        )
     lines.append("")
-    lines.append(
-        f"first turn max stall: median {statistics.median(firsts):.1f} ms, max {max(firsts):.1f} ms "
-        f"(target <= {TARGET_MS:.0f} ms); any turn: max {max(worst):.1f} ms; "
-        f"loadavg {report['header']['loadavg']}"
-    )
+    lines.append(f"target: first turn max stall <= {TARGET_MS:.0f} ms; loadavg {report['header']['loadavg']}")
     return "\n".join(lines)
 
 
@@ -181,6 +221,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=0.0,
         help="time between the loop's start and the first turn (default 0: at once)",
     )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="REF",
+        help="also measure the package as it is at this git ref, in alternated fresh processes",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the raw numbers here")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -190,7 +236,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             json.dumps(worker(params["turns"], params["tick_ms"], params["max_tokens"], params["delay_ms"]))
         )
         return {}
-    report = {"header": header(), "runs": [run_fresh(args) for _ in range(args.runs)]}
+    with tempfile.TemporaryDirectory(prefix="bench_loop_stall_") as tmp:
+        baseline = extract(args.baseline, Path(tmp)) if args.baseline else None
+        runs = []
+        for _ in range(args.runs):
+            if baseline is not None:
+                runs.append(run_fresh(args, baseline, f"baseline {args.baseline}"))
+            runs.append(run_fresh(args))
+    report = {"header": header(), "runs": runs}
     print(render(report))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

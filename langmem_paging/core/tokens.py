@@ -8,6 +8,7 @@ tiktoken encoder loads with no network.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import hashlib
 import json
@@ -531,14 +532,17 @@ _WARMING: set[str] = set()
 
 
 def warm_up(encoding: str) -> None:
-    """Load the counter of `encoding` and the stemmer in a daemon thread, once per process, so that
-    the first turn finds them loaded (what `PagingMiddleware` and `PagingNode` start when built).
+    """Load the counter of `encoding` and the stemmer once per process, away from any event loop, so
+    that the first turn finds them loaded (what `PagingMiddleware` and `PagingNode` do when built).
 
-    Why not on first use with `asyncio.to_thread`: tiktoken builds its tokenizer in Rust holding the
-    GIL (about 0.4-1 s for cl100k on a busy machine), so a worker thread stalls an event loop just
-    the same; only a load that finishes before the first turn keeps the loop free. A turn that comes
-    sooner waits for it (`shared_counter` holds a lock while loading), and an encoding not warmed
-    (another model's, known only at the call) still loads at that call.
+    Built where no event loop runs in this thread (a server building its agent at startup, a script,
+    a test), they load here, at once: 0.3-0.7 s, once per process, before any loop could need to run.
+    Not in a background thread then: tiktoken builds its tokenizer in Rust holding the GIL (0.15-0.36 s
+    measured for cl100k/o200k), so a worker thread stalls a loop that has started meanwhile just the
+    same (`tools/bench_loop_stall.py`). Built inside a running loop, they load in a daemon thread (the
+    constructor must not block the loop), with that one stall when the tokenizer is built. A turn
+    that comes sooner waits for it (`shared_counter` holds a lock while loading); an encoding not
+    warmed (another model's, known only at the call) still loads at that call, in a worker thread.
     """
     if encoding not in _BLOB_URLS:
         return  # an unknown name fails at the call, with the message that names the option
@@ -546,16 +550,29 @@ def warm_up(encoding: str) -> None:
         if encoding in _WARMING or encoding in _SHARED:
             return
         _WARMING.add(encoding)
+    if not _loop_running():
+        _warm(encoding)
+        return
     threading.Thread(
         target=_warm, args=(encoding,), name=f"langmem-paging-warm-{encoding}", daemon=True
     ).start()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _warm(encoding: str) -> None:
     from langmem_paging.core.background import stem
 
     stem("warming")  # loads the stemmer module and builds the stemmer
-    shared_counter(encoding)
+    # tiktoken's first encode in a process sets up its regex engine (about 20 ms, whichever thread
+    # asks): done here, not in the first turn on the loop
+    shared_counter(encoding).encoding.encode("warming up", disallowed_special=())
 
 
 def loaded_counter(encoding: str) -> TokenCounter | None:
