@@ -2,7 +2,8 @@
 
 - `vocabulary`: the words and odd text histories are written with, and the strategies drawn;
 - `oracles`: the invariants checked at every model call;
-- `pure`: random histories through `page_messages` and a `Pager` (`PureCase`);
+- `pure`: random histories through `page_messages` and a `Pager` (`PureCase`, the driver and the model
+  call); `pure_generate` draws its events, `pure_events` applies them, `pure_checks` holds its oracles;
 - `graph`: random turns through compiled graphs (`GraphCase`);
 - `shrink`: a failing pure case shrunk to a standalone repro script;
 - `report`: failures grouped by invariant, and the campaign's JSON summary;
