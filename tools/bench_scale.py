@@ -375,12 +375,96 @@ def _profile_top(profile: cProfile.Profile, limit: int) -> list[dict[str, Any]]:
     return [{"by": "tottime", "rows": by_tot}, {"by": "cumtime", "rows": by_cum, "total_s": total}]
 
 
-def bench_steps(args, workdir: Path) -> dict[str, Any]:
-    """Grow one thread per configuration in lockstep on one history; measure a window at each size."""
-    vocabulary = shared_vocabulary()
-    chat = Chat(vocabulary, seed=args.seed)
-    stream = chat.segments()
-    history: list[BaseMessage] = []
+@dataclass
+class _Lockstep:
+    """Runners fed the same history one chat segment at a time (the history is shared, append-only)."""
+
+    stream: Iterator[list[BaseMessage]]
+    history: list[BaseMessage]
+    runners: list[Runner]
+    bucket: int
+    """Width (messages) of a build-curve bucket."""
+    calls: int = 0
+    """Model calls made while building (paging happens every `build_every`)."""
+    build_wall: float = 0.0
+    max_seen: dict[str, int] = field(
+        default_factory=lambda: {"tokens": 0, "over_budget_calls": 0, "calls": 0}
+    )
+    """Most tokens any measured call received, and the over-budget and measured call counts."""
+
+    def next_segment(self) -> None:
+        segment = next(self.stream)
+        self.history.extend(segment)
+        for runner in self.runners:
+            runner.feed(segment)
+
+    def build_to(self, size: int, build_every: int) -> None:
+        """Step every `build_every` model calls until the history has `size` messages."""
+        t_build = time.perf_counter()
+        while len(self.history) < size:
+            self.next_segment()
+            self.calls += 1
+            if self.calls % build_every:
+                continue
+            for runner in self.runners:
+                timing, _ = runner.step()
+                runner.build_step_s += timing["middleware"] / 1e3
+                runner.build_steps += 1
+                runner.curve.setdefault(len(self.history) // self.bucket * self.bucket, []).append(
+                    timing["middleware"]
+                )
+        self.build_wall += time.perf_counter() - t_build
+
+    def window(self, repeats: int, tiktoken_counter: TokenCounter) -> tuple[dict[str, list], dict[str, Any]]:
+        """Measure `repeats` model calls of every runner, each next to trim_messages on the same history."""
+        samples: dict[str, list] = {r.name: [] for r in self.runners}
+        trims: dict[str, list[float]] = {"approximate": [], "tiktoken": []}
+        trim_kept = []
+        for _ in range(repeats):
+            self.next_segment()
+            ms, kept = _time_trim(self.history, "approximate")
+            trims["approximate"].append(ms)
+            trim_kept.append(kept)
+            trims["tiktoken"].append(_time_trim(self.history, tiktoken_counter)[0])
+            for runner in self.runners:
+                samples[runner.name].append(self._measured_step(runner))
+        trim: dict[str, Any] = {k: summary(v) for k, v in trims.items()}
+        trim["raw_ms"] = trims
+        trim["kept_messages_mean"] = statistics.fmean(trim_kept) if trim_kept else 0
+        return samples, trim
+
+    def _measured_step(self, runner: Runner) -> dict[str, Any]:
+        timing, result = runner.step()
+        self.max_seen["tokens"] = max(self.max_seen["tokens"], result.tokens)
+        self.max_seen["over_budget_calls"] += int(result.over_budget)
+        self.max_seen["calls"] += 1
+        return {
+            **timing,
+            "pages": _pages_of(result),
+            "tokens": result.tokens,
+            "over_budget": result.over_budget,
+            "view": len(result.view),
+        }
+
+    def profile(self, runner: Runner, steps: int) -> cProfile.Profile:
+        """`steps` more calls of every runner, `runner`'s own under cProfile."""
+        profile = cProfile.Profile()
+        for _ in range(steps):
+            self.next_segment()
+            for other in self.runners:
+                if other is runner:
+                    profile.enable()
+                    other.step()
+                    profile.disable()
+                else:
+                    other.step()
+        return profile
+
+
+def _steps_runners(
+    args, workdir: Path, history: list[BaseMessage]
+) -> tuple[list[tuple[str, str]], list[Runner]]:
+    """The (mode, policy) configurations and a runner on its own SQLite file for each."""
     configs = [("replace", args.policy), ("view", args.policy)] + [
         ("replace", p) for p in args.extra_policies
     ]
@@ -398,148 +482,117 @@ def bench_steps(args, workdir: Path) -> dict[str, Any]:
                 thread_id=f"bench-{mode}-{policy}",
             )
         )
-    tiktoken_counter = TokenCounter()
-    out: dict[str, Any] = {
-        "sizes": [],
-        "config": {
-            "max_tokens": MAX_TOKENS,
-            "boundary": BOUNDARY,
-            "policies": [c[1] for c in configs],
-            "modes": [c[0] for c in configs],
-            "window": args.repeats,
-            "build_every": args.build_every,
-            "trim": {**TRIM_KWARGS, "max_tokens": MAX_TOKENS},
-            "store": "SqliteStore on a file (isolation_level=None, check_same_thread=False)",
-        },
+    return configs, runners
+
+
+def _steps_config(args, configs: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
+        "max_tokens": MAX_TOKENS,
+        "boundary": BOUNDARY,
+        "policies": [c[1] for c in configs],
+        "modes": [c[0] for c in configs],
+        "window": args.repeats,
+        "build_every": args.build_every,
+        "trim": {**TRIM_KWARGS, "max_tokens": MAX_TOKENS},
+        "store": "SqliteStore on a file (isolation_level=None, check_same_thread=False)",
     }
-    max_seen = {"tokens": 0, "over_budget_calls": 0, "calls": 0}
-    bucket = max(100, min(args.sizes) // 2)
-    calls = 0
-    build_wall = 0.0
 
-    def next_segment() -> None:
-        segment = next(stream)
-        history.extend(segment)
-        for runner in runners:
-            runner.feed(segment)
 
+def bench_steps(args, workdir: Path) -> dict[str, Any]:
+    """Grow one thread per configuration in lockstep on one history; measure a window at each size."""
+    chat = Chat(shared_vocabulary(), seed=args.seed)
+    history: list[BaseMessage] = []
+    configs, runners = _steps_runners(args, workdir, history)
+    lockstep = _Lockstep(chat.segments(), history, runners, bucket=max(100, min(args.sizes) // 2))
+    tiktoken_counter = TokenCounter()
+    out: dict[str, Any] = {"sizes": [], "config": _steps_config(args, configs)}
     for size in args.sizes:
-        # Build: step every `build_every` model calls until the history has `size` messages.
-        t_build = time.perf_counter()
         steps_before = {r.name: (r.build_step_s, r.build_steps) for r in runners}
-        while len(history) < size:
-            next_segment()
-            calls += 1
-            if calls % args.build_every:
-                continue
-            for runner in runners:
-                timing, result = runner.step()
-                runner.build_step_s += timing["middleware"] / 1e3
-                runner.build_steps += 1
-                runner.curve.setdefault(len(history) // bucket * bucket, []).append(timing["middleware"])
-        build_wall += time.perf_counter() - t_build
-        row: dict[str, Any] = {
-            "history_messages": len(history),
-            "target": size,
-            "build_wall_s_cumulative": build_wall,
-            "build": {
-                r.name: {
-                    "step_s": r.build_step_s - steps_before[r.name][0],
-                    "steps": r.build_steps - steps_before[r.name][1],
-                    "step_s_cumulative": r.build_step_s,
-                }
-                for r in runners
-            },
-            "runners": {},
-        }
+        lockstep.build_to(size, args.build_every)
+        row = _size_row(lockstep, size, steps_before)
         # Warm the trim counter's cache as a long-running agent's would be (not timed).
         _time_trim(history, tiktoken_counter)
-        samples: dict[str, list] = {r.name: [] for r in runners}
-        trims: dict[str, list[float]] = {"approximate": [], "tiktoken": []}
-        trim_kept = []
-        for _ in range(args.repeats):
-            next_segment()
-            ms, kept = _time_trim(history, "approximate")
-            trims["approximate"].append(ms)
-            trim_kept.append(kept)
-            trims["tiktoken"].append(_time_trim(history, tiktoken_counter)[0])
-            for runner in runners:
-                timing, result = runner.step()
-                samples[runner.name].append(
-                    {
-                        **timing,
-                        "pages": _pages_of(result),
-                        "tokens": result.tokens,
-                        "over_budget": result.over_budget,
-                        "view": len(result.view),
-                    }
-                )
-                max_seen["tokens"] = max(max_seen["tokens"], result.tokens)
-                max_seen["over_budget_calls"] += int(result.over_budget)
-                max_seen["calls"] += 1
+        samples, trim = lockstep.window(args.repeats, tiktoken_counter)
         row["window_history_messages"] = [row["history_messages"], len(history)]
-        row["trim"] = {k: summary(v) for k, v in trims.items()}
-        row["trim"]["raw_ms"] = trims
-        row["trim"]["kept_messages_mean"] = statistics.fmean(trim_kept) if trim_kept else 0
+        row["trim"] = trim
         for runner in runners:
-            rows = samples[runner.name]
-            paging = [s for s in rows if s["pages"]]
-            quiet = [s for s in rows if not s["pages"]]
-            state = PagingState.from_value(runner.paging)
-            row["runners"][runner.name] = {
-                "all": summary([s["middleware"] for s in rows]),
-                "paging": summary([s["middleware"] for s in paging]),
-                "not_paging": summary([s["middleware"] for s in quiet]),
-                "parts_p50": {
-                    k: percentile([s[k] for s in rows], 50) for k in ("prepare", "pager", "update", "reducer")
-                },
-                "max_tokens_received": max((s["tokens"] for s in rows), default=0),
-                "view_messages_mean": statistics.fmean(s["view"] for s in rows) if rows else 0,
-                "state_json_bytes": len(json.dumps(runner.paging)),
-                "state_messages": len(runner.messages) if runner.mode == "replace" else len(history),
-                "pages_formed": state.next["p"] - 1,
-                "clusters_made": state.next["c"] - 1,
-                "raw": rows,
-            }
+            row["runners"][runner.name] = _runner_summary(runner, samples[runner.name], history)
         if args.profile:
-            row["profiles"] = {}
-            for runner in runners:
-                if runner.policy != args.policy:
-                    continue
-                profile = cProfile.Profile()
-                for _ in range(args.profile_steps):
-                    next_segment()
-                    for other in runners:
-                        if other is runner:
-                            profile.enable()
-                            other.step()
-                            profile.disable()
-                        else:
-                            other.step()
-                path = args.profile / f"{runner.mode}_{runner.policy}_{size}.prof"
-                profile.dump_stats(str(path))
-                row["profiles"][runner.name] = {
-                    "file": str(path),
-                    "steps": args.profile_steps,
-                    "top": _profile_top(profile, args.profile_top),
-                }
+            row["profiles"] = _profiles(args, lockstep, size)
         out["sizes"].append(row)
         if args.verbose:
             print(
-                f"  size {size}: history {len(history)}, build wall {build_wall:.1f}s",
+                f"  size {size}: history {len(history)}, build wall {lockstep.build_wall:.1f}s",
                 file=sys.stderr,
                 flush=True,
             )
     out["build_curve_ms"] = {
         r.name: {str(k): statistics.fmean(v) for k, v in sorted(r.curve.items())} for r in runners
     }
-    out["build_curve_bucket"] = bucket
+    out["build_curve_bucket"] = lockstep.bucket
     out["max_tokens_received"] = {
-        **max_seen,
+        **lockstep.max_seen,
         "max_tokens": MAX_TOKENS,
-        "exceeded": max_seen["tokens"] > MAX_TOKENS,
+        "exceeded": lockstep.max_seen["tokens"] > MAX_TOKENS,
     }
     return out
+
+
+def _size_row(lockstep: _Lockstep, size: int, steps_before: dict[str, tuple[float, int]]) -> dict[str, Any]:
+    """A size's row as built so far: the history length and what building it cost each runner."""
+    return {
+        "history_messages": len(lockstep.history),
+        "target": size,
+        "build_wall_s_cumulative": lockstep.build_wall,
+        "build": {
+            r.name: {
+                "step_s": r.build_step_s - steps_before[r.name][0],
+                "steps": r.build_steps - steps_before[r.name][1],
+                "step_s_cumulative": r.build_step_s,
+            }
+            for r in lockstep.runners
+        },
+        "runners": {},
+    }
+
+
+def _runner_summary(runner: Runner, rows: list[dict[str, Any]], history: list[BaseMessage]) -> dict[str, Any]:
+    """A runner's window: latency of calls that paged and that did not, parts, state size."""
+    paging = [s for s in rows if s["pages"]]
+    quiet = [s for s in rows if not s["pages"]]
+    state = PagingState.from_value(runner.paging)
+    return {
+        "all": summary([s["middleware"] for s in rows]),
+        "paging": summary([s["middleware"] for s in paging]),
+        "not_paging": summary([s["middleware"] for s in quiet]),
+        "parts_p50": {
+            k: percentile([s[k] for s in rows], 50) for k in ("prepare", "pager", "update", "reducer")
+        },
+        "max_tokens_received": max((s["tokens"] for s in rows), default=0),
+        "view_messages_mean": statistics.fmean(s["view"] for s in rows) if rows else 0,
+        "state_json_bytes": len(json.dumps(runner.paging)),
+        "state_messages": len(runner.messages) if runner.mode == "replace" else len(history),
+        "pages_formed": state.next["p"] - 1,
+        "clusters_made": state.next["c"] - 1,
+        "raw": rows,
+    }
+
+
+def _profiles(args, lockstep: _Lockstep, size: int) -> dict[str, Any]:
+    """Profile the main policy's runners (a .prof file each, and the top functions)."""
+    profiles = {}
+    for runner in lockstep.runners:
+        if runner.policy != args.policy:
+            continue
+        profile = lockstep.profile(runner, args.profile_steps)
+        path = args.profile / f"{runner.mode}_{runner.policy}_{size}.prof"
+        profile.dump_stats(str(path))
+        profiles[runner.name] = {
+            "file": str(path),
+            "steps": args.profile_steps,
+            "top": _profile_top(profile, args.profile_top),
+        }
+    return profiles
 
 
 # -- 2. recall -------------------------------------------------------------------------------
@@ -972,177 +1025,231 @@ def _section_table(title: str, columns: list[str], rows: list[list[str]]) -> lis
 
 
 def render(report: dict[str, Any], policy: str) -> str:
-    h = report["header"]
-    lines = [
+    """The Markdown report: a header line, then one section per part that ran."""
+    steps = report.get("steps")
+    lines = _render_header(report["header"])
+    if steps:
+        lines += _render_steps(steps)
+    if report.get("recall"):
+        lines += _render_recall(report["recall"])
+    if report.get("rss"):
+        lines += _render_rss(report["rss"])
+    if report.get("weight"):
+        lines += _render_weight(report["weight"])
+    if report.get("quiet"):
+        lines += ["", *render_quiet(report["quiet"])]
+    if report.get("targets"):
+        lines += _render_targets(report["targets"])
+    lines += _render_profiles(steps or {})
+    return "\n".join(lines)
+
+
+def _render_header(h: dict[str, Any]) -> list[str]:
+    return [
         f"Scale benchmark (`tools/bench_scale.py {' '.join(h['argv'])}`), commit {str(h['git_commit'])[:10]}"
         f"{' (dirty)' if h['git_dirty'] else ''}, {h['cores']} cores, Python {h['python']}, {h['date']}, "
         f"load average {' / '.join(f'{x:.1f}' for x in h.get('loadavg_at_start') or [])}.",
         "",
     ]
-    steps = report.get("steps")
-    if steps:
-        c = steps["config"]
+
+
+def _render_steps(steps: dict[str, Any]) -> list[str]:
+    """The per-call part: latency, where the time goes, build time, budget, build curve."""
+    return [
+        *_steps_latency(steps),
+        *_steps_parts(steps),
+        *_steps_build(steps),
+        *_steps_max_tokens(steps["max_tokens_received"]),
+        *_steps_curve(steps),
+    ]
+
+
+def _steps_latency(steps: dict[str, Any]) -> list[str]:
+    c = steps["config"]
+    lines = [
+        f"### Per model call (ms): budget {c['max_tokens']}, {c['boundary']}, SQLite file store; "
+        f"window of {c['window']} calls per size; trim_messages(strategy='last') on the full history",
+        "",
+    ]
+    if c["build_every"] != 1:
         lines += [
-            f"### Per model call (ms): budget {c['max_tokens']}, {c['boundary']}, SQLite file store; "
-            f"window of {c['window']} calls per size; trim_messages(strategy='last') on the full history",
+            f"History built by paging every {c['build_every']} model calls (steady state: every call).",
             "",
         ]
-        if c["build_every"] != 1:
-            lines += [
-                f"History built by paging every {c['build_every']} model calls (steady state: every call).",
-                "",
-            ]
-        lines += [
-            "| history msgs | config | calls paging / not | paging p50 | paging p95 | not paging p50 | "
-            "not paging p95 | all p50 | trim approx p50 | p95 | trim tiktoken p50 | p95 |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for row in steps["sizes"]:
-            t = row["trim"]
-            for name, r in row["runners"].items():
-                lines.append(
-                    f"| {row['history_messages']:,} | {name} | {r['paging']['n']} / {r['not_paging']['n']} | "
-                    f"{_ms(r['paging']['p50'])} | {_ms(r['paging']['p95'])} | {_ms(r['not_paging']['p50'])} | "
-                    f"{_ms(r['not_paging']['p95'])} | {_ms(r['all']['p50'])} | {_ms(t['approximate']['p50'])} | "
-                    f"{_ms(t['approximate']['p95'])} | {_ms(t['tiktoken']['p50'])} | {_ms(t['tiktoken']['p95'])} |"
-                )
-        lines += [
-            "",
-            "Where a call's time goes (p50 ms: GraphCall.prepare / Pager.step / GraphCall.update; then LangGraph's "
-            "add_messages of the updates, not counted above), state size:",
-            "",
-            "| history msgs | config | prepare | pager | update | add_messages | state msgs | paging state KB "
-            "| pages | clusters |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for row in steps["sizes"]:
-            for name, r in row["runners"].items():
-                p = r["parts_p50"]
-                lines.append(
-                    f"| {row['history_messages']:,} | {name} | {_ms(p['prepare'])} | {_ms(p['pager'])} | "
-                    f"{_ms(p['update'])} | {_ms(p['reducer'])} | {r['state_messages']:,} | "
-                    f"{r['state_json_bytes'] / 1024:.1f} | {r['pages_formed']:,} | {r['clusters_made']:,} |"
-                )
-        lines += [
-            "",
-            "Time to build each size (the middleware's work summed over the build's calls; wall includes "
-            "generating the chat and trim warm-up):",
-            "",
-            "| history msgs | wall s (cumulative) | "
-            + " | ".join(f"{n} s (calls)" for n in steps["sizes"][0]["build"])
-            + " |",
-            "| --- | --- | " + " | ".join("---" for _ in steps["sizes"][0]["build"]) + " |",
-        ]
-        for row in steps["sizes"]:
+    lines += [
+        "| history msgs | config | calls paging / not | paging p50 | paging p95 | not paging p50 | "
+        "not paging p95 | all p50 | trim approx p50 | p95 | trim tiktoken p50 | p95 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in steps["sizes"]:
+        t = row["trim"]
+        for name, r in row["runners"].items():
             lines.append(
-                f"| {row['history_messages']:,} | {row['build_wall_s_cumulative']:.1f} | "
-                + " | ".join(f"{b['step_s']:.1f} ({b['steps']:,})" for b in row["build"].values())
-                + " |"
+                f"| {row['history_messages']:,} | {name} | {r['paging']['n']} / {r['not_paging']['n']} | "
+                f"{_ms(r['paging']['p50'])} | {_ms(r['paging']['p95'])} | {_ms(r['not_paging']['p50'])} | "
+                f"{_ms(r['not_paging']['p95'])} | {_ms(r['all']['p50'])} | {_ms(t['approximate']['p50'])} | "
+                f"{_ms(t['approximate']['p95'])} | {_ms(t['tiktoken']['p50'])} | {_ms(t['tiktoken']['p95'])} |"
             )
-        m = steps["max_tokens_received"]
-        lines += [
-            "",
-            f"Most tokens the model received over {m['calls']:,} measured calls: {m['tokens']:,} "
-            f"(max_tokens {m['max_tokens']:,}; {'EXCEEDED' if m['exceeded'] else 'never exceeded'}; "
-            f"over-budget calls: {m['over_budget_calls']}).",
-        ]
-        curve = steps.get("build_curve_ms", {})
-        if curve:
-            lines += [
-                "",
-                "Mean ms per call while building, by history length "
-                f"(buckets of {steps['build_curve_bucket']:,}; "
-                "a flat row means a call's work does not grow with the history):",
-                "",
+    return lines
+
+
+def _steps_parts(steps: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "Where a call's time goes (p50 ms: GraphCall.prepare / Pager.step / GraphCall.update; then LangGraph's "
+        "add_messages of the updates, not counted above), state size:",
+        "",
+        "| history msgs | config | prepare | pager | update | add_messages | state msgs | paging state KB "
+        "| pages | clusters |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in steps["sizes"]:
+        for name, r in row["runners"].items():
+            p = r["parts_p50"]
+            lines.append(
+                f"| {row['history_messages']:,} | {name} | {_ms(p['prepare'])} | {_ms(p['pager'])} | "
+                f"{_ms(p['update'])} | {_ms(p['reducer'])} | {r['state_messages']:,} | "
+                f"{r['state_json_bytes'] / 1024:.1f} | {r['pages_formed']:,} | {r['clusters_made']:,} |"
+            )
+    return lines
+
+
+def _steps_build(steps: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "Time to build each size (the middleware's work summed over the build's calls; wall includes "
+        "generating the chat and trim warm-up):",
+        "",
+        "| history msgs | wall s (cumulative) | "
+        + " | ".join(f"{n} s (calls)" for n in steps["sizes"][0]["build"])
+        + " |",
+        "| --- | --- | " + " | ".join("---" for _ in steps["sizes"][0]["build"]) + " |",
+    ]
+    for row in steps["sizes"]:
+        lines.append(
+            f"| {row['history_messages']:,} | {row['build_wall_s_cumulative']:.1f} | "
+            + " | ".join(f"{b['step_s']:.1f} ({b['steps']:,})" for b in row["build"].values())
+            + " |"
+        )
+    return lines
+
+
+def _steps_max_tokens(m: dict[str, Any]) -> list[str]:
+    return [
+        "",
+        f"Most tokens the model received over {m['calls']:,} measured calls: {m['tokens']:,} "
+        f"(max_tokens {m['max_tokens']:,}; {'EXCEEDED' if m['exceeded'] else 'never exceeded'}; "
+        f"over-budget calls: {m['over_budget_calls']}).",
+    ]
+
+
+def _steps_curve(steps: dict[str, Any]) -> list[str]:
+    curve = steps.get("build_curve_ms", {})
+    if not curve:
+        return []
+    lines = [
+        "",
+        "Mean ms per call while building, by history length "
+        f"(buckets of {steps['build_curve_bucket']:,}; "
+        "a flat row means a call's work does not grow with the history):",
+        "",
+    ]
+    for name, points in curve.items():
+        keys = list(points)
+        # eight points spread over the curve, first and last included
+        picks = sorted({keys[int(i * (len(keys) - 1) / 7)] for i in range(8)}, key=int) if keys else []
+        lines.append(f"- {name}: " + ", ".join(f"{int(k):,}: {points[k]:.2f}" for k in picks))
+    return lines
+
+
+def _render_recall(recall: list[dict[str, Any]]) -> list[str]:
+    return _section_table(
+        "Recall on a SQLite file store (ms)",
+        [
+            "pages",
+            "messages",
+            "write s",
+            "recall by id p50",
+            "p95",
+            "search cold (index rebuild)",
+            "search p50",
+            "p95",
+            "index postings",
+            "RSS + cold start MB",
+        ],
+        [
+            [
+                f"{r['pages']:,}",
+                f"{r['messages']:,}",
+                f"{r['write_s']:.1f}",
+                _ms(r["recall_by_id_ms"]["p50"]),
+                _ms(r["recall_by_id_ms"]["p95"]),
+                _ms(r["search_cold_ms"]),
+                _ms(r["search_warm_ms"]["p50"]),
+                _ms(r["search_warm_ms"]["p95"]),
+                f"{r['index_postings']:,}",
+                f"{r['rss_growth_cold_start_bytes'] / 2**20:.0f}",
             ]
-            for name, points in curve.items():
-                keys = list(points)
-                picks = (
-                    sorted({keys[int(i * (len(keys) - 1) / 7)] for i in range(8)}, key=int) if keys else []
-                )
-                lines.append(f"- {name}: " + ", ".join(f"{int(k):,}: {points[k]:.2f}" for k in picks))
-    recall = report.get("recall")
-    if recall:
-        lines += _section_table(
-            "Recall on a SQLite file store (ms)",
+            for r in recall
+        ],
+    )
+
+
+def _render_rss(rss: list[dict[str, Any]]) -> list[str]:
+    return _section_table(
+        "Memory per idle thread (fresh process; RSS delta / threads)",
+        [
+            "pages per thread",
+            "threads",
+            "idle KB per thread",
+            "+ after one search, KB per thread",
+            "token cache entries (cap)",
+            "index postings (cap)",
+        ],
+        [
             [
-                "pages",
-                "messages",
-                "write s",
-                "recall by id p50",
-                "p95",
-                "search cold (index rebuild)",
-                "search p50",
-                "p95",
-                "index postings",
-                "RSS + cold start MB",
-            ],
+                str(r["pages_per_thread"]),
+                str(r["threads"]),
+                f"{r['idle_bytes_per_thread'] / 1024:.0f}",
+                f"{r['searched_bytes_per_thread'] / 1024:.0f}",
+                f"{r['token_cache_entries']:,} ({r['token_cache_cap']:,})",
+                f"{r['index_postings']:,} ({r['index_max_postings']:,})",
+            ]
+            for r in rss
+        ],
+    )
+
+
+def _render_weight(weight: list[dict[str, Any]]) -> list[str]:
+    return _section_table(
+        "Checkpoint weight (bytes of each channel, JSON; written at every step)",
+        ["budget", "history messages", "paging", "messages", "paging / messages"],
+        [
             [
-                [
-                    f"{r['pages']:,}",
-                    f"{r['messages']:,}",
-                    f"{r['write_s']:.1f}",
-                    _ms(r["recall_by_id_ms"]["p50"]),
-                    _ms(r["recall_by_id_ms"]["p95"]),
-                    _ms(r["search_cold_ms"]),
-                    _ms(r["search_warm_ms"]["p50"]),
-                    _ms(r["search_warm_ms"]["p95"]),
-                    f"{r['index_postings']:,}",
-                    f"{r['rss_growth_cold_start_bytes'] / 2**20:.0f}",
-                ]
-                for r in recall
-            ],
-        )
-    rss = report.get("rss")
-    if rss:
-        lines += _section_table(
-            "Memory per idle thread (fresh process; RSS delta / threads)",
-            [
-                "pages per thread",
-                "threads",
-                "idle KB per thread",
-                "+ after one search, KB per thread",
-                "token cache entries (cap)",
-                "index postings (cap)",
-            ],
-            [
-                [
-                    str(r["pages_per_thread"]),
-                    str(r["threads"]),
-                    f"{r['idle_bytes_per_thread'] / 1024:.0f}",
-                    f"{r['searched_bytes_per_thread'] / 1024:.0f}",
-                    f"{r['token_cache_entries']:,} ({r['token_cache_cap']:,})",
-                    f"{r['index_postings']:,} ({r['index_max_postings']:,})",
-                ]
-                for r in rss
-            ],
-        )
-    weight = report.get("weight")
-    if weight:
-        lines += _section_table(
-            "Checkpoint weight (bytes of each channel, JSON; written at every step)",
-            ["budget", "history messages", "paging", "messages", "paging / messages"],
-            [
-                [
-                    str(r["budget"]),
-                    f"{r['history_messages']:,}",
-                    f"{r['paging_bytes']:,}",
-                    f"{r['messages_bytes']:,}",
-                    f"{r['ratio']:.2f}",
-                ]
-                for r in weight
-            ],
-        )
-    if report.get("quiet"):
-        lines += ["", *render_quiet(report["quiet"])]
-    if report.get("targets"):
-        lines += ["", "### Targets (reported, not asserted)", ""]
-        for t in report["targets"]:
-            value = t["value"]
-            shown = "-" if value is None else (f"{value:.2f}" if isinstance(value, float) else str(value))
-            verdict = "n/a" if t["met"] is None else ("met" if t["met"] else "MISSED")
-            lines.append(f"- {t['target']}: {shown} ({verdict})")
-    for row in (steps or {}).get("sizes", []):
+                str(r["budget"]),
+                f"{r['history_messages']:,}",
+                f"{r['paging_bytes']:,}",
+                f"{r['messages_bytes']:,}",
+                f"{r['ratio']:.2f}",
+            ]
+            for r in weight
+        ],
+    )
+
+
+def _render_targets(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "### Targets (reported, not asserted)", ""]
+    for t in rows:
+        value = t["value"]
+        shown = "-" if value is None else (f"{value:.2f}" if isinstance(value, float) else str(value))
+        verdict = "n/a" if t["met"] is None else ("met" if t["met"] else "MISSED")
+        lines.append(f"- {t['target']}: {shown} ({verdict})")
+    return lines
+
+
+def _render_profiles(steps: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for row in steps.get("sizes", []):
         for name, prof in row.get("profiles", {}).items():
             lines += [
                 "",
@@ -1155,7 +1262,7 @@ def render(report: dict[str, Any], policy: str) -> str:
                     f"    {r['tottime_share'] * 100:5.1f}% own {r['cumtime_share'] * 100:5.1f}% cum "
                     f"{r['ncalls']:>8} calls  {r['function']}"
                 )
-    return "\n".join(lines)
+    return lines
 
 
 # -- main ------------------------------------------------------------------------------------

@@ -240,53 +240,15 @@ def forget_in_state(values: Mapping[str, Any], forgot: Forgotten) -> dict[str, A
     nodes = {n.id: n for n in forgot.nodes}
     lost = set(forgot.gone)
     for pid, page in pages.items():
-        kept_terms = page.features.get("terms") if isinstance(page.features.get("terms"), dict) else None
-        entries: list[ResidentPage | ShownPage] = [
-            e for e in (state.pages.get(pid), state.shown.get(pid)) if e
-        ]
-        for entry in entries:
-            lost |= _dropped(entry.terms, kept_terms)
-            entry.terms = (
-                _kept_terms(entry.terms, lost)
-                if kept_terms is None
-                else {t: w for t, w in entry.terms.items() if t in kept_terms}
-            )
-            entry.bookmark = page.bookmark
-        if pid in state.pages:
-            state.pages[pid].digest = page.digest
-        if pid in state.shown and state.shown[pid].tier == "warm":
-            state.shown[pid].tier = "cold"  # its digest quoted the page: the next step may digest it again
-    for cid, node in nodes.items():
-        if cid in state.clusters:
-            root = state.clusters[cid]
-            lost |= _dropped(root.terms, node.terms)
-            root.text, root.terms = node.bookmark, {t: w for t, w in root.terms.items() if t in node.terms}
+        _scrub_page_entries(state, pid, page, lost)
+    _scrub_cluster_roots(state, nodes, lost)
     state.doc_freq = {t: n for t, n in state.doc_freq.items() if not _is_gone(t, lost)}
-
-    def scrub(message: BaseMessage) -> BaseMessage | None:
-        # (a stand-in takes the id of its page's first message: the library's marks are read first)
-        mark = library_mark(message)
-        shown = mark.get("bookmark")
-        if shown is not None:
-            changed = shown in pages and shown in state.shown
-            return bookmark_message(shown, state.shown[shown].bookmark, message.id or "") if changed else None
-        if mark.get("cluster") is not None:
-            cid = mark["cluster"]
-            return cluster_message(cid, nodes[cid].bookmark, message.id or "") if cid in nodes else None
-        if isinstance(message, ToolMessage) and recall_copy_pages(message):
-            stale = not mark.get("shrunk") and not set(recall_copy_pages(message)).isdisjoint(pages)
-            return shrink_recall_copy(message) if stale else None
-        if message.id == forgot.message_id and not mark.get("forgotten") and not mark.get("paged_result"):
-            return tombstone(message)
-        return None
-
-    if state.skeleton is not None:
-        for i, entry in enumerate(state.skeleton):
-            if isinstance(entry, dict):
-                new = scrub(load_messages([entry])[0])
-                if new is not None:
-                    state.skeleton[i] = dump_messages([new])[0]
-    replaced = [new for m in values.get("messages") or [] if (new := scrub(m)) is not None]
+    _scrub_skeleton(state, pages, nodes, forgot.message_id)
+    replaced = [
+        new
+        for m in values.get("messages") or []
+        if (new := _scrubbed_message(m, state, pages, nodes, forgot.message_id)) is not None
+    ]
     update: dict[str, Any] = {}
     new_value = state.to_value()
     if value and new_value != value:
@@ -294,6 +256,72 @@ def forget_in_state(values: Mapping[str, Any], forgot: Forgotten) -> dict[str, A
     if replaced:
         update["messages"] = replaced
     return update
+
+
+def _scrub_page_entries(state: PagingState, pid: str, page: Page, lost: set[str]) -> None:
+    """Give page `pid`'s resident and shown entries the scrubbed record's bookmark, terms and digest;
+    adds to `lost` the term keys they held that the record no longer does."""
+    kept_terms = page.features.get("terms") if isinstance(page.features.get("terms"), dict) else None
+    entries: list[ResidentPage | ShownPage] = [e for e in (state.pages.get(pid), state.shown.get(pid)) if e]
+    for entry in entries:
+        lost |= _dropped(entry.terms, kept_terms)
+        entry.terms = (
+            _kept_terms(entry.terms, lost)
+            if kept_terms is None
+            else {t: w for t, w in entry.terms.items() if t in kept_terms}
+        )
+        entry.bookmark = page.bookmark
+    if pid in state.pages:
+        state.pages[pid].digest = page.digest
+    if pid in state.shown and state.shown[pid].tier == "warm":
+        state.shown[pid].tier = "cold"  # its digest quoted the page: the next step may digest it again
+
+
+def _scrub_cluster_roots(state: PagingState, nodes: Mapping[str, ClusterNode], lost: set[str]) -> None:
+    """Give each shown cluster root its scrubbed node's bookmark and terms; adds dropped keys to `lost`."""
+    for cid, node in nodes.items():
+        if cid in state.clusters:
+            root = state.clusters[cid]
+            lost |= _dropped(root.terms, node.terms)
+            root.text, root.terms = node.bookmark, {t: w for t, w in root.terms.items() if t in node.terms}
+
+
+def _scrub_skeleton(
+    state: PagingState, pages: Mapping[str, Page], nodes: Mapping[str, ClusterNode], message_id: str
+) -> None:
+    """Replace, in place, the skeleton's stored messages that show what changed."""
+    if state.skeleton is None:
+        return
+    for i, entry in enumerate(state.skeleton):
+        if isinstance(entry, dict):
+            new = _scrubbed_message(load_messages([entry])[0], state, pages, nodes, message_id)
+            if new is not None:
+                state.skeleton[i] = dump_messages([new])[0]
+
+
+def _scrubbed_message(
+    message: BaseMessage,
+    state: PagingState,
+    pages: Mapping[str, Page],
+    nodes: Mapping[str, ClusterNode],
+    message_id: str,
+) -> BaseMessage | None:
+    """What `message` becomes once the records are scrubbed (None: it stays as it is)."""
+    # (a stand-in takes the id of its page's first message: the library's marks are read first)
+    mark = library_mark(message)
+    shown = mark.get("bookmark")
+    if shown is not None:
+        changed = shown in pages and shown in state.shown
+        return bookmark_message(shown, state.shown[shown].bookmark, message.id or "") if changed else None
+    if mark.get("cluster") is not None:
+        cid = mark["cluster"]
+        return cluster_message(cid, nodes[cid].bookmark, message.id or "") if cid in nodes else None
+    if isinstance(message, ToolMessage) and recall_copy_pages(message):
+        stale = not mark.get("shrunk") and not set(recall_copy_pages(message)).isdisjoint(pages)
+        return shrink_recall_copy(message) if stale else None
+    if message.id == message_id and not mark.get("forgotten") and not mark.get("paged_result"):
+        return tombstone(message)
+    return None
 
 
 def _dropped(terms: Mapping[str, float], kept: Mapping[str, float] | None) -> set[str]:

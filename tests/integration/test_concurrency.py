@@ -85,6 +85,19 @@ async def _open(backend: str, tmp_path: Path, postgres_uri: str | None, stack):
     raise ValueError(backend)
 
 
+def assert_own_history(name: str, history: list, probe: tuple[str, str] | None) -> None:
+    """No text of another thread in `name`'s history; its probe for another thread's page id (`probe`:
+    page id, other thread) was answered that no such page exists here."""
+    for message in history:
+        leaked = set(_SAID_BY.findall(str(message.content))) - {name}
+        assert not leaked, f"{name} holds text of {leaked}: {str(message.content)[:200]}"
+    if probe is not None:
+        answer = next(m for m in reversed(history) if isinstance(m, ToolMessage))
+        assert f"No such page or cluster in this conversation: {probe[0]}" in str(answer.content), (
+            f"{name}: {str(answer.content)[:300]}"
+        )
+
+
 async def many_threads(
     store, saver, *, threads: int, base_turns: int, sync_pool: bool = False, max_tokens: int = MAX_TOKENS
 ) -> dict:
@@ -142,14 +155,7 @@ async def many_threads(
             page_id, other = probes[name]
             said.append(probe_text(lengths[name], name, page_ids=[page_id], query=f"Zarko3-{other} beehives"))
         history = await asyncio.to_thread(check_branch, page_store, name, values, said)
-        for message in history:
-            leaked = set(_SAID_BY.findall(str(message.content))) - {name}
-            assert not leaked, f"{name} holds text of {leaked}: {str(message.content)[:200]}"
-        if name in probes:
-            answer = next(m for m in reversed(history) if isinstance(m, ToolMessage))
-            assert f"No such page or cluster in this conversation: {probes[name][0]}" in str(
-                answer.content
-            ), f"{name}: {str(answer.content)[:300]}"
+        assert_own_history(name, history, probes.get(name))
         stored = await page_store.alist_pages(name)
         ids = [p.id for p in stored]
         assert len(ids) == len(set(ids))
