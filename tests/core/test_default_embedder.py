@@ -129,6 +129,7 @@ def test_default_embedder_ranks_a_paraphrase_with_no_shared_words_above_unrelate
     assert query @ paraphrase > query @ unrelated + 0.1
 
 
+@pytest.mark.slow
 def test_default_embedder_sees_the_end_of_a_long_text(default_embedder):
     filler = " ".join(f"On day {i} Caroline painted a sunrise by the lake." for i in range(60))  # ~700 pieces
     ending = "Finally Melanie adopted a greyhound puppy."

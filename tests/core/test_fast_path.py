@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -116,6 +117,7 @@ def test_through_the_middleware_a_quiet_turn_asks_the_counter_about_new_messages
     assert {m.id for m in values["messages"][:-1]} <= set(asked)
 
 
+@pytest.mark.slow
 def test_forming_a_page_loads_the_english_stemmer_alone():
     """snowballstemmer's package __init__ imports its 30 languages (on an event loop's thread when
     the first page forms); the English module is loaded alone."""

@@ -170,6 +170,7 @@ def conversations(draw):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     history=conversations(),

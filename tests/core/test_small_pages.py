@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import add_messages
 
@@ -124,6 +125,7 @@ def test_a_page_waiting_for_a_cluster_joins_the_one_folding_made_in_the_same_ste
     )
 
 
+@pytest.mark.slow
 def test_a_small_page_goes_into_a_cluster_only_when_that_saves_tokens():
     """Fuzz seed 299 (view mode, after a fork): a 3-token page no bigger than its bookmark went
     straight into the cluster in the view, counted as saving its 3 tokens, but the cluster's

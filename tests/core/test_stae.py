@@ -449,6 +449,7 @@ def test_stae_variants_replay_losslessly_within_budget_and_deterministically(pol
     assert run.state == again.state and run.paging == again.paging
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(history=conversations())
 def test_stae_kmeans_keeps_the_invariants_on_random_conversations(history):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_paging import page_messages
@@ -31,6 +32,7 @@ def _thread(turns: int, max_tokens: int):
     return messages, paging
 
 
+@pytest.mark.slow
 def test_the_paging_state_is_smaller_than_the_messages_it_manages():
     from tests.support.conversations import conversation
 

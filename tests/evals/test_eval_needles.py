@@ -130,6 +130,7 @@ def test_tighter_budget_compresses_more_and_retains_fewer_resident_needles():
     assert tight[-1]["resident"] == 1.0 and tight[0]["resident"] == 0.0
 
 
+@pytest.mark.slow
 def test_needles_cli_writes_curves_and_resumes(tmp_path):
     args = [
         "needles",

@@ -106,6 +106,7 @@ def test_metrics():
     assert boot["diff"] == 0.5 and boot["ci95"][0] <= 0.5 <= boot["ci95"][1]
 
 
+@pytest.mark.slow
 def test_cli_runs_writes_results_and_resumes(tmp_path, capsys):
     args = [
         "synthetic",

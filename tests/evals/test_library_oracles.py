@@ -53,6 +53,7 @@ def test_clustered_bootstrap_is_scipys_paired_bootstrap_over_cluster_sums_and_si
     assert result["ci95"] == [round(theirs.low, 4), round(theirs.high, 4)]
 
 
+@pytest.mark.slow
 def test_seeded_kmeans_finds_scikit_learns_clusters_on_separated_themes():
     cluster = pytest.importorskip("sklearn.cluster", reason="scikit-learn is optional: an oracle only")
     metrics = pytest.importorskip("sklearn.metrics")

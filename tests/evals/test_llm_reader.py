@@ -96,6 +96,7 @@ def _unit(method: str, budget: int = 600) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_paging_agent_recalls_evicted_evidence_through_the_openai_client(stub, conversation):
     reader = LLMReader.from_env("stub-model", judge_model="stub-judge")
     # 1200: the system prompt and the recall tool's schema take ~380 of it
@@ -173,6 +174,7 @@ def test_a_refused_request_is_recorded_and_the_run_goes_on(conversation, monkeyp
     assert all("Error code: 400" in r["error"] and r["answer_f1"] is None for r in rows)
 
 
+@pytest.mark.slow
 def test_cli_llm_reader_writes_answer_metrics_and_resumes(stub, tmp_path, capsys):
     out = tmp_path / "llm"
     argv = [

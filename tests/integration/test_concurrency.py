@@ -215,6 +215,7 @@ async def _head_after(agent, human_id: str) -> dict:
     raise AssertionError(f"no checkpoint holds {human_id}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["async", "sync"])
 async def test_two_runs_at_once_on_one_thread_lose_no_page_and_reuse_no_id(mode):
     store, saver = InMemoryStore(), InMemorySaver()

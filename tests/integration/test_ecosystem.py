@@ -180,6 +180,7 @@ def test_the_node_pages_inside_create_react_agent_with_the_librarys_state_schema
 # -- imports --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_importing_the_node_does_not_import_the_middleware_or_numpy():
     code = (
         "import sys; from langmem_paging import PagingNode, page_messages; "

@@ -308,6 +308,7 @@ def test_verify_without_checkpoints_cannot_verify(thread, capsys):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["replace", "view"])
 def test_a_thread_with_paged_tool_results_and_shrunk_recalls_verifies(mode, tmp_path, capsys):
     built = build_tool_thread(tmp_path / "tools.sqlite", mode=mode)

@@ -37,6 +37,7 @@ def run_demo(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_demo_stays_offline_with_a_bogus_key_and_answers_the_operators_run_right(tmp_path):
     # A key and an endpoint that cannot answer: the environment alone must not pick a real model.
     run = run_demo(
@@ -50,12 +51,14 @@ def test_demo_stays_offline_with_a_bogus_key_and_answers_the_operators_run_right
     assert "answer check: RIGHT" in run.stdout and "demo: OK" in run.stdout
 
 
+@pytest.mark.slow
 def test_default_demo_answers_right(tmp_path):
     run = run_demo(tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "answer check: RIGHT: the answer names the gold value 'greyhound'" in run.stdout
 
 
+@pytest.mark.slow
 def test_demo_fails_loudly_when_its_answer_is_wrong(demo, tmp_path, monkeypatch, capsys):
     # A careless reader: takes the first user line of whatever it reads.
     monkeypatch.setattr(demo, "answering_line", lambda question, lines: lines[0] if lines else None)

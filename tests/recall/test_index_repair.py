@@ -244,6 +244,7 @@ print(json.dumps([pager.recall("t", state, query=query).content for query in jso
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failed", ["a middle step", "the last step"])
 def test_pages_whose_index_write_failed_are_found_by_search_later(tmp_path, failed):
     """Issue 21 item 5: under `on_store_error="continue"` a failed index write was never repaired."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import InMemoryBM25Index
@@ -60,6 +61,7 @@ def _run(script: str, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_a_new_process_searches_a_sqlite_thread_without_rebuilding_its_index(tmp_path):
     db, state = str(tmp_path / "pages.db"), str(tmp_path / "state.json")
     _run(WRITER, db, state)

@@ -226,6 +226,7 @@ def test_cli_forget_reaches_the_sqlite_fts_rows_the_bookmarks_and_the_checkpoint
     assert cli(["verify", THREAD, "--store", uri]) == 0
 
 
+@pytest.mark.slow
 def test_cli_delete_drops_the_fts_rows_so_a_reused_id_never_matches_the_deleted_words(tmp_path, capsys):
     path = tmp_path / "thread.sqlite"
     conn, saver_conn, agent, paging, _ = _sqlite_thread(path, ["Noted."] * (1 + len(FACTS)))

@@ -1,0 +1,60 @@
+"""Phase 6, `fold` and `fold_to_fit`: bookmarks past their share fold into cluster bookmarks (each
+shown where its first member was, the members' bookmarks leave the view); still over budget once
+nothing else can go, bookmarks fold tighter until the view fits."""
+
+from __future__ import annotations
+
+from langchain_core.messages import HumanMessage
+
+from langmem_paging.core.messages import library_mark
+from langmem_paging.step.evict import evict, unbookmarked
+from langmem_paging.step.fold import fold, fold_to_fit
+from tests.support.steps import drive, long_turns, prepared
+
+VIEW = [*long_turns(10), HumanMessage("What now?", id="q")]
+
+
+def _evicted(max_tokens=600, low_water_tokens=400, **options):
+    ctx = prepared(
+        VIEW, max_tokens=max_tokens, low_water_tokens=low_water_tokens, boundary="fixed_2", **options
+    )
+    drive(evict(ctx))
+    return ctx
+
+
+def test_bookmarks_past_their_share_fold_into_a_cluster_shown_at_the_first_members_place():
+    ctx = _evicted(bookmark_share=0.1)
+    shown = dict(ctx.state.shown)
+    assert sum(s.tokens for s in shown.values()) > ctx.options.clusters.bookmark_tokens
+
+    drive(fold(ctx, ctx.orphans, ctx.orphan_clusters, unbookmarked(ctx)))
+
+    assert ctx.result.folded and set(ctx.result.folded) <= set(shown)
+    assert not set(ctx.result.folded) & set(ctx.state.shown)
+    for cid, cluster in ctx.state.clusters.items():
+        assert library_mark(ctx.replace[cluster.anchor]) == {"cluster": cid}
+    anchors = {c.anchor for c in ctx.state.clusters.values()}
+    assert all(
+        ctx.replace[shown[p].anchor] is None for p in ctx.result.folded if shown[p].anchor not in anchors
+    )
+    assert ctx.result.nodes
+    assert ctx.measured_total() < ctx.total  # the running total is measured again by the pipeline
+
+
+def test_bookmarks_under_their_share_do_not_fold():
+    ctx = _evicted(bookmark_share=1.0)
+    replaced = dict(ctx.replace)
+
+    drive(fold(ctx, ctx.orphans, ctx.orphan_clusters, unbookmarked(ctx)))
+
+    assert not ctx.state.clusters and not ctx.result.folded and ctx.replace == replaced
+
+
+def test_fold_to_fit_folds_bookmarks_under_their_share_until_the_view_fits():
+    ctx = _evicted(max_tokens=200, low_water_tokens=150, bookmark_share=1.0)
+    assert ctx.measured_total() > ctx.options.budget and not ctx.state.pages  # only bookmarks are left
+
+    drive(fold_to_fit(ctx))
+
+    assert ctx.state.clusters and ctx.result.folded
+    assert ctx.measured_total() <= ctx.options.budget
