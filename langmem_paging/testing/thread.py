@@ -32,7 +32,7 @@ Example:
 
 from __future__ import annotations
 
-import uuid
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,6 +93,7 @@ class PagingThread:
         self.model = chat_model
         self.pager = self._graph.pager
         self.recall_tool = self._graph.recall_tool
+        self._call_numbers = itertools.count(1)
         self.tools: list[BaseTool] = [self.recall_tool, *tools]
         self.messages: list[BaseMessage] = []
         """The graph state's messages."""
@@ -187,7 +188,8 @@ class PagingThread:
         self, page_ids: Any, query: Any, part: Any, call_id: str | None
     ) -> tuple[ToolRuntime, dict[str, Any]]:
         args = {k: v for k, v in (("page_ids", page_ids), ("query", query), ("part", part)) if v is not None}
-        call_id = call_id or f"call-{uuid.uuid4().hex[:12]}"
+        # numbered, not random: a random id tokenizes to a varying length, and so would the room
+        call_id = call_id or f"call-{next(self._call_numbers)}"
         self.add(AIMessage("", tool_calls=[{"name": self.recall_tool.name, "args": args, "id": call_id}]))
         runtime = ToolRuntime(
             state={"messages": list(self.messages), STATE_KEY: self.paging},
