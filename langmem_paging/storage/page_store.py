@@ -565,11 +565,11 @@ class PageStore:
            tool-call ids; its text, tool arguments and metadata gone), so pages keep their shape and
            every other message still rebuilds exactly; the page's bookmark, keywords and terms and
            every cluster bookmark above it are re-derived from what remains (a neutral mark, ``[p3:]``,
-           when nothing remains);
+           when nothing remains); the thread's keyword sketch loses the terms gone from every page;
         2. the search index (`index`, and the store's default index): the pages' rows are replaced;
         3. the state the next prompt is built from, when you pass the compiled `graph` (with its
            `config`, default the thread's) or its `checkpointer`: bookmarks, cluster bookmarks,
-           keyword sketch, warm digests and recall results that carried the page, and the message
+           the keyword sketch of an old checkpoint, warm digests and recall results that carried the page, and the message
            itself if it is still in the state (tombstoned in place). Without them, the checkpointed
            state keeps the old bookmarks until the pages are forgotten with it.
 
