@@ -9,6 +9,7 @@ thread. The pure `page_messages` (no store) still carries it in the state.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from itertools import groupby
@@ -54,9 +55,13 @@ def _agent(store, *, checkpointer=None, responses=None, max_tokens=600):
     return agent, paging
 
 
-def _run(agent, texts, prefix="h"):
+def _run(agent, texts, prefix="h", *, use_async=False):
     for n, text in enumerate(texts):
-        agent.invoke({"messages": [HumanMessage(text, id=f"{prefix}{n}")]}, CONFIG)
+        update = {"messages": [HumanMessage(text, id=f"{prefix}{n}")]}
+        if use_async:
+            asyncio.run(agent.ainvoke(update, CONFIG))
+        else:
+            agent.invoke(update, CONFIG)
 
 
 def _replayed_bookmarks(pages):
@@ -77,10 +82,11 @@ def _replayed_bookmarks(pages):
     return out
 
 
-def test_a_checkpoint_through_create_agent_holds_no_sketch_and_the_store_holds_it():
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_checkpoint_through_create_agent_holds_no_sketch_and_the_store_holds_it(use_async):
     store = InMemoryStore()
     agent, paging = _agent(store)
-    _run(agent, FACTS)
+    _run(agent, FACTS, use_async=use_async)
     value = agent.get_state(CONFIG).values["paging"]
     pages = paging.page_store.list_pages(THREAD)
     assert len(pages) > 4, "the thread was paged"
