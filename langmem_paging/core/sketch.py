@@ -11,6 +11,10 @@ thread's other records. It is per thread, not per branch, like the search index:
 counts the pages other branches formed too (bookmarks already made never change; a new page's
 words are weighed against everything the thread said). A page is counted once per page number, so
 a retried step that forms the same page again (same number, same digest) does not count it twice.
+The read and the write are under the thread's lock (the engine holds it from the step to `Commit`);
+two processes forming pages of one thread at the same moment may each write the sketch they read,
+and the later write loses the other's counts (the pages themselves are not lost: it is a heuristic
+for word choice, and the next forming step counts on from there).
 With no store (the pure `page_messages`) the caller keeps nothing but the state, so there the sketch
 travels in the paging state (`checkpointed`).
 
