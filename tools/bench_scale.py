@@ -782,32 +782,37 @@ def bench_rss(args, workdir: Path) -> list[dict[str, Any]]:
 
 
 def bench_weight(args, workdir: Path) -> list[dict[str, Any]]:
-    """Bytes the checkpoint holds per channel at each history length (the state is written at every
-    step): the `paging` channel against the `messages` channel it manages, JSON as LangGraph's
-    serializer writes them, replace mode, at each budget."""
+    """Bytes the checkpoint holds per channel (the state is written at every step): the `paging`
+    channel against the `messages` channel it manages, JSON as LangGraph's serializer writes them,
+    replace mode, at each budget. Each row is the checkpoint at that history length, the spread
+    (p50, max) of the ratio over every checkpoint since the previous row, what each key of the
+    paging value weighs, and the store's keyword-sketch record (written on steps that form pages)."""
     from langmem_paging.core.messages import dump_messages
+    from langmem_paging.storage.page_store import thread_namespace
 
     rows = []
     for budget in args.weight_budgets:
         chat = Chat(shared_vocabulary(), seed=args.seed)
+        store = InMemoryStore()
         pager = Pager(
-            PagingConfig(max_tokens=budget, boundary=BOUNDARY),
-            PageStore(InMemoryStore()),
-            index=InMemoryBM25Index(),
+            PagingConfig(max_tokens=budget, boundary=BOUNDARY), PageStore(store), index=InMemoryBM25Index()
         )
         messages: list[BaseMessage] = []
         paging: Any = None
         seen = 0
         for size in args.sizes:
+            ratios: list[float] = []
             for segment in chat.segments():
                 messages = add_messages(messages, segment)
                 seen += len(segment)
                 result = pager.step(messages, paging, "weight")
                 messages, paging = result.apply(messages), result.state.to_value()
+                ratios.append(_json_bytes(paging) / _json_bytes(dump_messages(messages)))
                 if seen >= size:
                     break
-            paging_bytes = len(json.dumps(paging, default=str))
-            messages_bytes = len(json.dumps(dump_messages(messages), default=str))
+            paging_bytes = _json_bytes(paging)
+            messages_bytes = _json_bytes(dump_messages(messages))
+            sketch = store.get(thread_namespace("weight", "meta"), "sketch")
             rows.append(
                 {
                     "budget": budget,
@@ -815,9 +820,21 @@ def bench_weight(args, workdir: Path) -> list[dict[str, Any]]:
                     "paging_bytes": paging_bytes,
                     "messages_bytes": messages_bytes,
                     "ratio": round(paging_bytes / messages_bytes, 3),
+                    "ratio_p50": round(statistics.median(ratios), 3),
+                    "ratio_max": round(max(ratios), 3),
+                    "checkpoints": len(ratios),
+                    "paging_keys": {
+                        k: _json_bytes(v)
+                        for k, v in sorted(paging.items(), key=lambda kv: -_json_bytes(kv[1]))
+                    },
+                    "store_sketch_bytes": _json_bytes(sketch.value) if sketch is not None else 0,
                 }
             )
     return rows
+
+
+def _json_bytes(value: Any) -> int:
+    return len(json.dumps(value, default=str))
 
 
 def bench_quiet(args, workdir: Path) -> dict[str, Any]:
@@ -1223,7 +1240,16 @@ def _render_rss(rss: list[dict[str, Any]]) -> list[str]:
 def _render_weight(weight: list[dict[str, Any]]) -> list[str]:
     return _section_table(
         "Checkpoint weight (bytes of each channel, JSON; written at every step)",
-        ["budget", "history messages", "paging", "messages", "paging / messages"],
+        [
+            "budget",
+            "history messages",
+            "paging",
+            "messages",
+            "paging / messages",
+            "ratio p50 (max) over checkpoints",
+            "heaviest paging keys",
+            "store sketch record",
+        ],
         [
             [
                 str(r["budget"]),
@@ -1231,6 +1257,9 @@ def _render_weight(weight: list[dict[str, Any]]) -> list[str]:
                 f"{r['paging_bytes']:,}",
                 f"{r['messages_bytes']:,}",
                 f"{r['ratio']:.2f}",
+                f"{r['ratio_p50']:.2f} ({r['ratio_max']:.2f}) of {r['checkpoints']}",
+                ", ".join(f"{k} {n:,}" for k, n in list(r["paging_keys"].items())[:5]),
+                f"{r['store_sketch_bytes']:,}",
             ]
             for r in weight
         ],
@@ -1334,8 +1363,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--weight-budgets",
         type=_ints,
-        default=[900, 4000],
-        help="budgets of the checkpoint weight part (default 900,4000)",
+        default=[900, 2000, 4000],
+        help="budgets of the checkpoint weight part (default 900,2000,4000)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

@@ -24,19 +24,23 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+from langmem_paging.core.sketch import MAX_TERMS, TermSketch, add_terms, grouped, ungrouped
+
 __all__ = [
+    "MAX_TERMS",
     "STATE_KEY",
     "ClusterEntry",
     "PagingState",
     "ResidentPage",
     "ShownPage",
+    "TermSketch",
     "paging_reducer",
     "recall_delta",
 ]
@@ -47,8 +51,6 @@ STATE_KEY = "paging"
 STATE_VERSION = 2
 MAX_STATS = 256
 """Access statistics kept for pages that are neither resident nor shown (most recent first)."""
-MAX_TERMS = 512
-"""Terms whose page frequency the thread keeps (the most frequent; for bookmark IDF)."""
 
 Kind = Literal["p", "c"]
 
@@ -155,10 +157,12 @@ class PagingState:
     """The lowest history ordinal given (messages a rewrite put before all the context's older
     messages, such as a summary, are numbered below it)."""
     sketch: dict[str, str] = field(default_factory=dict, repr=False)
-    """`doc_freq` as the checkpoint holds it (``{count: "term term ..."}``) while no one read it: a
-    step that forms no page neither parses nor regroups the sketch, it passes this value on."""
+    """The pure `page_messages` only (no store), or a checkpoint written before the sketch moved to
+    the store: `doc_freq` as the checkpoint holds it (``{count: "term term ..."}``) while no one read
+    it. A step that forms no page neither parses nor regroups it, it passes this value on; with a
+    store, the first step that forms a page moves it to the store (`langmem_paging.core.sketch`)."""
     n_pages: int = 0
-    """Pages formed on this branch (the IDF's document count)."""
+    """Pages `sketch` counted (the IDF's document count; the pure path only)."""
     skeleton: list[Any] | None = None
     """View mode only: the paged view as ``[key, index]`` of history messages and message dicts
     (the library's own)."""
@@ -188,15 +192,18 @@ class PagingState:
     touched: list[str] = field(default_factory=list)
     """Pages recalled since the last step, whose statistics the next step mirrors to the store."""
 
+    pending_sketch: TermSketch | None = field(default=None, repr=False, compare=False)
+    """The thread's sketch after this step counted its new pages (`keep_sketch`); never
+    checkpointed: with a store, `Commit` writes it with the pages."""
+
     _doc_freq: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def doc_freq(self) -> dict[str, int]:
-        """In how many of the thread's pages each of its most frequent terms (stems) occurs: a
-        bounded sketch (space-saving, `MAX_TERMS` terms) for bookmark IDF; a term not in it is rare.
-        Parsed from `sketch` on first use (the caller may change it: it is regrouped at `to_value`)."""
+        """The sketch this state carries (the pure path, or an old checkpoint; empty with a store),
+        parsed from `sketch` on first use (the caller may change it: it is regrouped at `to_value`)."""
         if self._doc_freq is None:
-            self._doc_freq = _ungrouped(self.sketch)
+            self._doc_freq = ungrouped(self.sketch)
         return self._doc_freq
 
     @doc_freq.setter
@@ -223,29 +230,23 @@ class PagingState:
 
     # -- statistics -----------------------------------------------------------------
     def count_terms(self, terms: Iterable[str]) -> None:
-        """Add one page's distinct terms to `doc_freq` (space-saving: when full, a new term takes
-        the place of the least frequent one, inheriting its count, so frequent terms stay)."""
+        """Add one page's distinct terms to the sketch this state carries (`add_terms`)."""
         self.n_pages += 1
-        table = self.doc_freq
-        # The weakest term is the first, in the table's order, with the lowest count. Counts only
-        # grow, so the terms at the lowest count are listed once and consumed in order (a term
-        # whose count grew since is skipped), instead of a scan of the table per new term.
-        low = 0
-        weakest: Iterator[str] = iter([])
-        for term in terms:
-            if term in table:
-                table[term] += 1
-            elif len(table) < MAX_TERMS:
-                table[term] = 1
-            else:
-                while True:
-                    victim = next(weakest, None)
-                    if victim is None:
-                        low = min(table.values())
-                        weakest = iter([t for t, n in table.items() if n == low])
-                    elif table.get(victim) == low:
-                        break
-                table[term] = table.pop(victim) + 1
+        add_terms(self.doc_freq, terms)
+
+    def keep_sketch(self, sketch: TermSketch) -> None:
+        """Hold the thread's sketch after a step counted its pages: in the state when it is
+        `checkpointed` (no store); otherwise for `Commit` only, and the state drops the sketch an
+        old checkpoint carried (the store holds it from now on)."""
+        self.pending_sketch = sketch
+        if sketch.checkpointed:
+            self._doc_freq, self.n_pages = sketch.doc_freq, sketch.n_pages
+        else:
+            self._doc_freq, self.sketch, self.n_pages = None, {}, 0
+
+    def carried_sketch(self) -> TermSketch:
+        """The sketch this state carries, as a `TermSketch` the caller may change (a copy)."""
+        return TermSketch(dict(self.doc_freq), self.n_pages)
 
     def access(self, page_id: str) -> tuple[int, int]:
         """``(access_count, last_access)`` of a page, wherever its statistics live."""
@@ -289,8 +290,6 @@ class PagingState:
             "order": dict(self.order),
             "next_order": self.next_order,
             "low_order": self.low_order,
-            "doc_freq": self.sketch if self._doc_freq is None else _grouped(self._doc_freq),
-            "n_pages": self.n_pages,
             "skeleton": self.skeleton,
             "seen": self.seen,
             "seen_index": self.seen_index,
@@ -303,7 +302,15 @@ class PagingState:
             "encoding": self.encoding,
             "recalled": list(self.recalled),
             "touched": list(self.touched),
+            **self._sketch_value(),
         }
+
+    def _sketch_value(self) -> dict[str, Any]:
+        """The carried sketch's keys of the channel value: none when it carries none (with a store)."""
+        sketch = self.sketch if self._doc_freq is None else grouped(self._doc_freq)
+        if not sketch and not self.n_pages:
+            return {}
+        return {"doc_freq": sketch, "n_pages": self.n_pages}
 
     @classmethod
     def from_value(cls, value: dict[str, Any] | PagingState | None) -> PagingState:
@@ -364,28 +371,12 @@ written at every step, so it stays smaller than the messages it manages."""
 WEIGHT_DIGITS = 3
 
 
-def _grouped(doc_freq: dict[str, int]) -> dict[str, str]:
-    """The sketch as ``{count: "term term ..."}`` (terms are single words): a third of its size as
-    ``{term: count}``, in the order the sketch keeps them."""
-    out: dict[str, list[str]] = {}
-    for term, count in doc_freq.items():
-        out.setdefault(str(count), []).append(term)
-    return {count: " ".join(terms) for count, terms in out.items()}
-
-
 def _as_grouped(value: dict[str, Any]) -> dict[str, str]:
     """The sketch of a channel value in the grouped form (the value is shared, never changed: a
     changed sketch is a new dict)."""
     if all(isinstance(v, str) for v in value.values()):
         return value
-    return _grouped(_ungrouped(value))
-
-
-def _ungrouped(value: dict[str, Any]) -> dict[str, int]:
-    """Read the sketch in either form (``{term: count}`` was written before it was grouped)."""
-    if all(isinstance(v, str) for v in value.values()):
-        return {term: int(count) for count, terms in value.items() for term in terms.split()}
-    return {term: int(count) for term, count in value.items()}
+    return grouped(ungrouped(value))
 
 
 def _fields(obj: DataclassInstance) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Where a thread's text still lives: every place a page leaves it (`langmem-paging where`).
 
 A page lives in its store record (messages, bookmark, keywords, terms), the cluster bookmarks above
-it, the search index, and the checkpointed state (bookmarks, cluster bookmarks, the keyword sketch,
-the messages and the view skeleton). After `forget` or `delete`, this lists what is left; the README's
+it, the thread's keyword sketch (a store record; in the state of a checkpoint written before it moved
+there), the search index, and the checkpointed state (bookmarks, cluster bookmarks, the messages and
+the view skeleton). After `forget` or `delete`, this lists what is left; the README's
 verification recipe runs it with the forgotten text and expects nothing.
 
 Text fields (messages, bookmarks) match when they hold the text (case-insensitive); term fields
@@ -52,7 +53,7 @@ class Place:
 
     place: str
     """What kind of place: ``page message``, ``page bookmark``, ``page keywords``, ``page terms``,
-    ``cluster bookmark``, ``cluster terms``, ``index row``, ``state bookmark``, ``state cluster``,
+    ``cluster bookmark``, ``cluster terms``, ``store sketch``, ``index row``, ``state bookmark``, ``state cluster``,
     ``state terms``, ``state sketch``, ``state message``."""
     where: str
     """Which one: a page or cluster id (and message id or passage position)."""
@@ -115,6 +116,9 @@ def where_text(
             out.append(Place("cluster bookmark", node.id, node.bookmark))
         if hit := _terms_hit(node.terms, words):
             out.append(Place("cluster terms", node.id, ",".join(hit)))
+    sketch = page_store.get_sketch(thread_id)
+    if sketch is not None and (hit := _terms_hit(sketch.doc_freq, words)):
+        out.append(Place("store sketch", "sketch", ",".join(hit)))
     if index is not None:
         out += _index_rows(page_store, thread_id, text, index)
     if paging:

@@ -12,12 +12,12 @@ from langchain_core.messages import BaseMessage
 from langmem_paging.core.effects import ask
 from langmem_paging.core.library_messages import stored_form
 from langmem_paging.core.messages import Unit, is_pinned
-from langmem_paging.core.records import Page, messages_digest
+from langmem_paging.core.records import Page, messages_digest, page_number
 from langmem_paging.core.state import ResidentPage
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
 from langmem_paging.step.context import StepContext
-from langmem_paging.step.io import ComputeFeatures, Flow, MakeBookmarks, Reserve
+from langmem_paging.step.io import ComputeFeatures, Flow, LoadSketch, MakeBookmarks, Reserve
 from langmem_paging.strategies.bookmarks import Bookmark, BookmarkContext, PageDraft
 
 __all__ = ["Draft", "FreeRun", "cut_pages", "form_pages", "free_runs"]
@@ -112,9 +112,8 @@ def form_pages(ctx: StepContext, drafts: list[Draft]) -> Flow[list[Page]]:
     digests = [messages_digest(msgs) for msgs in stored]
     numbers = yield from ask(Reserve("p", digests, ctx.state))
     page_drafts = [PageDraft(f"p{n}", msgs) for n, msgs in zip(numbers, stored, strict=True)]
-    bookmarks = yield from ask(
-        MakeBookmarks(ctx.options.bookmarker, page_drafts, _bookmark_context(ctx, stored))
-    )
+    context = yield from _bookmark_context(ctx, page_drafts)
+    bookmarks = yield from ask(MakeBookmarks(ctx.options.bookmarker, page_drafts, context))
     if len(bookmarks) != len(page_drafts):
         raise ValueError(f"The bookmarker returned {len(bookmarks)} bookmarks for {len(page_drafts)} pages.")
     features = yield from ask(ComputeFeatures(ctx.options.policy, stored))
@@ -179,11 +178,17 @@ def _record(
     return page
 
 
-def _bookmark_context(ctx: StepContext, drafts: list[Sequence[BaseMessage]]) -> BookmarkContext:
+def _bookmark_context(ctx: StepContext, drafts: list[PageDraft]) -> Flow[BookmarkContext]:
     """Page frequencies over the thread (a bounded sketch of its frequent terms), counting the
-    pages formed now."""
-    for msgs in drafts:
-        ctx.state.count_terms(dict.fromkeys(search_terms("\n".join(message_text(m) for m in msgs))))
+    pages formed now. The sketch is read once per step (a second batch of pages, e.g. after
+    tool results paged on arrival, counts into the one already read)."""
+    sketch = ctx.state.pending_sketch
+    if sketch is None:
+        sketch = yield from ask(LoadSketch(ctx.state))
+    for draft in drafts:
+        terms = search_terms("\n".join(message_text(m) for m in draft.messages))
+        sketch.count(page_number(draft.id), dict.fromkeys(terms))
+    ctx.state.keep_sketch(sketch)
     return BookmarkContext(
-        count_text=ctx.options.count_text, doc_freq=dict(ctx.state.doc_freq), n_docs=ctx.state.n_pages
+        count_text=ctx.options.count_text, doc_freq=dict(sketch.doc_freq), n_docs=sketch.n_pages
     )

@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.effects import Request
 from langmem_paging.core.records import Page
-from langmem_paging.core.state import PagingState
+from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.strategies.bookmarks import Bookmark, BookmarkContext, Bookmarker, PageDraft
 from langmem_paging.strategies.policies import EvictionPolicy
 
@@ -31,6 +31,7 @@ __all__ = [
     "Digester",
     "Flow",
     "LoadPages",
+    "LoadSketch",
     "LocalIO",
     "MakeBookmarks",
     "MakeDigests",
@@ -68,6 +69,10 @@ class StepIO(Protocol):
     def load_pages(self, request: LoadPages) -> dict[str, Page]: ...
 
     async def aload_pages(self, request: LoadPages) -> dict[str, Page]: ...
+
+    def load_sketch(self, request: LoadSketch) -> TermSketch: ...
+
+    async def aload_sketch(self, request: LoadSketch) -> TermSketch: ...
 
     def make_bookmarks(self, request: MakeBookmarks) -> list[Bookmark]: ...
 
@@ -172,6 +177,24 @@ class LoadPages(Request[dict[str, Page], StepIO]):
         return io.aload_pages(self)
 
 
+@dataclass
+class LoadSketch(Request[TermSketch, StepIO]):
+    """The thread's keyword sketch (`langmem_paging.core.sketch`), read once by a step that forms
+    pages, before they are bookmarked. Answer: a `TermSketch` of the caller's own to count the new
+    pages into and hand to `PagingState.keep_sketch`: with no store, the sketch `state` carries
+    (`checkpointed`); with a store, the thread's record (or, while the thread has none, the sketch
+    an old checkpoint carried), which the step's `Commit` writes back with its pages."""
+
+    state: PagingState
+    """The branch's paging state."""
+
+    def answer(self, io: StepIO) -> TermSketch:
+        return io.load_sketch(self)
+
+    def aanswer(self, io: StepIO) -> Awaitable[TermSketch]:
+        return io.aload_sketch(self)
+
+
 class ComputeIO:
     """Answers the requests that need no store: bookmarks, features and digests, each by its own
     object (sync, or awaited)."""
@@ -196,8 +219,8 @@ class ComputeIO:
 
 
 class LocalIO(ComputeIO, StepIO):
-    """No store (the pure `page_messages`): numbers come from the state alone, and pages from
-    `pages` (those the caller kept)."""
+    """No store (the pure `page_messages`): numbers and the keyword sketch come from the state
+    alone, and pages from `pages` (those the caller kept)."""
 
     def __init__(self, pages: Mapping[str, Page] | None = None) -> None:
         self.pages = pages or {}
@@ -213,3 +236,11 @@ class LocalIO(ComputeIO, StepIO):
 
     async def aload_pages(self, request: LoadPages) -> dict[str, Page]:
         return self.load_pages(request)
+
+    def load_sketch(self, request: LoadSketch) -> TermSketch:
+        sketch = request.state.carried_sketch()
+        sketch.checkpointed = True  # the caller keeps no store: the sketch stays in the state
+        return sketch
+
+    async def aload_sketch(self, request: LoadSketch) -> TermSketch:
+        return self.load_sketch(request)

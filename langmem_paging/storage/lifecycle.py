@@ -51,7 +51,7 @@ from langmem_paging.core.messages import (
     recall_copy_pages,
 )
 from langmem_paging.core.records import ClusterNode, Page, cluster_number, messages_digest
-from langmem_paging.core.state import STATE_KEY, PagingState, ResidentPage, ShownPage
+from langmem_paging.core.state import STATE_KEY, PagingState, ResidentPage, ShownPage, TermSketch
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
 
@@ -61,6 +61,7 @@ __all__ = [
     "forget_in_cluster",
     "forget_in_page",
     "forget_in_records",
+    "forget_in_sketch",
     "forget_in_state",
     "forgotten",
     "merged_messages",
@@ -213,6 +214,13 @@ def forget_in_records(pages: Sequence[Page], nodes: Sequence[ClusterNode], messa
         if new.to_dict() != node.to_dict():
             result.nodes.append(new)
     return result
+
+
+def forget_in_sketch(sketch: TermSketch, gone: set[str]) -> TermSketch:
+    """The thread's keyword sketch without the terms gone from the whole thread (its page count
+    stays: the pages are still there)."""
+    kept = {t: n for t, n in sketch.doc_freq.items() if not _is_gone(t, gone)}
+    return TermSketch(kept, sketch.n_pages, [list(s) for s in sketch.counted])
 
 
 def _members(nodes: Mapping[str, ClusterNode]) -> dict[str, set[str]]:

@@ -15,7 +15,8 @@ Namespaces under ``("langmem_paging", <thread>)``:
 - ``clusters``: `ClusterNode` records by cluster id (``c2``), written when made;
 - ``parents``: for a page or cluster id, the clusters that joined it (union-find pointers);
 - ``stats``: access counts mirrored from the checkpoint for operators;
-- ``meta``: the high-water mark of page and cluster numbers.
+- ``meta``: the high-water mark of page and cluster numbers (``next``) and the thread's keyword
+  sketch (``sketch``, `langmem_paging.core.sketch`), written with the pages it counts.
 """
 
 from __future__ import annotations
@@ -33,11 +34,17 @@ from langmem_paging.core.effects import adrive, drive
 from langmem_paging.core.errors import PageStoreError
 from langmem_paging.core.forest import walk_members, walk_root
 from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
-from langmem_paging.core.state import PagingState
+from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import store_indexes
 from langmem_paging.storage.claims import NumberClaims, claims_for
-from langmem_paging.storage.lifecycle import FORGOTTEN, Forgotten, forget_in_records, forgotten
+from langmem_paging.storage.lifecycle import (
+    FORGOTTEN,
+    Forgotten,
+    forget_in_records,
+    forget_in_sketch,
+    forgotten,
+)
 from langmem_paging.storage.postgres_reads import abatch_reads, batch_reads
 
 __all__ = [
@@ -79,6 +86,7 @@ Kind = Literal["pages", "clusters", "parents", "stats", "meta"]
 KINDS: tuple[Kind, ...] = ("pages", "clusters", "parents", "stats", "meta")
 _LIST_BATCH = 200
 _NEXT_KEY = "next"
+_SKETCH_KEY = "sketch"
 _MISUSE = (asyncio.InvalidStateError,)
 """Errors of how the store is called, not failures of the store: raised as they are, never retried
 (a sync call to an `AsyncPostgresStore` on its own event loop)."""
@@ -302,6 +310,18 @@ class PageStore:
             if len(batch) < _LIST_BATCH:
                 return items
 
+    def get_sketch(self, thread_id: str) -> TermSketch | None:
+        """The thread's keyword sketch, or None if it has none yet (one read)."""
+        return self._run(self._get_sketch(thread_id))
+
+    async def aget_sketch(self, thread_id: str) -> TermSketch | None:
+        """Async `get_sketch`."""
+        return await self._arun(self._get_sketch(thread_id))
+
+    def _get_sketch(self, thread_id: str) -> Batches[TermSketch | None]:
+        (item,) = yield [GetOp(thread_namespace(thread_id, "meta"), _SKETCH_KEY)]
+        return TermSketch.from_record(item.value) if item is not None else None
+
     def _high_water(self, thread_id: str) -> Batches[int | None]:
         (item,) = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)]
         return item.value.get("p", 1) if item is not None else None
@@ -476,10 +496,12 @@ class PageStore:
         nodes: Sequence[ClusterNode],
         state: PagingState,
         stats: Iterable[str] = (),
+        sketch: TermSketch | None = None,
     ) -> None:
         """Write a step's new records, the parent pointers of its unions, mirrored access
-        statistics and the high-water mark. Idempotent."""
-        self._run(self._commit(thread_id, pages, nodes, state, list(stats)))
+        statistics, the high-water mark and the thread's keyword `sketch` with the new pages
+        counted (the step read it before), in one batch. Idempotent."""
+        self._run(self._commit(thread_id, pages, nodes, state, list(stats), sketch))
 
     async def acommit(
         self,
@@ -489,9 +511,10 @@ class PageStore:
         nodes: Sequence[ClusterNode],
         state: PagingState,
         stats: Iterable[str] = (),
+        sketch: TermSketch | None = None,
     ) -> None:
         """Async `commit`."""
-        await self._arun(self._commit(thread_id, pages, nodes, state, list(stats)))
+        await self._arun(self._commit(thread_id, pages, nodes, state, list(stats), sketch))
 
     def _commit(
         self,
@@ -500,6 +523,7 @@ class PageStore:
         nodes: Sequence[ClusterNode],
         state: PagingState,
         stats: list[str],
+        sketch: TermSketch | None = None,
     ) -> Batches[None]:
         if not (pages or nodes or stats):
             return
@@ -518,6 +542,8 @@ class PageStore:
         new_high = {k: max(high.get(k, 1), state.next[k]) for k in ("p", "c")}
         if new_high != high:
             ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
+        if sketch is not None and pages:
+            ops.append(self._put(thread_id, "meta", _SKETCH_KEY, sketch.to_record()))
         yield ops
 
     # -- the page lifecycle: forgetting one message, deleting a thread -------------------
@@ -539,11 +565,11 @@ class PageStore:
            tool-call ids; its text, tool arguments and metadata gone), so pages keep their shape and
            every other message still rebuilds exactly; the page's bookmark, keywords and terms and
            every cluster bookmark above it are re-derived from what remains (a neutral mark, ``[p3:]``,
-           when nothing remains);
+           when nothing remains); the thread's keyword sketch loses the terms gone from every page;
         2. the search index (`index`, and the store's default index): the pages' rows are replaced;
         3. the state the next prompt is built from, when you pass the compiled `graph` (with its
            `config`, default the thread's) or its `checkpointer`: bookmarks, cluster bookmarks,
-           keyword sketch, warm digests and recall results that carried the page, and the message
+           the keyword sketch of an old checkpoint, warm digests and recall results that carried the page, and the message
            itself if it is still in the state (tombstoned in place). Without them, the checkpointed
            state keeps the old bookmarks until the pages are forgotten with it.
 
@@ -613,10 +639,14 @@ class PageStore:
             return Forgotten(message_id)
         items = yield from self._list_items(thread_id, "clusters")
         forgot = forget_in_records(pages, [ClusterNode.from_dict(it.value) for it in items], message_id)
-        # one batch: a page and the cluster bookmarks above it never disagree about what it holds
-        yield [self._put(thread_id, "pages", page.id, page.to_dict()) for page in forgot.pages] + [
-            self._put(thread_id, "clusters", node.id, node.to_dict()) for node in forgot.nodes
-        ]
+        sketch = yield from self._get_sketch(thread_id)
+        ops: list[Op] = [self._put(thread_id, "pages", page.id, page.to_dict()) for page in forgot.pages]
+        ops += [self._put(thread_id, "clusters", node.id, node.to_dict()) for node in forgot.nodes]
+        if sketch is not None:
+            ops.append(
+                self._put(thread_id, "meta", _SKETCH_KEY, forget_in_sketch(sketch, forgot.gone).to_record())
+            )
+        yield ops  # one batch: a page, the cluster bookmarks above it and the sketch never disagree
         return forgot
 
     def delete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:

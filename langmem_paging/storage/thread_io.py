@@ -19,10 +19,10 @@ from langmem_paging.core.effects import Request, arun, ask, run
 from langmem_paging.core.errors import PageStoreError, SearchIndexError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.records import ClusterNode, Page, page_number
-from langmem_paging.core.state import PagingState
+from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.core.tracing import apaging_run, paging_run
 from langmem_paging.index.base import Hit, SearchIndex
-from langmem_paging.step.io import ComputeIO, LoadPages, Reserve, StepIO
+from langmem_paging.step.io import ComputeIO, LoadPages, LoadSketch, Reserve, StepIO
 from langmem_paging.storage.page_store import PageStore
 
 __all__ = [
@@ -100,7 +100,8 @@ ThreadFlow = Generator[Request[Any, PagingIO], object, T]
 
 @dataclass
 class Commit(Request[None, PagingIO]):
-    """Store a step's new records (see `PageStore.commit`). Answer: None."""
+    """Store a step's new records (see `PageStore.commit`), and the thread's keyword sketch with its
+    new pages counted (`state.pending_sketch`), in one batch. Answer: None."""
 
     pages: list[Page]
     """The new pages."""
@@ -271,14 +272,30 @@ class ThreadIO(ComputeIO, PagingIO):
             for cid in request.cluster_ids
         }
 
+    def load_sketch(self, request: LoadSketch) -> TermSketch:
+        return self.page_store.get_sketch(self.thread_id) or request.state.carried_sketch()
+
+    async def aload_sketch(self, request: LoadSketch) -> TermSketch:
+        return await self.page_store.aget_sketch(self.thread_id) or request.state.carried_sketch()
+
     def commit(self, request: Commit) -> None:
         self.page_store.commit(
-            self.thread_id, pages=request.pages, nodes=request.nodes, state=request.state, stats=request.stats
+            self.thread_id,
+            pages=request.pages,
+            nodes=request.nodes,
+            state=request.state,
+            stats=request.stats,
+            sketch=_stored_sketch(request.state),
         )
 
     async def acommit(self, request: Commit) -> None:
         await self.page_store.acommit(
-            self.thread_id, pages=request.pages, nodes=request.nodes, state=request.state, stats=request.stats
+            self.thread_id,
+            pages=request.pages,
+            nodes=request.nodes,
+            state=request.state,
+            stats=request.stats,
+            sketch=_stored_sketch(request.state),
         )
 
     # -- the index ---------------------------------------------------------------------
@@ -324,6 +341,13 @@ class ThreadIO(ComputeIO, PagingIO):
             await adispatch_custom_event("langmem_paging", request.data)
         except RuntimeError:
             pass
+
+
+def _stored_sketch(state: PagingState) -> TermSketch | None:
+    """The sketch a commit writes: the one the step counted its pages into, unless it travels in
+    the state."""
+    sketch = state.pending_sketch
+    return None if sketch is None or sketch.checkpointed else sketch
 
 
 def _page_ids(first: int, last: int) -> list[str]:

@@ -1,6 +1,7 @@
 """The checkpointed paging state stays smaller than the messages it manages (it is written at every
-step): term weights trimmed and rounded, the frequency sketch grouped by count; states written
-before read as they were."""
+step): term weights trimmed and rounded, the frequency sketch grouped by count (and, with a store,
+not in the checkpoint at all: at most half the messages channel); states written before read as
+they were."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import page_messages
+from langmem_paging import InMemoryBM25Index, PagingConfig, page_messages
 from langmem_paging.core.messages import dump_messages, merge_messages
 from langmem_paging.core.state import TERMS_STORED, PagingState
+from langmem_paging.integrations.pager import Pager
+from langmem_paging.storage.page_store import PageStore
 
 
 def _thread(turns: int, max_tokens: int):
@@ -46,6 +50,27 @@ def test_the_paging_state_is_smaller_than_the_messages_it_manages():
                 messages, paging = result.apply(messages), result.state.to_value()
         assert paging["clusters"], "the thread was paged and folded"
         assert len(json.dumps(paging)) < len(json.dumps(dump_messages(messages))), max_tokens
+
+
+def test_with_a_store_the_paging_state_is_at_most_half_the_messages_it_manages():
+    """Issue 23: the keyword sketch left the checkpoint (before: 0.67x at B=900, 0.57x at 2000)."""
+    from tests.support.conversations import conversation
+
+    history = conversation(400, seed=3)
+    for max_tokens in (900, 2000, 4000):
+        pager = Pager(
+            PagingConfig(max_tokens=max_tokens, boundary="fixed_4"),
+            PageStore(InMemoryStore()),
+            index=InMemoryBM25Index(),
+        )
+        messages, paging = [], None
+        for message in history:
+            messages = merge_messages(messages, [message])
+            if isinstance(message, HumanMessage):
+                result = pager.step(messages, paging, "weight")
+                messages, paging = result.apply(messages), result.state.to_value()
+        assert paging["clusters"] and "doc_freq" not in paging
+        assert len(json.dumps(paging)) <= 0.5 * len(json.dumps(dump_messages(messages))), max_tokens
 
 
 def test_term_weights_are_trimmed_and_rounded_in_the_checkpoint():

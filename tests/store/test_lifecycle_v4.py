@@ -110,7 +110,7 @@ def test_forget_removes_the_card_from_records_index_bookmarks_sketch_state_and_t
     page_id = _card_page(paging)
     before = {p.place for p in _places(paging, agent, "4929")}
     # the old code left these behind: the test fails on it
-    assert {"page bookmark", "index row", "state sketch"} <= before, before
+    assert {"page bookmark", "index row", "store sketch"} <= before, before
     assert any(SECRET in p.bookmark for p in paging.page_store.list_clusters(THREAD)), (
         "a cluster bookmark held it"
     )
@@ -205,7 +205,7 @@ def test_cli_forget_reaches_the_sqlite_fts_rows_the_bookmarks_and_the_checkpoint
     uri = f"sqlite:///{path}"
     assert cli(["where", THREAD, "--text", "4929", "--store", uri]) == 1
     listed = capsys.readouterr().out
-    assert "index row" in listed and "state sketch" in listed and "page bookmark" in listed
+    assert "index row" in listed and "store sketch" in listed and "page bookmark" in listed
     assert cli(["forget", THREAD, "card", "--store", uri, "--yes"]) == 0
     capsys.readouterr()
     for word in ("4929", SECRET):
