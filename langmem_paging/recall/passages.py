@@ -12,8 +12,11 @@ left. Costs are the rendering's (`page_cost`, the tokens a page's passages take 
 so the result fills its room and never passes it.
 
 Turns still in the context rank beside the paged ones: one that ranks is kept where it is (it
-costs its own tokens, and the next step does not page it out to make room), so a recall never
-pushes out a resident match. The result is grouped by page, pages in the order of their best hit,
+costs its own tokens, and the next step does not page it out to make room), with its neighbours
+in the context by the same rule as a hit's, so a recall never pushes out a resident match nor
+the reply next to it (LoCoMo dev, conversations 0-3, B=8000: 15 of the 18 evidence turns the
+flat baseline found and paging lost were no hit of the search: the baseline had them as the
+neighbours of a match). The result is grouped by page, pages in the order of their best hit,
 each page's messages as runs in order.
 
 Example:
@@ -131,7 +134,8 @@ class Packed:
     groups: list[tuple[str, Runs]] = field(default_factory=list)
     """Pages in the order of their best hit, each with its chosen messages as ``[start, stop)`` runs."""
     resident: list[int] = field(default_factory=list)
-    """Indexes of the resident candidates that ranked and fit: kept in the context."""
+    """Indexes of the resident candidates that ranked and fit, and of their neighbours kept with
+    them: kept in the context."""
     used: int = 0
     """Tokens the groups and the kept resident turns take (by `page_cost` and the candidates' own)."""
     hits: int = 0
@@ -153,28 +157,23 @@ def pack_hits(
 
     `page_cost(page, runs)` is what a page's passages take in the result (its rendering and
     newline); `taken`: runs already shown (a first search's), which cost nothing and are kept."""
-    packer = _Packer(pages, page_cost, room, taken or {})
+    packer = _Packer(pages, page_cost, room, taken or {}, [tokens for _, tokens in resident])
     packed = Packed()
     ranked: list[tuple[float, int, Hit | int]] = [(h.score, 0, h) for h in hits]
     ranked += [(score, 1, k) for k, (score, _) in enumerate(resident) if score > 0]
-    shown: list[tuple[Hit, int]] = []
+    shown: list[tuple[Hit | int, int]] = []
     for _, _, item in sorted(ranked, key=lambda r: (-r[0], r[1])):
         if room - packer.used < MIN_LINE_TOKENS:
             break  # full: no line fits what is left
-        if isinstance(item, int):
-            if packer.used + resident[item][1] <= room:
-                packed.resident.append(item)
-                packer.used += resident[item][1]
-            continue
-        width = packer.add_hit(item, neighbours_for_rank(len(shown), neighbours))
+        width = packer.add(item, neighbours_for_rank(len(shown), neighbours))
         if width is not None:
             shown.append((item, width))
     for target in range(1, neighbours + 1):  # the second pass: wider windows, best hits first
-        for k, (hit, width) in enumerate(shown):
-            if width < target and packer.widen(hit, target):
-                shown[k] = (hit, target)
-    packed.groups = packer.groups()
-    packed.used, packed.hits = packer.used, len(shown)
+        for k, (item, width) in enumerate(shown):
+            if width < target and packer.widen(item, target):
+                shown[k] = (item, target)
+    packed.groups, packed.resident = packer.groups(), list(packer.kept)
+    packed.used, packed.hits = packer.used, sum(isinstance(item, Hit) for item, _ in shown)
     return packed
 
 
@@ -191,8 +190,11 @@ class _Packer:
         page_cost: PageCost,
         room: int,
         taken: Mapping[str, Sequence[tuple[int, int]]],
+        resident: Sequence[int] = (),
     ) -> None:
         self.pages, self.page_cost, self.room = pages, page_cost, room
+        self.resident = resident  # tokens of each resident candidate, in context order
+        self.kept: dict[int, None] = {}  # resident candidates kept, in the order they were added
         self.conversation = _Conversation(pages)
         self.chosen: dict[str, set[int]] = {
             pid: {i for a, b in runs for i in range(a, b)} for pid, runs in taken.items() if pid in pages
@@ -203,17 +205,34 @@ class _Packer:
         self.base = dict(self.costs)
         self.used = 0
 
-    def add_hit(self, hit: Hit, width: int) -> int | None:
-        """Add the hit's widest window up to `width` that fits; the width shown, or None."""
-        if hit.page_id not in self.pages or not 0 <= hit.index < len(self.pages[hit.page_id].messages):
+    def add(self, item: Hit | int, width: int) -> int | None:
+        """Add the item's widest window up to `width` that fits; the width shown, or None."""
+        if isinstance(item, Hit) and (
+            item.page_id not in self.pages or not 0 <= item.index < len(self.pages[item.page_id].messages)
+        ):
             return None
         for w in range(width, -1, -1):
-            if self._add(self.conversation.window((hit.page_id, hit.index), w), hit.page_id):
+            if self.widen(item, w):
                 return w
         return None
 
-    def widen(self, hit: Hit, width: int) -> bool:
-        return self._add(self.conversation.window((hit.page_id, hit.index), width), hit.page_id)
+    def widen(self, item: Hit | int, width: int) -> bool:
+        if isinstance(item, int):
+            return self._keep(item, width)
+        return self._add(self.conversation.window((item.page_id, item.index), width), item.page_id)
+
+    def _keep(self, k: int, width: int) -> bool:
+        """Keep resident candidate `k` with `width` candidates on each side: a turn still in the
+        context brings its neighbours as a paged hit does (the reply to a matching turn is often
+        the evidence, and the next step pages out what is not kept)."""
+        window = [j for j in range(k - width, k + width + 1) if 0 <= j < len(self.resident)]
+        new = [j for j in window if j not in self.kept]
+        delta = sum(self.resident[j] for j in new)
+        if self.used + delta > self.room:
+            return False
+        self.kept.update(dict.fromkeys(sorted(new, key=lambda j: (j != k, j))))
+        self.used += delta
+        return True
 
     def _add(self, window: list[Position], page_id: str) -> bool:
         new: dict[str, set[int]] = {}

@@ -167,6 +167,7 @@ class RecallService:
     ) -> ThreadFlow[RecallAnswer]:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch."""
         branch = PagingState.from_value(state)
+        request = replace(request, resident=_outside_pages(request.resident, branch))
         plan = plan_recall(request.page_ids, request.query, request.part)
         wanted, clusters, notes = _resolve(plan, branch, request.served)
         elsewhere = [p for p in plan.page_ids if p in request.served]
@@ -289,6 +290,17 @@ def resident_turns(view: Sequence[BaseMessage], counter: TokenCounter) -> list[t
         tokens = sum(counter.count_message(m) for m in unit.messages)
         out += [(m.id, text, tokens) for m in unit.messages if m.id and (text := message_text(m)).strip()]
     return out
+
+
+def _outside_pages(
+    resident: Sequence[tuple[str, str, int]], branch: PagingState
+) -> list[tuple[str, str, int]]:
+    """The resident turns outside the resident pages: a formed page is evicted whole whatever it
+    holds (keeping one of its turns would not keep it), and the search reaches its turns as hits,
+    shown in the result (LoCoMo dev, conversations 0-3, B=8000: turns kept this way were paged
+    out by the next step, their tokens counted as used)."""
+    paged = {key for page in branch.pages.values() for key in page.ids}
+    return [turn for turn in resident if turn[0] not in paged]
 
 
 def _resolve(
