@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.background import stem
-from langmem_paging.core.library_messages import format_bookmark
+from langmem_paging.core.library_messages import format_bookmark, parse_bookmark
 from langmem_paging.strategies.keywords import PageTerms, is_date, page_terms, score_terms
 
 __all__ = [
@@ -32,6 +32,8 @@ __all__ = [
     "KeywordBookmarker",
     "PageDraft",
     "as_bookmarker",
+    "render_bookmark",
+    "shown_keywords",
 ]
 
 TERMS_KEPT = 24
@@ -213,7 +215,7 @@ class KeywordBookmarker(Bookmarker):
         *,
         min_tokens: int = 8,
         max_tokens: int = 24,
-        max_keywords: int = 12,
+        max_keywords: int = 24,
         stored_keywords: int = 16,
         background: bool = False,
     ) -> None:
@@ -265,7 +267,7 @@ class KeywordBookmarker(Bookmarker):
         seen = {form.lower() for form in shown}
         roles = dict.fromkeys(_ROLES.get(m.type, m.type) for m in page.messages)
         for filler in [*roles, f"{len(page.messages)}msgs", "page"]:
-            if context.count_text(format_bookmark(page.id, shown)) >= self.min_tokens:
+            if context.count_text(render_bookmark(page.id, shown)) >= self.min_tokens:
                 break
             if filler.lower() not in seen and self._fits(page.id, [*shown, filler], context):
                 shown.append(filler)
@@ -275,10 +277,10 @@ class KeywordBookmarker(Bookmarker):
             + [c.form for c in candidates if c.form.lower() not in seen][: self.stored_keywords - len(shown)]
         )
         weights = {c.form: c.score for c in candidates if c.kind != "date"}
-        return Bookmark(format_bookmark(page.id, shown), stored, dict(list(weights.items())[:TERMS_KEPT]))
+        return Bookmark(render_bookmark(page.id, shown), stored, dict(list(weights.items())[:TERMS_KEPT]))
 
     def _fits(self, page_id: str, forms: list[str], context: BookmarkContext) -> bool:
-        return context.count_text(format_bookmark(page_id, forms)) <= self.max_tokens
+        return context.count_text(render_bookmark(page_id, forms)) <= self.max_tokens
 
     def _fit(self, page_id: str, candidates: list[_Candidate], context: BookmarkContext) -> list[_Candidate]:
         """The best candidates that fit, in score order."""
@@ -310,6 +312,41 @@ class KeywordBookmarker(Bookmarker):
             if self._fits(page_id, [*(c.form for c in chosen[:keep]), topic.form], context):
                 return [*chosen[:keep], topic]
         return chosen
+
+
+def render_bookmark(page_id: str, forms: Sequence[str]) -> str:
+    """The bookmark text for keywords `forms`: the words space-separated, then the date after a
+    comma, ``[p3:Bailey adopted dog named,May]``.
+
+    A comma costs a token and splits the next word off its space (``,necklace`` is two or three
+    tokens, `` necklace`` one), so a comma-separated list holds about half the words in the same
+    tokens: on LoCoMo dev (conversations 0-3) 24 tokens show ~18 words instead of ~9, and the
+    bookmark reader's top-3 rose from 0.337 to 0.430 at B=4000. The date keeps its comma: ``25
+    May`` inside a run of words would read as two keywords.
+    """
+    words = [f for f in forms if not _is_date_form(f)]
+    dates = [f for f in forms if _is_date_form(f)]
+    return format_bookmark(page_id, [" ".join(words)] * bool(words) + dates)
+
+
+def shown_keywords(text: str) -> list[str]:
+    """The keywords a `render_bookmark` bookmark shows, in order (a date as one keyword); [] for
+    text that is not a bookmark.
+
+    Example:
+        >>> shown_keywords("[p3:Bailey adopted dog,25 May]")
+        ['Bailey', 'adopted', 'dog', '25 May']
+    """
+    parsed = parse_bookmark(text)
+    if parsed is None:
+        return []
+    return [w for group in parsed[1] for w in ([group] if _is_date_form(group) else group.split())]
+
+
+def _is_date_form(form: str) -> bool:
+    """A date keyword: one date word, or a day with its month (``25 May``), never a run of words."""
+    parts = form.split()
+    return is_date(form.lower()) and (len(parts) == 1 or len(parts) == 2 and parts[0].isdigit())
 
 
 def _date_rank(form: str) -> int:
