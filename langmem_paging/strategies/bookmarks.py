@@ -358,6 +358,9 @@ def _is_date_form(form: str) -> bool:
     return is_date(form.lower()) and (len(parts) == 1 or len(parts) == 2 and parts[0].isdigit())
 
 
+_WEEKDAY_SHORT = frozenset(["tue", "tues", "thu", "thur", "thurs", "fri"])
+
+
 def _date_rank(form: str) -> int:
     """Most specific first: a day with its month, a numeric date, a month, a year, a weekday."""
     lower = form.lower()
@@ -365,7 +368,7 @@ def _date_rank(form: str) -> int:
         return 0
     if lower[:1].isdigit():
         return 1 if not lower.isdigit() else 3
-    return 4 if lower.endswith("day") else 2
+    return 4 if lower.endswith("day") or lower in _WEEKDAY_SHORT else 2
 
 
 class DiscriminativeBookmarker(KeywordBookmarker):
