@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.background import stem
 from langmem_paging.core.library_messages import format_bookmark, parse_bookmark
-from langmem_paging.strategies.keywords import PageTerms, is_date, page_terms, score_terms
+from langmem_paging.strategies.keywords import MONTHS, PageTerms, is_date, page_terms, score_terms
 
 __all__ = [
     "BOOKMARKERS",
@@ -355,7 +355,9 @@ def shown_keywords(text: str) -> list[str]:
 def _is_date_form(form: str) -> bool:
     """A date keyword: one date word, or a day with its month (``25 May``), never a run of words."""
     parts = form.split()
-    return is_date(form.lower()) and (len(parts) == 1 or len(parts) == 2 and parts[0].isdigit())
+    if len(parts) == 2:
+        return parts[0].isdigit() and len(parts[0]) <= 2 and parts[1].lower() in MONTHS
+    return len(parts) == 1 and is_date(form.lower())
 
 
 _WEEKDAY_SHORT = frozenset(["tue", "tues", "thu", "thur", "thurs", "fri"])
