@@ -3,7 +3,7 @@
 Evicted text is replaced, at its place, by a short stand-in the model can read and act on:
 
 - a **bookmark** ``[p3:Farid,greyhound]`` for an evicted page (under the id of its first message);
-- a **cluster bookmark** ``[c2:honey Bled|p1-p9]`` for a cluster of evicted pages;
+- a **cluster bookmark** ``[c2:honey,Bled|p1-p9]`` for a cluster of evicted pages;
 - a **warm digest** (the page's key lines) for an evicted page in the warm tier;
 - a **tool-result stub** for a large tool result paged as it arrived (same id and call id);
 - a **malformed-call stub**: an earlier turn's AI message whose malformed calls' raw arguments went
@@ -19,7 +19,7 @@ Example:
     >>> cluster_keywords({"Honey": 0.9, "honey": 0.8, "Bled": 0.7, "bees": 0.7}, limit=3)
     ['Honey', 'bees', 'Bled']
     >>> format_cluster_bookmark("c2", ["honey", "Bled"], 1, 9, 9)
-    '[c2:honey Bled|p1-p9]'
+    '[c2:honey,Bled|p1-p9]'
     >>> format_cluster_bookmark("c4", ["honey"], 1, 40, 12)
     '[c4:honey|12 of p1-p40]'
 """
@@ -128,9 +128,8 @@ def cluster_keywords(terms: Mapping[str, float], limit: int) -> list[str]:
 def format_cluster_bookmark(
     cluster_id: str, keywords: Sequence[str], first: int, last: int, size: int
 ) -> str:
-    """``[c2:Farid greyhound adoption|p1-p9]``: space-separated, as page bookmarks show their words
-    (a comma costs a token and splits the next word off its space)."""
-    return f"[{cluster_id}:{' '.join(keywords)}|{member_span(first, last, size)}]"
+    """``[c2:Farid,greyhound,adoption|p1-p9]``."""
+    return f"[{cluster_id}:{','.join(keywords)}|{member_span(first, last, size)}]"
 
 
 def cluster_message(cluster_id: str, text: str, message_id: str) -> HumanMessage:

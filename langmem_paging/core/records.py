@@ -206,7 +206,7 @@ class ClusterNode:
     last_page: int
     """Highest page number under this node."""
     bookmark: str
-    """Its cluster bookmark, ``[c2:Farid greyhound|p1-p9]``."""
+    """Its cluster bookmark, ``[c2:Farid,greyhound|p1-p9]``."""
     keywords: list[str] = field(default_factory=list)
     """Keywords of the bookmark."""
     terms: dict[str, float] = field(default_factory=dict)

@@ -79,7 +79,7 @@ class PagingNode(Runnable[dict[str, Any], dict[str, Any]]):
         >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo", "Rome", "Lima"]:
         ...     state = graph.invoke({"messages": [("user", f"I will fly to {city}.")]}, config)
         >>> [m.content for m in state["messages"]]  # four pages folded into one cluster bookmark
-        ['[c7:Kyoto Lisbon Oslo Quito fly Noted|p1-p4]', 'I will fly to Rome.', 'Noted.', 'I will fly to Lima.', 'Noted.']
+        ['[c7:Kyoto,Lisbon,Oslo,Quito,fly,Noted|p1-p4]', 'I will fly to Rome.', 'Noted.', 'I will fly to Lima.', 'Noted.']
     """
 
     def __init__(

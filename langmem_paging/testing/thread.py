@@ -14,7 +14,7 @@ Example:
     >>> for city in cities:
     ...     _ = thread.turn(f"I will fly to {city} on Friday.", "Noted.")
     >>> [m.content for m in thread.prompt][:2]
-    ['[c24:Accra Kyoto Lisbon Perth Riga Rome Tromso fly Noted|7 of p1-p13]', '[c26:Cusco Dakar Hanoi Lima Oslo Porto Quito fly Noted|7 of p3-p14]']
+    ['[c24:Accra,Kyoto,Lisbon,Perth,Riga,Rome|7 of p1-p13]', '[c26:Cusco,Dakar,Hanoi,Lima,Oslo,Porto|7 of p3-p14]']
     >>> print(thread.call_recall(query="Kyoto").content)
     === p2 · messages 1-2 of 2 ===
     user: I will fly to Kyoto on Friday.

@@ -3,7 +3,6 @@
 - words space-separated, the date after a comma (twice the words of a comma list in the same tokens);
 - a page's term frequency counts linearly (what the page keeps coming back to leads);
 - interjections are never keywords; a weekday's abbreviation is a date (at most one date);
-- cluster bookmarks show up to 10 words, space-separated;
 - forgetting a message drops only its words from a bookmark's run of words.
 """
 
@@ -96,22 +95,6 @@ def test_a_weekday_abbreviation_is_a_date_so_one_date_is_shown():
     assert dates == ["12 March"], mark.keywords
     assert not {"fri", "tues"} & {w.lower() for w in mark.keywords}, mark.keywords  # nor beside it
     assert "harbour" in shown_keywords(mark.text)
-
-
-def test_a_cluster_bookmark_shows_up_to_ten_words_space_separated():
-    history = []
-    for i, city in enumerate(["Lisbon", "Kyoto", "Quito", "Oslo", "Rome", "Lima", "Accra", "Hanoi"]):
-        history += [
-            HumanMessage(f"I will fly to {city} with a {WORDS[i]} and a {WORDS[i + 8]}.", id=f"h{i}"),
-            AIMessage("Noted.", id=f"a{i}"),
-        ]
-    result = page_messages(
-        history, max_tokens=12, low_water_tokens=8, boundary="fixed_2", token_counter=len, bookmark_share=0.3
-    )
-    clusters = [str(m.content) for m in result.view if str(m.content).startswith("[c")]
-    assert clusters, [m.content for m in result.view]
-    words = clusters[0].split(":", 1)[1].split("|", 1)[0]
-    assert "," not in words and 6 < len(words.split()) <= 10, clusters
 
 
 def test_forgetting_a_message_keeps_the_other_words_of_the_bookmark():
