@@ -11,7 +11,9 @@ Per bookmark it also counts (from the conversation's own speakers and this scrip
 weekday list, again not the library's): terms that are a speaker's name (or the start of one,
 "Mel"), terms that are dates (a month, a weekday, a year, a day with its month), bookmarks with
 more than one date, bookmarks with no topic word (every term a name, a number or a date), and
-bookmark tokens (tiktoken, as paging counts them).
+bookmark tokens (tiktoken, as paging counts them: min / mean / max), words per bookmark, and the
+cluster bookmarks' mean tokens. A bookmark's terms are read with
+`langmem_paging.strategies.bookmarks.shown_keywords` (words space-separated, the date after a comma).
 
 Usage (from the repository root)::
 
@@ -32,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run by path: 
 
 from evals.conversation import to_messages  # noqa: E402
 from evals.datasets.locomo import load_locomo  # noqa: E402
-from evals.paging_method import PagingSession  # noqa: E402
+from evals.paging_method import THREAD, PagingSession  # noqa: E402
 from langmem_paging.core.tokens import TokenCounter  # noqa: E402
+from langmem_paging.strategies.bookmarks import shown_keywords  # noqa: E402
 
 ENGLISH_STOPWORDS = set(
     re.findall(
@@ -114,8 +117,7 @@ def rule_counts(session: PagingSession, speakers: set[str]) -> Counter:
     counter = TokenCounter()
     out: Counter = Counter()
     for page in session.pages.values():
-        body = page.bookmark.split(":", 1)[1].rstrip("]") if ":" in page.bookmark else ""
-        terms = [t for t in body.split(",") if t]
+        terms = shown_keywords(page.bookmark)
         dates = [t for t in terms if is_date(t)]
         names = [t for t in terms if is_speaker(t, speakers)]
         topic = [t for t in terms if t not in dates and not t[:1].isdigit() and not t[:1].isupper()]
@@ -128,6 +130,11 @@ def rule_counts(session: PagingSession, speakers: set[str]) -> Counter:
             no_topic=not topic,
             tokens=counter.count_text(page.bookmark),
         )
+        tokens = counter.count_text(page.bookmark)
+        out["min_tokens"] = min(out["min_tokens"] or tokens, tokens)
+        out["max_tokens"] = max(out["max_tokens"], tokens)
+    for cluster in session.pager.page_store.list_clusters(THREAD):
+        out.update(clusters=1, cluster_tokens=counter.count_text(cluster.bookmark))
     return out
 
 
@@ -151,8 +158,7 @@ def bookmark_terms(session: PagingSession) -> list[tuple[str, bool]]:
     whether the bookmark shows a month too."""
     out = []
     for page in session.pages.values():
-        body = page.bookmark.split(":", 1)[1].rstrip("]") if ":" in page.bookmark else ""
-        terms = [t for t in body.split(",") if t]
+        terms = shown_keywords(page.bookmark)
         dated = any(t.lower() in MONTHS for t in terms)
         out += [(t, dated) for t in terms]
     return out
@@ -161,12 +167,15 @@ def bookmark_terms(session: PagingSession) -> list[tuple[str, bool]]:
 def measure(budget: int, limit: int | None, data: str | None) -> dict:
     terms: list[tuple[str, bool]] = []
     rules: Counter = Counter()
+    extremes: list[int] = []
     for conversation in load_locomo(data, limit=limit):
         session = PagingSession(budget, "fixed_20", "lfu")
         for message in to_messages(conversation):
             session.add(message)
         terms += bookmark_terms(session)
-        rules += rule_counts(session, {part.lower() for s in conversation.speakers for part in s.split()})
+        counts = rule_counts(session, {part.lower() for s in conversation.speakers for part in s.split()})
+        extremes += [counts.pop("min_tokens"), counts.pop("max_tokens")]
+        rules += counts
     kinds = Counter(k for t, dated in terms if (k := kind_of(t, dated)) is not None)
     empty = sum(kinds.values())
     return {
@@ -182,6 +191,11 @@ def measure(budget: int, limit: int | None, data: str | None) -> dict:
         "multi_date_bookmarks": round(rules["multi_date"] / max(1, rules["bookmarks"]), 4),
         "no_topic_bookmarks": round(rules["no_topic"] / max(1, rules["bookmarks"]), 4),
         "mean_tokens": round(rules["tokens"] / max(1, rules["bookmarks"]), 2),
+        "min_tokens": min(extremes, default=0),
+        "max_tokens": max(extremes, default=0),
+        "words_per_bookmark": round(rules["terms"] / max(1, rules["bookmarks"]), 2),
+        "clusters": rules["clusters"],
+        "mean_cluster_tokens": round(rules["cluster_tokens"] / max(1, rules["clusters"]), 2),
     }
 
 
@@ -202,10 +216,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("most common:", ", ".join(f"{t} ({n})" for t, n in result["most_common_uninformative"]))
     print(
-        f"\n| bookmarks | speaker-name terms | date terms | >1 date | no topic word | mean tokens |\n"
-        f"|---|---|---|---|---|---|\n| {result['bookmarks']} | {result['speaker_name_share']:.3f} | "
+        f"\n| bookmarks | speaker-name terms | date terms | >1 date | no topic word | tokens min/mean/max "
+        f"| words | clusters | cluster tokens |\n|---|---|---|---|---|---|---|---|---|\n"
+        f"| {result['bookmarks']} | {result['speaker_name_share']:.3f} | "
         f"{result['date_share']:.3f} | {result['multi_date_bookmarks']:.3f} | {result['no_topic_bookmarks']:.3f} | "
-        f"{result['mean_tokens']:.1f} |"
+        f"{result['min_tokens']}/{result['mean_tokens']:.1f}/{result['max_tokens']} | "
+        f"{result['words_per_bookmark']:.1f} | {result['clusters']} | {result['mean_cluster_tokens']:.1f} |"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

@@ -108,6 +108,15 @@ def _is_gone(term: str, gone: set[str]) -> bool:
     return bool(gone) and not term_keys(term).isdisjoint(gone)
 
 
+def _kept_keyword(keyword: str, gone: set[str]) -> str:
+    """A bookmark's keyword without the gone words: a run of words (``boat harbour moored photo``,
+    the default bookmarker's) loses only those; a short one (``25 May``) goes whole."""
+    if not _is_gone(keyword, gone):
+        return keyword
+    words = keyword.split()
+    return " ".join(w for w in words if not _is_gone(w, gone)) if len(words) > 2 else ""
+
+
 def _kept_terms(terms: Mapping[str, float], gone: set[str]) -> dict[str, float]:
     return {t: w for t, w in terms.items() if not _is_gone(t, gone)}
 
@@ -152,7 +161,7 @@ def forget_in_page(page: Page, message_id: str) -> tuple[Page, set[str]]:
     keywords = [k for k in page.keywords if not _is_gone(k, gone)]
     parsed = parse_bookmark(page.bookmark)
     if parsed is not None:
-        bookmark = format_bookmark(page.id, [k for k in parsed[1] if not _is_gone(k, gone)])
+        bookmark = format_bookmark(page.id, [k for k in (_kept_keyword(k, gone) for k in parsed[1]) if k])
     else:  # a bookmarker's own shape (a stub, a sentence): kept only if none of its words went
         bookmark = (
             page.bookmark if vocabulary([page.bookmark]).isdisjoint(gone) else format_bookmark(page.id, [])

@@ -122,6 +122,23 @@ FILLER = frozenset(
         "ah",
         "aw",
         "wish",
+        "bye",
+        "yep",
+        "yup",
+        "nope",
+        "wanna",
+        "gotta",
+        "btw",
+        "em",
+        "hey",
+        "wow",
+        "yay",
+        "oh",
+        "ok",
+        "okay",
+        "hi",
+        "hello",
+        "thanks",
     ]
 )
 """Conversational filler: words a bookmark shows that tell a model nothing about the page (search
@@ -159,6 +176,12 @@ MONTHS = frozenset(
         "friday",
         "saturday",
         "sunday",
+        "tue",
+        "tues",
+        "thu",
+        "thur",
+        "thurs",
+        "fri",
     ]
 )
 
@@ -295,13 +318,16 @@ def score_terms(
 ) -> list[tuple[str, float]]:
     """``(surface form, score)`` best first (ties alphabetical).
 
-    score = (1 + ln tf) * `thread_idf` * (`salience` for a word written as a name), times the
-    `background_weight` when `background`. `doc_freq`/`n_docs` count stems over the thread's
+    score = tf * `thread_idf` * (`salience` for a word written as a name), times the
+    `background_weight` when `background`. The page's count counts linearly: what a page keeps
+    coming back to is what it is about, and what questions about it name (on LoCoMo dev,
+    conversations 0-3, B=8000, linear tf lifted the bookmark reader's top-3 from 0.436 to 0.482
+    over ``1 + ln tf``). `doc_freq`/`n_docs` count stems over the thread's
     pages (the page itself included).
     """
     scored = []
     for key, count in terms.tf.items():
-        score = (1 + math.log(count)) * thread_idf(doc_freq.get(key, 0), n_docs)
+        score = count * thread_idf(doc_freq.get(key, 0), n_docs)
         if background:
             score *= background_weight(terms, key)
         if key in terms.salient and not key[:1].isdigit() and not is_date(key):

@@ -13,7 +13,7 @@ from langmem_paging import (
     page_messages,
     parse_bookmark,
 )
-from langmem_paging.strategies.bookmarks import BookmarkContext
+from langmem_paging.strategies.bookmarks import BookmarkContext, shown_keywords
 from langmem_paging.strategies.keywords import is_date
 
 COUNTER = TokenCounter()
@@ -27,7 +27,7 @@ def _mark(messages, doc_freq=None, n_docs=0, **context):
 def _shown(mark) -> list[str]:
     parsed = parse_bookmark(mark.text)
     assert parsed is not None
-    return parsed[1]
+    return shown_keywords(mark.text)
 
 
 CHAT = [

@@ -170,7 +170,9 @@ def test_approximate_counter_pages_by_langchains_count():
     for fact in FACTS[:12]:
         agent.invoke({"messages": [fact]}, config_for("t"))
     overhead = shared_counter("cl100k_base").count_tools([paging.recall_tool])
-    assert any("[p1:" in str(m.content) for m in model.prompts[-1])
+    # p1 shows as its bookmark or inside a cluster bookmark's span (bookmarks that show more words
+    # fold sooner under a character-based count)
+    assert any("[p1:" in str(m.content) or "p1-p" in str(m.content) for m in model.prompts[-1])
     assert max(count_tokens_approximately(p) for p in model.prompts) <= 700 - overhead
 
 
