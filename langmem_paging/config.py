@@ -127,8 +127,10 @@ class _Options(BaseModel):
     ``"approximate"`` (langchain_core's `count_tokens_approximately`), or a chat model (its
     `get_num_tokens_from_messages`: the provider's own tokenizer where the integration has one)."""
     bookmarker: Any = None
-    """A `Bookmarker`, or a function ``(page_id, messages, context) -> (text, keywords)``
-    (default `KeywordBookmarker`)."""
+    """A `Bookmarker`, a function ``(page_id, messages, context) -> (text, keywords)``, or a name:
+    ``"keywords"`` (the default, ``[p3:Bailey,adopted,dog,May]``), ``"compact"`` (words
+    space-separated, the date after a comma: about twice the words in the same tokens),
+    ``"discriminative"``."""
     recall_max_tokens: int | None = Field(default=None, gt=0)
     """Size cap of one recall result. By default a result may fill the room the budget leaves
     beside what nothing may evict (the next step pages the rest out)."""

@@ -96,7 +96,7 @@ def create_paging_agent(
         >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
         ...     state = agent.invoke({"messages": [f"I will fly to {city} on Friday."]}, config)
         >>> [m.content for m in state["messages"]]  # the recall tool's schema takes 240 of the 300
-        ['[p1:Lisbon fly Noted,Friday]', '[p2:Kyoto fly Noted,Friday]', '[p3:Quito fly Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']
+        ['[p1:Lisbon,fly,Noted,Friday]', '[p2:Kyoto,fly,Noted,Friday]', '[p3:Quito,fly,Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']
         >>> agent.paging.page_store.get("t1", "p1").messages[0].content
         'I will fly to Lisbon on Friday.'
     """

@@ -122,7 +122,7 @@ class PagingMiddleware(AgentMiddleware):
         >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
         ...     state = agent.invoke({"messages": [f"I will fly to {city} on Friday."]}, config)
         >>> [m.content for m in state["messages"]]  # 300 tokens: the recall tool's schema takes 240
-        ['[p1:Lisbon fly Noted,Friday]', '[p2:Kyoto fly Noted,Friday]', '[p3:Quito fly Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']
+        ['[p1:Lisbon,fly,Noted,Friday]', '[p2:Kyoto,fly,Noted,Friday]', '[p3:Quito,fly,Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']
         >>> [m.content for m in paging.page_store.get("t1", "p1").messages]
         ['I will fly to Lisbon on Friday.', 'Noted.']
     """

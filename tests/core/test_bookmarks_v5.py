@@ -1,6 +1,8 @@
 """Bookmarks v5 (issue 24, "bookmarks worth choosing"): one test per rule, each failing without it.
 
-- words space-separated, the date after a comma (twice the words of a comma list in the same tokens);
+- the default bookmark is the documented ``[pN:kw1,kw2,...]``, the date last;
+- the ``compact`` bookmarker: words space-separated, the date after a comma (twice the words of a
+  comma list in the same tokens);
 - a page's term frequency counts linearly (what the page keeps coming back to leads);
 - interjections are never keywords; a weekday's abbreviation is a date (at most one date);
 - forgetting a message drops only its words from a bookmark's run of words.
@@ -43,16 +45,42 @@ def _mark(messages, doc_freq=None, n_docs=0):
     return KeywordBookmarker().bookmark([PageDraft("p5", messages)], ctx)[0]
 
 
-def test_a_page_bookmark_shows_its_words_space_separated_and_the_date_after_a_comma():
-    """Through the pure paging function: the view's bookmark holds 12+ words in at most 23 tokens
-    (comma-separated, 23 tokens hold about 9)."""
+def _date_page() -> list:
     history = [
         HumanMessage(f"On 25 May we talked about the {a} and the {b}.", id=f"h{i}")
         for i, (a, b) in enumerate(zip(WORDS[::2], WORDS[1::2], strict=True))
     ]
-    history += [HumanMessage("and now?", id="q1"), AIMessage("now this.", id="q2")]
+    return [*history, HumanMessage("and now?", id="q1"), AIMessage("now this.", id="q2")]
+
+
+def test_the_default_bookmark_is_comma_separated_words_then_the_date():
+    """Through the pure paging function: ``[p1:w1,w2,...,25 May]``, one word per keyword, the date last."""
     result = page_messages(
-        history, max_tokens=4, low_water_tokens=3, boundary="fixed_8", token_counter=len, bookmark_share=1.0
+        _date_page(),
+        max_tokens=4,
+        low_water_tokens=3,
+        boundary="fixed_8",
+        token_counter=len,
+        bookmark_share=1.0,
+    )
+    bookmark = str(result.view[0].content)
+    page_id, groups = parse_bookmark(bookmark)
+    assert page_id == "p1" and groups[-1] == "25 May", bookmark
+    assert len(groups) >= 5 and all(len(g.split()) == 1 for g in groups[:-1]), bookmark
+    assert 8 <= COUNTER.count_text(bookmark) <= 24
+
+
+def test_a_page_bookmark_shows_its_words_space_separated_and_the_date_after_a_comma():
+    """The ``compact`` bookmarker, through the pure paging function: the view's bookmark holds 12+
+    words in at most 23 tokens (comma-separated, 23 tokens hold about 9)."""
+    result = page_messages(
+        _date_page(),
+        max_tokens=4,
+        low_water_tokens=3,
+        boundary="fixed_8",
+        token_counter=len,
+        bookmark_share=1.0,
+        bookmarker="compact",
     )
     bookmark = str(result.view[0].content)
     page_id, groups = parse_bookmark(bookmark)
@@ -62,7 +90,8 @@ def test_a_page_bookmark_shows_its_words_space_separated_and_the_date_after_a_co
 
 
 def test_render_bookmark_puts_the_words_first_and_the_date_last():
-    text = render_bookmark("p3", ["Bailey", "12 March", "dog"])
+    assert render_bookmark("p3", ["Bailey", "12 March", "dog"]) == "[p3:Bailey,dog,12 March]"
+    text = render_bookmark("p3", ["Bailey", "12 March", "dog"], separator=" ")
     assert text == "[p3:Bailey dog,12 March]"
     assert shown_keywords(text) == ["Bailey", "dog", "12 March"]
 

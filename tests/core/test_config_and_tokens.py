@@ -37,7 +37,7 @@ from langmem_paging.core import tokens as tokens_module
         ),
         (
             {"max_tokens": 100, "bookmarker": "kw"},
-            "Unknown bookmarker 'kw'. Available: 'keywords', 'discriminative'",
+            "Unknown bookmarker 'kw'. Available: 'keywords', 'compact', 'discriminative'",
         ),
         ({"max_tokens": 100, "encoding": "p50k_base"}, "cannot be loaded offline"),
         ({"max_tokens": 100, "bookmark_share": 0}, "Invalid paging option `bookmark_share`"),

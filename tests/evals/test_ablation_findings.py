@@ -23,7 +23,8 @@ def test_a_spec_names_its_bookmark_strategy():
 
 def test_an_unknown_bookmark_strategy_lists_the_valid_ones():
     with pytest.raises(
-        ValueError, match="unknown bookmarker 'tfidf'. Available: 'keywords', 'discriminative', 'frequent'"
+        ValueError,
+        match="unknown bookmarker 'tfidf'. Available: 'keywords', 'compact', 'discriminative', 'frequent'",
     ):
         paging_options("lfu+bookmarks:tfidf")
 

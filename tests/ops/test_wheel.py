@@ -73,7 +73,7 @@ def test_wheel_installed_outside_the_repo_runs_create_paging_agent(tmp_path):
     module = Path(out.split("module ", 1)[1].splitlines()[0])
     assert module.is_relative_to(venv) and not module.is_relative_to(REPO_ROOT), module
     assert (
-        "contents ['[p1:Lisbon,fly,Friday,Noted]', '[p2:Kyoto,fly,Friday,Noted]', "
-        "'[p3:Quito,fly,Friday,Noted]', 'I will fly to Oslo on Friday.', 'Noted.']"
+        "contents ['[p1:Lisbon,fly,Noted,Friday]', '[p2:Kyoto,fly,Noted,Friday]', "
+        "'[p3:Quito,fly,Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']"
     ) in out
     assert "page p1 ['I will fly to Lisbon on Friday.', 'Noted.']" in out
