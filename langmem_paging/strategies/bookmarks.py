@@ -215,7 +215,7 @@ class KeywordBookmarker(Bookmarker):
             against 0.330 at 23, measured side by side).
         max_keywords: Most keywords in one bookmark (default 12; 24 with ``separator=" "``).
         separator: ``","`` (the documented ``[pN:kw1,kw2,...]``) or ``" "`` (compact: more words
-            in the same tokens).
+            in the same tokens; a page's term counts then weigh linearly, see `score_terms`).
         stored_keywords: Keywords kept with the page (cluster listings show them).
         background: Also weigh terms by their rarity in English (`langmem_paging.core.background`).
             Off by default: on LoCoMo it lowered page selection (see the README).
@@ -263,7 +263,13 @@ class KeywordBookmarker(Bookmarker):
         return [self._one(page, context) for page in pages]
 
     def _scored(self, terms: PageTerms, context: BookmarkContext) -> list[tuple[str, float]]:
-        return score_terms(terms, context.doc_freq, context.n_docs, background=self.background)
+        return score_terms(
+            terms,
+            context.doc_freq,
+            context.n_docs,
+            background=self.background,
+            linear_tf=self.separator == " ",
+        )
 
     def _candidates(self, page: PageDraft, terms: PageTerms, context: BookmarkContext) -> list[_Candidate]:
         """The scored terms a bookmark may show, best first: no participant, one date."""
@@ -419,7 +425,12 @@ class DiscriminativeBookmarker(KeywordBookmarker):
     def _scored(self, terms: PageTerms, context: BookmarkContext) -> list[tuple[str, float]]:
         scored = []
         for form, score in score_terms(
-            terms, context.doc_freq, context.n_docs, salience=1.5, background=self.background
+            terms,
+            context.doc_freq,
+            context.n_docs,
+            salience=1.5,
+            background=self.background,
+            linear_tf=self.separator == " ",
         ):
             key = form.lower() if form[:1].isdigit() else stem(form.lower())
             shared = context.doc_freq.get(key, 0)

@@ -40,9 +40,9 @@ WORDS = [
 ]
 
 
-def _mark(messages, doc_freq=None, n_docs=0):
+def _mark(messages, doc_freq=None, n_docs=0, separator=","):
     ctx = BookmarkContext(count_text=COUNTER.count_text, doc_freq=doc_freq or {}, n_docs=n_docs)
-    return KeywordBookmarker().bookmark([PageDraft("p5", messages)], ctx)[0]
+    return KeywordBookmarker(separator=separator).bookmark([PageDraft("p5", messages)], ctx)[0]
 
 
 def _date_page() -> list:
@@ -97,14 +97,17 @@ def test_render_bookmark_puts_the_words_first_and_the_date_last():
 
 
 def test_a_word_the_page_keeps_coming_back_to_outranks_a_one_off():
-    """kayak: 3 times here, on 4 of 10 pages; zeppelin: once, on this page only. With ``1 + ln tf``
-    zeppelin scored 2.50 against kayak's 2.33; counted linearly kayak leads (3.33)."""
+    """The compact bookmarker counts a page's terms linearly. kayak: 3 times here, on 4 of 10 pages;
+    zeppelin: once, on this page only. With ``1 + ln tf`` (the default's) zeppelin scores 2.50
+    against kayak's 2.33; counted linearly kayak leads (3.33)."""
     page = [
         HumanMessage("The kayak tipped over, the kayak is fine, I love that kayak.", id="m1"),
         AIMessage("A zeppelin flew over.", id="m2"),
     ]
-    mark = _mark(page, doc_freq={"kayak": 4, "zeppelin": 1}, n_docs=10)
+    mark = _mark(page, doc_freq={"kayak": 4, "zeppelin": 1}, n_docs=10, separator=" ")
     assert mark.keywords.index("kayak") < mark.keywords.index("zeppelin"), mark.keywords
+    default = _mark(page, doc_freq={"kayak": 4, "zeppelin": 1}, n_docs=10)
+    assert default.keywords.index("zeppelin") < default.keywords.index("kayak"), default.keywords
 
 
 def test_interjections_are_never_keywords():
