@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -41,6 +41,7 @@ __all__ = [
     "ResidentPage",
     "ShownPage",
     "TermSketch",
+    "compact_terms",
     "paging_reducer",
     "recall_delta",
 ]
@@ -99,7 +100,8 @@ class ShownPage:
     count: int = 0
     """Recalls of this page."""
     terms: dict[str, float] = field(default_factory=dict)
-    """Its strongest terms with weights, for clustering."""
+    """Its strongest terms with weights, for clustering: empty until a step that needs them reads them
+    (`langmem_paging.step.io.LoadTerms`); with a store, never checkpointed (see `PagingState.terms_stored`)."""
     tier: Literal["cold", "warm"] = "cold"
     """``cold``: a keyword bookmark; ``warm``: a digest of its key lines."""
     bookmark: str = ""
@@ -125,7 +127,8 @@ class ClusterEntry:
     last: int
     """Highest member page number."""
     terms: dict[str, float] = field(default_factory=dict)
-    """Weighted terms summarizing the members."""
+    """Weighted terms summarizing the members: empty until a step that needs them reads them
+    (`langmem_paging.step.io.LoadTerms`); with a store, never checkpointed (see `PagingState.terms_stored`)."""
 
 
 @dataclass
@@ -195,6 +198,12 @@ class PagingState:
     pending_sketch: TermSketch | None = field(default=None, repr=False, compare=False)
     """The thread's sketch after this step counted its new pages (`keep_sketch`); never
     checkpointed: with a store, `Commit` writes it with the pages."""
+
+    terms_stored: bool = field(default=False, repr=False, compare=False)
+    """The page and cluster records in a store hold the shown and cluster entries' terms, so
+    `to_value` leaves them out (set by the store's commit): the checkpoint, written at every step,
+    stays small; a step that needs them reads them back (`langmem_paging.step.io.LoadTerms`). Without
+    a store (the pure `page_messages`), they stay in the state."""
 
     _doc_freq: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
@@ -284,8 +293,8 @@ class PagingState:
             "next": dict(self.next),
             "spans": {k: [list(s) for s in v] for k, v in self.spans.items()},
             "pages": {k: _fields(v) for k, v in self.pages.items()},
-            "shown": {k: _fields(v) for k, v in self.shown.items()},
-            "clusters": {k: _fields(v) for k, v in self.clusters.items()},
+            "shown": {k: _fields(v, terms=not self.terms_stored) for k, v in self.shown.items()},
+            "clusters": {k: _fields(v, terms=not self.terms_stored) for k, v in self.clusters.items()},
             "stats": {k: list(v) for k, v in self.stats.items()},
             "order": dict(self.order),
             "next_order": self.next_order,
@@ -334,15 +343,19 @@ class PagingState:
                     **{
                         **v,
                         "ids": list(v["ids"]),
-                        "terms": _Compact(v["terms"]),
+                        "terms": _Compact(v.get("terms", {})),
                         "features": dict(v["features"]),
                     }
                 )
                 for k, v in value["pages"].items()
             },
-            shown={k: ShownPage(**{**v, "terms": _Compact(v["terms"])}) for k, v in value["shown"].items()},
+            shown={
+                k: ShownPage(**{**v, "terms": _Compact(v.get("terms", {}))})
+                for k, v in value["shown"].items()
+            },
             clusters={
-                k: ClusterEntry(**{**v, "terms": _Compact(v["terms"])}) for k, v in value["clusters"].items()
+                k: ClusterEntry(**{**v, "terms": _Compact(v.get("terms", {}))})
+                for k, v in value["clusters"].items()
             },
             stats={k: list(v) for k, v in value["stats"].items()},
             order=dict(value["order"]),
@@ -379,12 +392,16 @@ def _as_grouped(value: dict[str, Any]) -> dict[str, str]:
     return grouped(ungrouped(value))
 
 
-def _fields(obj: DataclassInstance) -> dict[str, Any]:
+def _fields(obj: DataclassInstance, *, terms: bool = True) -> dict[str, Any]:
     """A shallow dict of a dataclass (cheaper than `dataclasses.asdict`, which deep-copies), its
-    term weights trimmed and rounded."""
+    term weights trimmed and rounded; left out when `terms` is false or there are none (an entry
+    whose terms no step read back, on a branch a recall delta rewrote)."""
     out = {name: getattr(obj, name) for name in obj.__dataclass_fields__}
-    if isinstance(out.get("terms"), dict):
-        out["terms"] = _compact_terms(out["terms"])
+    if "terms" in out:
+        if terms and out["terms"]:
+            out["terms"] = compact_terms(out["terms"])
+        else:
+            del out["terms"]
     return out
 
 
@@ -394,7 +411,9 @@ class _Compact(dict[str, float]):
     place: a changed entry gets a new plain dict, compacted at the next `to_value`)."""
 
 
-def _compact_terms(terms: dict[str, float]) -> dict[str, float]:
+def compact_terms(terms: Mapping[str, float]) -> dict[str, float]:
+    """The term weights an entry keeps (`TERMS_STORED`, rounded): what it is checkpointed with, and what
+    terms read back from a record are cut to, so a fold decides as it did from the checkpoint."""
     if type(terms) is _Compact:
         return dict(terms)
     best = sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:TERMS_STORED]

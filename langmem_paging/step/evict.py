@@ -28,7 +28,7 @@ from langmem_paging.core.records import Page, messages_digest, page_number
 from langmem_paging.core.state import ResidentPage, ShownPage
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.form import Draft, cut_pages, form_pages, free_runs
-from langmem_paging.step.io import Flow, Reserve
+from langmem_paging.step.io import Flow, Reserve, with_terms
 from langmem_paging.strategies.clusters import merge_terms
 from langmem_paging.strategies.policy import Candidate, PolicyContext
 from langmem_paging.strategies.tiers import importance
@@ -74,6 +74,7 @@ class _Pass:
 
 def evict_resident(ctx: StepContext, context: PolicyContext) -> Flow[None]:
     """Evict resident pages and recall results until the context is under its target."""
+    yield from with_terms(ctx.state, (), ctx.state.clusters)  # what joining a cluster would cost
     current = _Pass(_candidates(ctx), context, ctx.cluster_in_view() or bool(unbookmarked(ctx)))
     limit = ctx.options.policy.resident_limit(ctx.options.budget)
     while current.candidates and (

@@ -12,8 +12,14 @@ from langmem_paging.core.effects import ask
 from langmem_paging.core.library_messages import cluster_message
 from langmem_paging.core.state import ClusterEntry, PagingState
 from langmem_paging.step.context import StepContext
-from langmem_paging.step.io import Flow, Reserve
-from langmem_paging.strategies.clusters import ClusterOptions, FoldPlan, materialize, plan_folds
+from langmem_paging.step.io import Flow, Reserve, with_terms
+from langmem_paging.strategies.clusters import (
+    ClusterOptions,
+    FoldPlan,
+    folds_anything,
+    materialize,
+    plan_folds,
+)
 
 __all__ = ["fold", "fold_to_fit"]
 
@@ -31,10 +37,23 @@ def fold(
     state = ctx.state
     orphans, orphan_clusters = _drop_removed(ctx, orphans, orphan_clusters)
     position = _ours(ctx, orphans, orphan_clusters)
+    options = clusters or ctx.options.clusters
+    if not folds_anything(
+        state,
+        position,
+        options,
+        count_message=ctx.options.count_message,
+        orphans=orphans,
+        orphan_clusters=orphan_clusters,
+        direct=direct,
+    ):
+        return  # nothing to fold (and no orphan to forget): no terms read
+    cold = [p for p, s in state.shown.items() if s.tier == "cold"]
+    yield from with_terms(state, [*cold, *orphans, *direct], state.clusters)
     plan = plan_folds(
         state,
         position,
-        clusters or ctx.options.clusters,
+        options,
         count_message=ctx.options.count_message,
         orphans=orphans,
         orphan_clusters=orphan_clusters,

@@ -13,15 +13,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from langchain_core.messages import BaseMessage
 
-from langmem_paging.core.effects import Request
+from langmem_paging.core.effects import Request, ask
 from langmem_paging.core.records import Page
-from langmem_paging.core.state import PagingState, TermSketch
+from langmem_paging.core.state import PagingState, TermSketch, compact_terms
 from langmem_paging.strategies.bookmarks import Bookmark, BookmarkContext, Bookmarker, PageDraft
 from langmem_paging.strategies.policies import EvictionPolicy
 
@@ -32,11 +32,13 @@ __all__ = [
     "Flow",
     "LoadPages",
     "LoadSketch",
+    "LoadTerms",
     "LocalIO",
     "MakeBookmarks",
     "MakeDigests",
     "Reserve",
     "StepIO",
+    "with_terms",
 ]
 
 T = TypeVar("T")
@@ -73,6 +75,10 @@ class StepIO(Protocol):
     def load_sketch(self, request: LoadSketch) -> TermSketch: ...
 
     async def aload_sketch(self, request: LoadSketch) -> TermSketch: ...
+
+    def load_terms(self, request: LoadTerms) -> EntryTerms: ...
+
+    async def aload_terms(self, request: LoadTerms) -> EntryTerms: ...
 
     def make_bookmarks(self, request: MakeBookmarks) -> list[Bookmark]: ...
 
@@ -195,6 +201,62 @@ class LoadSketch(Request[TermSketch, StepIO]):
         return io.aload_sketch(self)
 
 
+@dataclass
+class EntryTerms:
+    """Weighted terms of shown pages and cluster roots, as their records hold them."""
+
+    pages: dict[str, dict[str, float]]
+    """By page id (pages with no record, or none to read, are left out)."""
+    clusters: dict[str, dict[str, float]]
+    """By cluster id (likewise)."""
+
+
+@dataclass
+class LoadTerms(Request[EntryTerms, StepIO]):
+    """The terms of shown pages and cluster roots, which a store-backed checkpoint leaves out
+    (`PagingState.terms_stored`): read by a step that folds, tiers or evicts next to clusters, once,
+    for the entries it considers (`with_terms`). Answer: `EntryTerms` read from the page records'
+    ``features["terms"]`` and the cluster nodes' ``terms``."""
+
+    page_ids: list[str]
+    """Shown pages whose terms are wanted."""
+    cluster_ids: list[str]
+    """Cluster roots whose terms are wanted."""
+
+    def answer(self, io: StepIO) -> EntryTerms:
+        return io.load_terms(self)
+
+    def aanswer(self, io: StepIO) -> Awaitable[EntryTerms]:
+        return io.aload_terms(self)
+
+
+def with_terms(
+    state: PagingState, page_ids: Iterable[str] = (), cluster_ids: Iterable[str] = ()
+) -> Flow[None]:
+    """Give the listed shown pages and cluster roots of `state` their terms, reading those it lacks
+    (a checkpoint with them, or an entry made or read earlier in the step, has them: nothing read).
+
+    Terms read are cut as the checkpoint used to cut them (`compact_terms`), so a fold decides as it
+    did when they travelled in the state.
+    """
+    pages = [p for p in page_ids if p in state.shown and not state.shown[p].terms]
+    clusters = [c for c in cluster_ids if c in state.clusters and not state.clusters[c].terms]
+    if not pages and not clusters:
+        return
+    found = yield from ask(LoadTerms(pages, clusters))
+    for page_id, terms in found.pages.items():
+        state.shown[page_id].terms = compact_terms(terms)
+    for cluster_id, terms in found.clusters.items():
+        state.clusters[cluster_id].terms = compact_terms(terms)
+
+
+def page_terms(pages: Mapping[str, Page]) -> dict[str, dict[str, float]]:
+    """The terms page records hold (``features["terms"]``), by page id."""
+    return {
+        pid: terms for pid, page in pages.items() if isinstance(terms := page.features.get("terms"), dict)
+    }
+
+
 class ComputeIO:
     """Answers the requests that need no store: bookmarks, features and digests, each by its own
     object (sync, or awaited)."""
@@ -244,3 +306,10 @@ class LocalIO(ComputeIO, StepIO):
 
     async def aload_sketch(self, request: LoadSketch) -> TermSketch:
         return self.load_sketch(request)
+
+    def load_terms(self, request: LoadTerms) -> EntryTerms:
+        # the pure path keeps cluster terms in the state; only the caller's pages can be read
+        return EntryTerms(page_terms(self.load_pages(LoadPages(request.page_ids))), {})
+
+    async def aload_terms(self, request: LoadTerms) -> EntryTerms:
+        return self.load_terms(request)

@@ -14,7 +14,7 @@ from langmem_paging.core.records import page_number
 from langmem_paging.core.state import ShownPage
 from langmem_paging.core.text import search_terms
 from langmem_paging.step.context import StepContext
-from langmem_paging.step.io import Flow, LoadPages, MakeDigests
+from langmem_paging.step.io import Flow, LoadPages, MakeDigests, with_terms
 from langmem_paging.strategies.tiers import TierItem, TierMode, extractive_digest
 
 __all__ = ["present_warm"]
@@ -26,6 +26,7 @@ def present_warm(ctx: StepContext) -> Flow[None]:
     if tiers is None or not ctx.state.shown:
         return
     shown = _in_view(ctx)
+    yield from with_terms(ctx.state, shown)  # tier scores and digests weigh terms
     costs = {pid: max(8, int(s.page_tokens * tiers.digest_ratio)) for pid, s in shown.items()}
     warm = _choose_warm(ctx, tiers, shown, costs)
     promote = [pid for pid in warm if shown[pid].tier == "cold"]

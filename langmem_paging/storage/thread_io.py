@@ -22,7 +22,16 @@ from langmem_paging.core.records import ClusterNode, Page, page_number
 from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.core.tracing import apaging_run, paging_run
 from langmem_paging.index.base import Hit, SearchIndex
-from langmem_paging.step.io import ComputeIO, LoadPages, LoadSketch, Reserve, StepIO
+from langmem_paging.step.io import (
+    ComputeIO,
+    EntryTerms,
+    LoadPages,
+    LoadSketch,
+    LoadTerms,
+    Reserve,
+    StepIO,
+    page_terms,
+)
 from langmem_paging.storage.page_store import PageStore
 
 __all__ = [
@@ -278,7 +287,24 @@ class ThreadIO(ComputeIO, PagingIO):
     async def aload_sketch(self, request: LoadSketch) -> TermSketch:
         return await self.page_store.aget_sketch(self.thread_id) or request.state.carried_sketch()
 
+    def load_terms(self, request: LoadTerms) -> EntryTerms:
+        pages = self.page_store.get_many(self.thread_id, request.page_ids) if request.page_ids else {}
+        nodes = (
+            self.page_store.get_clusters(self.thread_id, request.cluster_ids) if request.cluster_ids else {}
+        )
+        return _entry_terms(pages, nodes)
+
+    async def aload_terms(self, request: LoadTerms) -> EntryTerms:
+        pages = await self.page_store.aget_many(self.thread_id, request.page_ids) if request.page_ids else {}
+        nodes = (
+            await self.page_store.aget_clusters(self.thread_id, request.cluster_ids)
+            if request.cluster_ids
+            else {}
+        )
+        return _entry_terms(pages, nodes)
+
     def commit(self, request: Commit) -> None:
+        request.state.terms_stored = True  # the records hold the entries' terms: the checkpoint drops them
         self.page_store.commit(
             self.thread_id,
             pages=request.pages,
@@ -289,6 +315,7 @@ class ThreadIO(ComputeIO, PagingIO):
         )
 
     async def acommit(self, request: Commit) -> None:
+        request.state.terms_stored = True
         await self.page_store.acommit(
             self.thread_id,
             pages=request.pages,
@@ -348,6 +375,10 @@ def _stored_sketch(state: PagingState) -> TermSketch | None:
     the state."""
     sketch = state.pending_sketch
     return None if sketch is None or sketch.checkpointed else sketch
+
+
+def _entry_terms(pages: dict[str, Page], nodes: dict[str, ClusterNode]) -> EntryTerms:
+    return EntryTerms(page_terms(pages), {cid: node.terms for cid, node in nodes.items()})
 
 
 def _page_ids(first: int, last: int) -> list[str]:

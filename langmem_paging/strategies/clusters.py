@@ -34,6 +34,7 @@ from langmem_paging.core.text import cosine
 __all__ = [
     "ClusterOptions",
     "FoldPlan",
+    "folds_anything",
     "materialize",
     "merge_terms",
     "plan_folds",
@@ -273,15 +274,28 @@ class _Planner:
             root.terms, root.span, max_keywords=self.options.max_keywords, count_message=self.count_message
         )
 
-    def fold_old_bookmarks(self) -> None:
-        """Past the share, the oldest cold bookmarks fold until bookmarks are back under `fold_to`
-        of it; past `max_clusters`, the closest roots merge."""
+    def cold(self) -> list[str]:
+        """Cold page bookmarks not folded yet, oldest first."""
         folded = set(self.plan.folded)
         shown = self.state.shown
-        cold = sorted(
+        return sorted(
             (pid for pid, s in shown.items() if s.tier == "cold" and pid not in folded),
             key=lambda pid: self.at(shown[pid].anchor),
         )
+
+    def past_share(self) -> bool:
+        """Bookmarks take more than their share (counted from tokens alone: no terms needed yet)."""
+        shown = self.state.shown
+        total = sum(shown[pid].tokens for pid in self.cold()) + sum(
+            self.estimate(r) for r in self.roots.values()
+        )
+        return total > self.options.bookmark_tokens
+
+    def fold_old_bookmarks(self) -> None:
+        """Past the share, the oldest cold bookmarks fold until bookmarks are back under `fold_to`
+        of it; past `max_clusters`, the closest roots merge."""
+        shown = self.state.shown
+        cold = self.cold()
         page_tokens = sum(shown[pid].tokens for pid in cold)
 
         def total() -> int:
@@ -299,6 +313,23 @@ class _Planner:
                 self.merge_closest()
         while len(self.roots) > 1 and total() > self.options.bookmark_tokens:
             self.merge_closest()
+
+
+def folds_anything(
+    state: PagingState,
+    position: Mapping[str, int],
+    options: ClusterOptions,
+    *,
+    count_message: Callable[[BaseMessage], int],
+    orphans: Sequence[str] = (),
+    orphan_clusters: Sequence[str] = (),
+    direct: Sequence[str] = (),
+) -> bool:
+    """Whether `plan_folds` with these arguments may plan a union, told without reading any terms:
+    only then does the step read the entries' terms (`langmem_paging.step.io.with_terms`)."""
+    if orphans or orphan_clusters or direct:
+        return True
+    return _Planner(state, position, options, count_message).past_share()
 
 
 def plan_folds(

@@ -6,6 +6,7 @@ they were."""
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -53,7 +54,9 @@ def test_the_paging_state_is_smaller_than_the_messages_it_manages():
 
 
 def test_with_a_store_the_paging_state_is_at_most_half_the_messages_it_manages():
-    """Issue 23: the keyword sketch left the checkpoint (before: 0.67x at B=900, 0.57x at 2000)."""
+    """Issue 23: the keyword sketch left the checkpoint (before: 0.67x at B=900, 0.57x at 2000), then the
+    shown pages' and cluster roots' terms did (before: B=900 p50 0.41x, 0.62x past the first 20
+    turns; now 0.32x and 0.47x)."""
     from tests.support.conversations import conversation
 
     history = conversation(400, seed=3)
@@ -63,14 +66,17 @@ def test_with_a_store_the_paging_state_is_at_most_half_the_messages_it_manages()
             PageStore(InMemoryStore()),
             index=InMemoryBM25Index(),
         )
-        messages, paging = [], None
+        messages, paging, ratios = [], None, []
         for message in history:
             messages = merge_messages(messages, [message])
             if isinstance(message, HumanMessage):
                 result = pager.step(messages, paging, "weight")
                 messages, paging = result.apply(messages), result.state.to_value()
+                ratios.append(len(json.dumps(paging)) / len(json.dumps(dump_messages(messages))))
         assert paging["clusters"] and "doc_freq" not in paging
-        assert len(json.dumps(paging)) <= 0.5 * len(json.dumps(dump_messages(messages))), max_tokens
+        assert ratios[-1] <= 0.5, max_tokens
+        # every checkpoint once the thread is under way (the first ones hold a message or two)
+        assert max(ratios[20:]) <= 0.5 and statistics.median(ratios) <= 0.36, (max_tokens, max(ratios[20:]))
 
 
 def test_term_weights_are_trimmed_and_rounded_in_the_checkpoint():
