@@ -126,7 +126,8 @@ class StepEngine:
     ) -> ThreadFlow[PagingResult]:
         result = yield from paging_step(view, state, options)
         touched, result.state.touched = result.state.touched, []
-        yield from ask(Commit(result.pages, result.nodes, result.state, touched))
+        keep_terms = options.tiers is not None
+        yield from ask(Commit(result.pages, result.nodes, result.state, touched, keep_terms))
         return result
 
     def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> ThreadFlow[None]:

@@ -120,6 +120,10 @@ class Commit(Request[None, PagingIO]):
     """The branch's paging state after the step."""
     stats: list[str]
     """Ids of the pages whose access statistics changed."""
+    keep_terms: bool = False
+    """Keep the shown entries' term maps in the checkpoint (tiers re-score the pages in view from
+    them on every call: reading them back would cost a call that pages nothing a store read);
+    otherwise the records hold them and a folding step reads them back."""
 
     def answer(self, io: PagingIO) -> None:
         return io.commit(self)
@@ -304,7 +308,7 @@ class ThreadIO(ComputeIO, PagingIO):
         return _entry_terms(pages, nodes)
 
     def commit(self, request: Commit) -> None:
-        request.state.terms_stored = True  # the records hold the entries' terms: the checkpoint drops them
+        request.state.terms_stored = not request.keep_terms  # else the records hold them
         self.page_store.commit(
             self.thread_id,
             pages=request.pages,
@@ -315,7 +319,7 @@ class ThreadIO(ComputeIO, PagingIO):
         )
 
     async def acommit(self, request: Commit) -> None:
-        request.state.terms_stored = True
+        request.state.terms_stored = not request.keep_terms
         await self.page_store.acommit(
             self.thread_id,
             pages=request.pages,

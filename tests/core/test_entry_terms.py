@@ -141,7 +141,10 @@ def _pager_thread(pager, *, reads):
     return steps, messages
 
 
-def test_a_call_that_pages_nothing_reads_no_terms(monkeypatch):
+@pytest.mark.parametrize("tiers", [None, "importance"])
+def test_a_call_that_pages_nothing_reads_no_terms(monkeypatch, tiers):
+    """With tiers the shown entries keep their terms in the checkpoint: tiers re-score the pages in
+    view on every call, which would otherwise read the store on a call that pages nothing."""
     reads: list[tuple[list[str], list[str]]] = []
     load = ThreadIO.load_terms
 
@@ -151,12 +154,12 @@ def test_a_call_that_pages_nothing_reads_no_terms(monkeypatch):
 
     monkeypatch.setattr(ThreadIO, "load_terms", counted)
     pager = Pager(
-        PagingConfig(max_tokens=500, boundary="fixed_2", bookmark_share=0.3),
+        PagingConfig(max_tokens=500, boundary="fixed_2", bookmark_share=0.3, tiers=tiers),
         PageStore(InMemoryStore()),
         index=InMemoryBM25Index(),
     )
     steps, _ = _pager_thread(pager, reads=reads)
-    assert any(paged for paged, _ in steps) and reads
+    assert any(paged for paged, _ in steps) and (reads or tiers)
     assert all(not read for paged, read in steps if not paged), "a quiet call read terms"
     for _, read in steps:  # each entry read once a call (evict reads the clusters', fold the pages')
         ids = [i for pages, clusters in read for i in [*pages, *clusters]]
