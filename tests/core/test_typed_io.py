@@ -29,6 +29,7 @@ HANDLERS: dict[type[Request[Any, Any]], str] = {
     step_io.Reserve: "reserve",
     step_io.LoadPages: "load_pages",
     step_io.LoadSketch: "load_sketch",
+    step_io.LoadTerms: "load_terms",
     step_io.MakeBookmarks: "make_bookmarks",
     step_io.ComputeFeatures: "compute_features",
     step_io.MakeDigests: "make_digests",
