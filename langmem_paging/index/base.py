@@ -2,8 +2,8 @@
 
 The `SearchIndex` interface, and `InMemoryBM25Index`, the index of stores that have no full-text
 search of their own. A file-backed SQLite store gets `SqliteSearchIndex` by default (FTS5 in the
-store's file, `search_sqlite`), a Postgres deployment passes `PostgresSearchIndex`
-(`search_postgres`); any other store gets `InMemoryBM25Index` (`langmem_paging.index.defaults.default_index` chooses). It
+store's file, `langmem_paging.index.sqlite`), a Postgres deployment passes `PostgresSearchIndex`
+(`langmem_paging.index.postgres`); any other store gets `InMemoryBM25Index` (`langmem_paging.index.defaults.default_index` chooses). It
 keeps one BM25 inverted index per thread, extended as pages form (pages never change), bounded in
 memory (least recently used threads' indexes are dropped) and rebuilt from the store the first time
 a thread is searched in a process.
