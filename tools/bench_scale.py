@@ -728,7 +728,7 @@ def rss_worker(params: dict[str, Any]) -> dict[str, Any]:
             if result.updates:
                 messages = result.apply(messages)
             paging = result.state.to_value()
-            if paging["next"]["p"] - 1 >= params["pages"]:
+            if PagingState.from_value(paging).next["p"] - 1 >= params["pages"]:
                 break
         (checkpoints / f"{thread}.json").write_text(json.dumps(paging))
 

@@ -7,7 +7,8 @@ and time travel therefore just work. Everything here is bounded by the budget
 (resident pages, visible bookmarks, cluster roots, a capped statistics table),
 never by the length of the thread; page content lives in the store.
 
-The channel value is a plain JSON-safe dict (`PagingState.to_value`), merged by
+The channel value is a plain JSON-safe dict (`PagingState.to_value`; keys at their default are
+left out, so read it with `PagingState.from_value`), merged by
 `paging_reducer`: a paging step writes a whole new state, a `recall` writes a
 small delta (accessed pages), so parallel recalls never lose a count.
 
@@ -25,7 +26,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 if TYPE_CHECKING:
@@ -49,7 +50,10 @@ __all__ = [
 STATE_KEY = "paging"
 """The graph state key holding the paging state."""
 
-STATE_VERSION = 2
+STATE_VERSION = 3
+READABLE_VERSIONS = (2, 3)
+"""Channel values `from_value` reads: version 2 wrote every key; version 3 leaves out the keys at
+their default value and the bookmarks the view shows."""
 MAX_STATS = 256
 """Access statistics kept for pages that are neither resident nor shown (most recent first)."""
 
@@ -105,7 +109,8 @@ class ShownPage:
     tier: Literal["cold", "warm"] = "cold"
     """``cold``: a keyword bookmark; ``warm``: a digest of its key lines."""
     bookmark: str = ""
-    """Its keyword bookmark (shown when cold)."""
+    """Its keyword bookmark. Checkpointed only while the page is warm: a cold page's bookmark is the
+    text of the message at `anchor` (the view holds it), read back when the page turns warm."""
     weight: float = 1.0
     """Explicit importance marker of its messages (tier scoring)."""
 
@@ -116,8 +121,6 @@ class ClusterEntry:
 
     anchor: str
     """Id of the message that shows it (where its first member page was)."""
-    text: str
-    """The cluster bookmark."""
     tokens: int
     """Tokens of that message."""
     size: int
@@ -126,6 +129,9 @@ class ClusterEntry:
     """Lowest member page number."""
     last: int
     """Highest member page number."""
+    text: str = ""
+    """The cluster bookmark, as the step that made it rendered it; never checkpointed (the message
+    at `anchor` shows it, the cluster node in the store holds it)."""
     terms: dict[str, float] = field(default_factory=dict)
     """Weighted terms summarizing the members: empty until a step that needs them reads them
     (`langmem_paging.step.io.LoadTerms`); with a store, never checkpointed (see `PagingState.terms_stored`)."""
@@ -284,7 +290,15 @@ class PagingState:
 
     # -- (de)serialization ----------------------------------------------------------------
     def to_value(self) -> dict[str, Any]:
-        """The JSON-safe channel value."""
+        """The JSON-safe channel value. It is written at every step, so it carries what decides the
+        view and nothing the view or the store already holds: keys at their default value are left
+        out (`from_value` fills them in), and so are the entries' bookmark texts (see `ShownPage.bookmark`,
+        `ClusterEntry.text`) and, with a store, their terms."""
+        value = self._full_value()
+        return {k: v for k, v in value.items() if k in _ALWAYS_KEYS or v != _DEFAULT_VALUE.get(k, _ALWAYS)}
+
+    def _full_value(self) -> dict[str, Any]:
+        """Every key of the channel value (`to_value` leaves out those at their default)."""
         return {
             "kind": "state",
             "v": STATE_VERSION,
@@ -328,27 +342,19 @@ class PagingState:
             value = value.to_value()
         if not value or value.get("kind") != "state":
             return cls()
-        if value.get("v") != STATE_VERSION:
+        if value.get("v") not in READABLE_VERSIONS:
             raise ValueError(
                 f"Paging state version {value.get('v')!r} is not supported by this version of "
-                f"langmem-paging (expects {STATE_VERSION}); start a new thread or downgrade."
+                f"langmem-paging (reads {', '.join(map(str, READABLE_VERSIONS))}); start a new thread "
+                "or upgrade langmem-paging."
             )
+        value = {**_DEFAULT_VALUE, **value}
         return cls(
             turn=value["turn"],
             last_user=value["last_user"],
             next=dict(value["next"]),
             spans={k: [list(s) for s in v] for k, v in value["spans"].items()},
-            pages={
-                k: ResidentPage(
-                    **{
-                        **v,
-                        "ids": list(v["ids"]),
-                        "terms": _Compact(v.get("terms", {})),
-                        "features": dict(v["features"]),
-                    }
-                )
-                for k, v in value["pages"].items()
-            },
+            pages={k: _resident(v) for k, v in value["pages"].items()},
             shown={
                 k: ShownPage(**{**v, "terms": _Compact(v.get("terms", {}))})
                 for k, v in value["shown"].items()
@@ -360,21 +366,21 @@ class PagingState:
             stats={k: list(v) for k, v in value["stats"].items()},
             order=dict(value["order"]),
             next_order=value["next_order"],
-            low_order=value.get("low_order", 0),
+            low_order=value["low_order"],
             sketch=_as_grouped(value.get("doc_freq", {})),
             n_pages=value.get("n_pages", 0),
-            skeleton=list(value["skeleton"]) if value.get("skeleton") is not None else None,
-            seen=value.get("seen"),
-            seen_index=value.get("seen_index", -1),
-            head=value.get("head"),
-            front=list(value.get("front", [])),
+            skeleton=list(value["skeleton"]) if value["skeleton"] is not None else None,
+            seen=value["seen"],
+            seen_index=value["seen_index"],
+            head=value["head"],
+            front=list(value["front"]),
             warned=value["warned"],
             tokens=value["tokens"],
             budget=value["budget"],
-            protected=value.get("protected", 0),
-            encoding=value.get("encoding"),
-            recalled=list(value.get("recalled", [])),
-            touched=list(value.get("touched", [])),
+            protected=value["protected"],
+            encoding=value["encoding"],
+            recalled=list(value["recalled"]),
+            touched=list(value["touched"]),
         )
 
 
@@ -392,17 +398,57 @@ def _as_grouped(value: dict[str, Any]) -> dict[str, str]:
     return grouped(ungrouped(value))
 
 
-def _fields(obj: DataclassInstance, *, terms: bool = True) -> dict[str, Any]:
-    """A shallow dict of a dataclass (cheaper than `dataclasses.asdict`, which deep-copies), its
-    term weights trimmed and rounded; left out when `terms` is false or there are none (an entry
-    whose terms no step read back, on a branch a recall delta rewrote)."""
-    out = {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+def _resident(value: dict[str, Any]) -> ResidentPage:
+    return ResidentPage(
+        **{
+            **value,
+            "ids": list(value["ids"]),
+            "terms": _Compact(value.get("terms", {})),
+            "features": dict(value.get("features", {})),
+        }
+    )
+
+
+def _fields(obj: ResidentPage | ShownPage | ClusterEntry, *, terms: bool = True) -> dict[str, Any]:
+    """A shallow dict of an entry (cheaper than `dataclasses.asdict`, which deep-copies) as the
+    checkpoint holds it: fields at their default value left out, and the bookmark text the view
+    shows (a cluster's; a cold page's: a warm page shows its digest, so its bookmark travels with it
+    for when it turns cold again); its term weights trimmed and rounded, or left out when `terms` is
+    false or there are none (an entry whose terms no step read back, on a branch a recall delta
+    rewrote)."""
+    out = {
+        name: value for name, default in _ENTRY_FIELDS[type(obj)] if (value := getattr(obj, name)) != default
+    }
+    if isinstance(obj, ClusterEntry):
+        out.pop("text", None)
+    elif isinstance(obj, ShownPage) and obj.tier == "cold":
+        out.pop("bookmark", None)
     if "terms" in out:
-        if terms and out["terms"]:
+        if terms:
             out["terms"] = compact_terms(out["terms"])
         else:
             del out["terms"]
     return out
+
+
+def _entry_fields(cls: type[DataclassInstance]) -> list[tuple[str, Any]]:
+    """An entry class's fields with their defaults (`_ALWAYS` for those with none)."""
+    out: list[tuple[str, Any]] = []
+    for f in fields(cls):
+        if f.default is not MISSING:
+            out.append((f.name, f.default))
+        elif f.default_factory is not MISSING:
+            out.append((f.name, f.default_factory()))
+        else:
+            out.append((f.name, _ALWAYS))
+    return out
+
+
+_ALWAYS: Any = object()
+"""No default: a key or field compared with it is always written."""
+_ENTRY_FIELDS: dict[type[DataclassInstance], list[tuple[str, Any]]] = {
+    cls: _entry_fields(cls) for cls in (ResidentPage, ShownPage, ClusterEntry)
+}
 
 
 class _Compact(dict[str, float]):
@@ -445,6 +491,14 @@ def paging_reducer(current: dict[str, Any] | None, update: dict[str, Any] | None
     state.recalled = [*state.recalled, *update.get("results", [])]
     return state.to_value()
 
+
+_ALWAYS_KEYS = frozenset({"kind", "v", "pages", "shown", "clusters"})
+"""Keys of the channel value written whatever their value (the entry tables, which readers of the
+raw value index)."""
+_DEFAULT_VALUE: dict[str, Any] = {
+    k: v for k, v in PagingState()._full_value().items() if k not in _ALWAYS_KEYS
+}
+"""The channel value's other keys at their defaults: left out of a value, filled in by `from_value`."""
 
 PagingChannel = Annotated[dict, paging_reducer]
 """Type of the ``paging`` key in a graph state: ``paging: NotRequired[PagingChannel]``."""

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from langmem_paging.core.state import STATE_KEY
+from langmem_paging.core.state import STATE_KEY, PagingState
 
 __all__ = ["PagingStep", "Snapshot", "load_snapshots", "paging_steps"]
 
@@ -103,7 +103,8 @@ def paging_steps(snapshots: list[Snapshot]) -> list[PagingStep]:
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> def snap(i, last, tokens):
-        ...     return Snapshot(str(i), None, i, None, [last], {"turn": 1, "tokens": tokens, "budget": 500})
+        ...     paging = PagingState(turn=1, tokens=tokens, budget=500).to_value()
+        ...     return Snapshot(str(i), None, i, None, [last], paging)
         >>> answer = AIMessage("yo", id="a1")
         >>> snaps = [snap(0, HumanMessage("hi", id="h1"), 0), snap(1, answer, 42), snap(2, answer, 42)]
         >>> [(s.step, s.tokens) for s in paging_steps(snaps)]  # the third is the next run's input
@@ -112,17 +113,17 @@ def paging_steps(snapshots: list[Snapshot]) -> list[PagingStep]:
     steps: list[PagingStep] = []
     before: BaseMessage | None = None
     for snapshot in snapshots:
-        paging = snapshot.paging or {}
+        paging = PagingState.from_value(snapshot.paging or None)
         last = snapshot.messages[-1] if snapshot.messages else None
         new = last is not None and (before is None or last.id != before.id or last.id is None)
         before = last
-        if new and isinstance(last, AIMessage) and "tokens" in paging:
+        if new and isinstance(last, AIMessage) and paging.tokens:  # a step wrote it
             steps.append(
                 PagingStep(
                     step=len(steps) + 1,
-                    turn=int(paging.get("turn", 0)),
-                    tokens=int(paging["tokens"]),
-                    budget=int(paging.get("budget", 0)),
+                    turn=paging.turn,
+                    tokens=paging.tokens,
+                    budget=paging.budget,
                     checkpoint_id=snapshot.checkpoint_id,
                 )
             )

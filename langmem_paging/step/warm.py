@@ -9,7 +9,13 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.effects import ask
-from langmem_paging.core.library_messages import bookmark_message, digest_message, stored_form
+from langmem_paging.core.library_messages import (
+    bookmark_message,
+    digest_message,
+    format_bookmark,
+    stored_form,
+)
+from langmem_paging.core.messages import library_mark
 from langmem_paging.core.records import page_number
 from langmem_paging.core.state import ShownPage
 from langmem_paging.core.text import search_terms
@@ -30,6 +36,7 @@ def present_warm(ctx: StepContext) -> Flow[None]:
     costs = {pid: max(8, int(s.page_tokens * tiers.digest_ratio)) for pid, s in shown.items()}
     warm = _choose_warm(ctx, tiers, shown, costs)
     promote = [pid for pid in warm if shown[pid].tier == "cold"]
+    yield from _keep_bookmarks(ctx, promote)
     sources = yield from _sources(ctx, promote)
     texts = yield from _written(tiers, sources, costs)
     for pid in promote:
@@ -79,6 +86,32 @@ def _choose_warm(
             warm.append(item.id)
             used += costs[item.id]
     return warm
+
+
+def _keep_bookmarks(ctx: StepContext, promote: list[str]) -> Flow[None]:
+    """Give the pages turning warm their bookmark text, which a cold page's checkpointed entry
+    leaves out: the message showing it now, else its record (a warm page's entry keeps it, to show
+    it again when the page turns cold)."""
+    missing = []
+    for pid in promote:
+        entry = ctx.state.shown[pid]
+        if entry.bookmark:
+            continue
+        message = ctx.current(entry.anchor)
+        if (
+            message is not None
+            and library_mark(message).get("bookmark") == pid
+            and isinstance(message.content, str)
+        ):
+            entry.bookmark = message.content
+        else:
+            missing.append(pid)
+    if missing:
+        records = yield from ask(LoadPages(missing))
+        for pid in missing:
+            ctx.state.shown[pid].bookmark = (
+                records[pid].bookmark if pid in records else format_bookmark(pid, [])
+            )
 
 
 def _sources(ctx: StepContext, promote: list[str]) -> Flow[dict[str, list[BaseMessage]]]:

@@ -214,7 +214,7 @@ def _tier_history():
 def test_an_important_page_stays_warm_as_a_digest_of_its_own_lines(tiers):
     run = replay(_tier_history(), max_tokens=700, boundary="fixed_2", tiers=tiers, text_counter=COUNTER)
     holder = next(pid for pid, p in run.pages.items() if any(m.id == "h7" for m in p.messages))
-    warm = {pid for pid, s in run.paging["shown"].items() if s["tier"] == "warm"}
+    warm = {pid for pid, s in run.paging["shown"].items() if s.get("tier") == "warm"}
     assert holder in warm, "the page with the importance marker is scored highest"
     digest = next(m for m in run.state if m.additional_kwargs.get(METADATA_KEY, {}).get("bookmark") == holder)
     assert digest.content.startswith(f"[{holder} digest of")
@@ -230,7 +230,7 @@ def test_importance_and_utility_choose_different_warm_pages():
     # recency: with every term on, both end up ranking by recency on this history
     for tiers in (TierScoring(w_rec=0, w_acc=0, w_sem=0, w_ent=1, w_uniq=0), UtilityScoring(tau=2.0)):
         run = replay(history, max_tokens=700, boundary="fixed_2", tiers=tiers, text_counter=COUNTER)
-        warm[tiers.name] = {pid for pid, s in run.paging["shown"].items() if s["tier"] == "warm"}
+        warm[tiers.name] = {pid for pid, s in run.paging["shown"].items() if s.get("tier") == "warm"}
         assert warm[tiers.name]
     assert warm["importance"] != warm["utility"]
 

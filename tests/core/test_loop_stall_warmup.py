@@ -53,7 +53,7 @@ _PROBE = textwrap.dedent(
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.store.memory import InMemoryStore
-    from langmem_paging import PagingMiddleware
+    from langmem_paging import PagingMiddleware, PagingState
     from langmem_paging.testing import ScriptedChatModel
 
     def build_agent():
@@ -78,7 +78,7 @@ _PROBE = textwrap.dedent(
             if thread.name.startswith("langmem-paging-warm"):
                 thread.join()
         state = await agent.aget_state(config)
-        return state.values["paging"]["next"]["p"] - 1
+        return PagingState.from_value(state.values["paging"]).next["p"] - 1
 
     agent = build_agent() if BUILD == "startup" else None
     pages = asyncio.run(main(agent))

@@ -159,7 +159,7 @@ def test_forking_from_a_checkpoint_before_paging_keeps_budget_ids_and_the_abando
         state = agent.invoke({"messages": [fact]}, {"configurable": {"thread_id": "fork"}})
     assert max(sent_tokens(model, paging)[start:]) <= 500
 
-    branch_pages = state["paging"]["spans"]["p"]
+    branch_pages = PagingStateView(state).spans["p"]
     new_ids = {f"p{n}" for a, b in branch_pages for n in range(a, b)} - {"p1", "p2"}
     assert new_ids and not new_ids & set(abandoned), "page ids are never reused across branches"
     for page_id, page in abandoned.items():  # the abandoned branch's pages stay in the store, intact
@@ -242,7 +242,7 @@ def test_two_runs_at_once_on_one_thread_lose_no_page_and_reuse_no_id():
     for page_id, page in stored.items():
         if branch.owns("p", int(page_id[1:])) and page_id not in branch.pages:
             assert all(m.id in ids for m in page.messages if not m.additional_kwargs.get("langmem_paging"))
-    assert COUNTER(state["messages"]) <= 500 or state["paging"]["warned"]
+    assert COUNTER(state["messages"]) <= 500 or PagingStateView(state).warned
 
 
 @pytest.mark.slow

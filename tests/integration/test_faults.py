@@ -21,7 +21,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import PageStore
+from langmem_paging import PageStore, PagingState
 from langmem_paging.core.errors import PageStoreError
 from langmem_paging.testing import FaultInjectingStore, StoreFault
 from tests.support.scenario import (
@@ -72,14 +72,16 @@ class CleanRun:
         return store.phases
 
 
-def _kinds(before: dict | None, after: dict, text: str) -> set[str]:
+def _kinds(before_value: dict | None, after_value: dict, text: str) -> set[str]:
     kinds = {"recall"} if "recall it" in text else set()
-    if before:
-        if after["next"]["p"] > before["next"]["p"]:
+    if before_value:
+        # parsed: the channel value leaves out keys at their default
+        before, after = PagingState.from_value(before_value), PagingState.from_value(after_value)
+        if after.next["p"] > before.next["p"]:
             kinds.add("form")
-        if set(after["shown"]) - set(before["shown"]) or set(before["pages"]) - set(after["pages"]):
+        if set(after.shown) - set(before.shown) or set(before.pages) - set(after.pages):
             kinds.add("evict")
-        if after["next"]["c"] > before["next"]["c"]:
+        if after.next["c"] > before.next["c"]:
             kinds.add("fold")
     return kinds
 
