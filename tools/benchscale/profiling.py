@@ -36,16 +36,16 @@ def profile_top(profile: cProfile.Profile, limit: int) -> list[dict[str, Any]]:
 
 def profiles(args, lockstep: Lockstep, size: int) -> dict[str, Any]:
     """Profile the main policy's runners (a .prof file each, and the top functions)."""
-    profiles = {}
+    out = {}
     for runner in lockstep.runners:
         if runner.policy != args.policy:
             continue
         profile = lockstep.profile(runner, args.profile_steps)
         path = args.profile / f"{runner.mode}_{runner.policy}_{size}.prof"
         profile.dump_stats(str(path))
-        profiles[runner.name] = {
+        out[runner.name] = {
             "file": str(path),
             "steps": args.profile_steps,
             "top": profile_top(profile, args.profile_top),
         }
-    return profiles
+    return out
