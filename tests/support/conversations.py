@@ -6,32 +6,7 @@ import random
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-WORDS = [
-    "lisbon",
-    "kyoto",
-    "quito",
-    "oslo",
-    "violin",
-    "pottery",
-    "marathon",
-    "adoption",
-    "puppy",
-    "garden",
-    "camping",
-    "painting",
-    "harvest",
-    "museum",
-    "concert",
-    "recipe",
-    "bicycle",
-    "sunrise",
-    "lake",
-    "mountain",
-    "festival",
-    "library",
-    "novel",
-    "chess",
-]
+from tools.fuzzing.vocabulary import TOPIC_WORDS
 
 
 def conversation(
@@ -48,7 +23,7 @@ def conversation(
         session = f"s{minute // 60}"
         stamp = f"2024-01-{1 + minute // 1440:02d}T{(minute // 60) % 24:02d}:{minute % 60:02d}:00+00:00"
         meta = {"timestamp": stamp, "session_id": session}
-        topic = rng.sample(WORDS, 3)
+        topic = rng.sample(TOPIC_WORDS, 3)
         out.append(
             HumanMessage(
                 f"Turn {turn}: tell me about {' '.join(topic)} in {2000 + turn}.",

@@ -32,7 +32,7 @@ BOUNDARIES = [
 ]
 POLICIES = ["fifo", "lru", "lfu", "semantic"]
 
-VOCAB = [
+TOPIC_WORDS = [
     "lisbon",
     "kyoto",
     "quito",
@@ -57,6 +57,13 @@ VOCAB = [
     "library",
     "novel",
     "chess",
+]
+"""The first words of `VOCAB`, which `tests/support/conversations.py` samples topics from: seeded
+conversations (and what tests assert on them) depend on this list and its order, so new words go at
+the end of `VOCAB`."""
+
+VOCAB = [
+    *TOPIC_WORDS,
     "zebra",
     "falcon",
     "orchard",
