@@ -337,7 +337,7 @@ class TokenCounter:
     Args:
         model: Model name; chooses the encoding (see `encoding_for_model`).
         encoding: Encoding name; overrides `model`.
-        cache_size: How many message counts to keep.
+        cache_size: How many message ids to keep counts of (each in up to `MAX_VERSIONS_PER_MESSAGE` versions).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -472,7 +472,7 @@ class ModelCounter:
 
     Args:
         model: The chat model.
-        cache_size: How many message counts to keep.
+        cache_size: How many message ids to keep counts of (each in up to `MAX_VERSIONS_PER_MESSAGE` versions).
     """
 
     def __init__(self, model: Any, *, cache_size: int = 20_000) -> None:
