@@ -239,14 +239,21 @@ def message_version(message: BaseMessage) -> tuple[Any, ...]:
     return message.type, message.name, body
 
 
+MAX_VERSIONS_PER_MESSAGE = 4
+"""Versions of one message id whose counts are kept side by side: a message and its bookmark, and
+the same id on branches of a fork (or on threads whose apps reuse ids) that a process pages in turn."""
+
+
 class CountCache:
-    """Token counts of messages by id, each with the `message_version` it was counted at: a
-    message counted once is not counted again until its content changes (a bookmark takes the id
-    of its page's first message: another version, counted again). Bounded, least recently used
-    first out; shared by every thread counting with one counter, so it takes a lock."""
+    """Token counts of messages by id and `message_version`: a message counted once is not counted
+    again until its content changes (a bookmark takes the id of its page's first message: another
+    version, counted once too). Versions of one id are kept side by side, so threads or branches
+    that share ids (a fork, an app's own ids) do not recount each other's versions at every call.
+    Bounded, least recently used id first out; shared by every thread counting with one counter,
+    so it takes a lock."""
 
     def __init__(self, size: int = 20_000) -> None:
-        self._entries: OrderedDict[str, tuple[tuple[Any, ...], int]] = OrderedDict()
+        self._entries: OrderedDict[str, dict[tuple[Any, ...], int]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
@@ -255,7 +262,7 @@ class CountCache:
 
     @property
     def capacity(self) -> int:
-        """The most messages it keeps counts of."""
+        """The most message ids it keeps counts of."""
         return self._size
 
     def get(self, message: BaseMessage, count: Callable[[BaseMessage], int]) -> int:
@@ -264,13 +271,17 @@ class CountCache:
             return count(message)
         version = message_version(message)
         with self._lock:
-            entry = self._entries.get(message.id)
-            if entry is not None and entry[0] == version:
+            versions = self._entries.get(message.id)
+            if versions is not None and version in versions:
                 self._entries.move_to_end(message.id)
-                return entry[1]
+                return versions[version]
         n = count(message)
         with self._lock:
-            self._entries[message.id] = (version, n)
+            versions = self._entries.setdefault(message.id, {})
+            versions.pop(version, None)  # the newest version last: the oldest goes first
+            versions[version] = n
+            if len(versions) > MAX_VERSIONS_PER_MESSAGE:
+                del versions[next(iter(versions))]
             self._entries.move_to_end(message.id)
             if len(self._entries) > self._size:
                 self._entries.popitem(last=False)
@@ -326,7 +337,7 @@ class TokenCounter:
     Args:
         model: Model name; chooses the encoding (see `encoding_for_model`).
         encoding: Encoding name; overrides `model`.
-        cache_size: How many message counts to keep.
+        cache_size: How many message ids to keep counts of (each in up to `MAX_VERSIONS_PER_MESSAGE` versions).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -461,7 +472,7 @@ class ModelCounter:
 
     Args:
         model: The chat model.
-        cache_size: How many message counts to keep.
+        cache_size: How many message ids to keep counts of (each in up to `MAX_VERSIONS_PER_MESSAGE` versions).
     """
 
     def __init__(self, model: Any, *, cache_size: int = 20_000) -> None:
