@@ -72,7 +72,7 @@ def _choose_warm(
     items = [
         TierItem(pid, costs[pid], s.turn, s.last, s.count, s.terms, s.weight) for pid, s in shown.items()
     ]
-    recent = search_terms(ctx.policy_context().recent_text)
+    recent = search_terms(ctx.policy_context().recent_text) if tiers.uses_recent_terms else []
     scores = tiers.scores(items, turn=ctx.state.turn, recent_terms=recent)
     ranked = sorted(items, key=lambda i: (-tiers.rank_key(i, scores[i.id]), page_number(i.id)))
     budget = ctx.options.budget

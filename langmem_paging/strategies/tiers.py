@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 
@@ -101,6 +101,9 @@ class TierMode(ABC):
     """Writes digests instead of the extractive default, e.g. `langmem_paging.strategies.llm.LLMDigester`."""
 
     name = "tiers"
+    uses_recent_terms: ClassVar[bool] = True
+    """Whether `scores` reads its `recent_terms`: when it does not, callers pass none and spare
+    stemming the recent text (a fifth of a quiet call with tiers)."""
 
     @abstractmethod
     def scores(
@@ -191,6 +194,7 @@ class UtilityScoring(TierMode):
     """Recency time constant, in user turns."""
 
     name = "utility"
+    uses_recent_terms: ClassVar[bool] = False
 
     def scores(
         self, items: Sequence[TierItem], *, turn: int, recent_terms: Sequence[str]
@@ -298,7 +302,8 @@ class TierPolicy(EvictionPolicy):
             )
             for c in candidates
         ]
-        scores = self.tiers.scores(items, turn=context.turn, recent_terms=search_terms(context.recent_text))
+        recent = search_terms(context.recent_text) if self.tiers.uses_recent_terms else []
+        scores = self.tiers.scores(items, turn=context.turn, recent_terms=recent)
         ranked = zip(candidates, items, strict=True)
         return min(ranked, key=lambda ci: (self.tiers.rank_key(ci[1], scores[ci[0].key]), ci[0].position))[0]
 
