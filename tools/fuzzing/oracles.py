@@ -125,36 +125,42 @@ def _passage_problems(
         + ([render_message(edits[m.id]).split("\n")] if m.id in edits and edits[m.id] != m else [])
         for m in page.messages
     ]
-    last: int | None = None  # the page's message shown last
-    gap = False  # a ``...`` since then
-    k = 0
-    while k < len(body):
-        where = f"line {at + 1 + k} (passage group of {page_id})"
-        if body[k] == "...":
-            if last is None or gap:
-                return [f"{where}: '...' with no run before it"]
-            gap, k = True, k + 1
-            continue
-        after = range(last + 1, len(versions)) if last is not None else range(len(versions))
-        found = next(
-            (
-                (j, len(lines))
-                for j in after
-                for lines in versions[j]
-                if body[k : k + len(lines)] == lines
-                and (last is None or (j > last + 1 if gap else j == last + 1))
-            ),
-            None,
-        )
-        if found is None:
-            return [f"{where} is no line of that page's messages in order: {body[k][:80]!r}"]
-        j, n = found
-        if any(not line.startswith("  ") for line in body[k + 1 : k + n]):
-            return [f"{where}: a message's further line at the margin"]
-        last, gap, k = j, False, k + n
-    if last is None or gap:
+    # which messages the lines are: identical messages (a tool's repeated error) make the first
+    # match wrong, so every reading is followed: (line, message shown last, '...' since) states
+    reached: dict[int, set[tuple[int | None, bool]]] = {0: {(None, False)}}
+    furthest = 0
+    for k in range(len(body) + 1):
+        states = reached.get(k, set())
+        furthest = k if states else furthest
+        for last, gap in states:
+            if k == len(body):
+                if last is not None and not gap:
+                    return []
+                continue
+            if body[k] == "...":
+                if last is not None and not gap:
+                    reached.setdefault(k + 1, set()).add((last, True))
+                continue
+            if last is None:
+                after: range = range(len(versions))
+            else:
+                after = (
+                    range(last + 2, len(versions)) if gap else range(last + 1, min(last + 2, len(versions)))
+                )
+            for j in after:
+                for lines in versions[j]:
+                    n = len(lines)
+                    if body[k : k + n] == lines and all(
+                        line.startswith("  ") for line in body[k + 1 : k + n]
+                    ):
+                        reached.setdefault(k + n, set()).add((j, False))
+    if furthest == len(body):
         return [f"line {at}: the passage group of {page_id} ends without a message after it"]
-    return []
+    line = body[furthest]
+    return [
+        f"line {at + 1 + furthest} (passage group of {page_id}) is no line of that page's messages "
+        f"in order: {line[:80]!r}"
+    ]
 
 
 def shows_page(content: str, page_id: str) -> bool:
