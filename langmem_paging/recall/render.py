@@ -1,15 +1,15 @@
 """How recalled pages read to the model, and how a recall result shrinks and re-expands.
 
 Recalled text is compact and delimited (spec version 3): a page starts with a header line
-(``=== p3 · 12 messages ===`` for a whole page, ``=== p3 · part 2 of 5 ===`` for a part, ``=== p3
-===`` over a search's passages) and each message is one ``Name [time]: text`` line; a message's
-further lines are indented by two spaces. So only the library writes lines that start at the
-margin: stored text that looks like a header or a speaker line is indented, and a stored page
-cannot impersonate a tool result, another page or another message. Results stored with an older
-version render as they were: version 2 named a passage group's messages in its header (``=== p3
-· messages 4-9 of 12 ===``, 14-17 tokens a group, ~9% of a search result at B=2000 on LoCoMo
-dev), version 1 wrote ``<page id="p3">`` / ``<message from="user">`` elements (text that could
-pass for a tag escaped).
+(``=== p3 · 12 messages ===`` for a whole page, ``=== p3 · part 2 of 5 ===`` for a part,
+``=== p3 ===`` over a search's passages) and each message is one ``Name [time]: text`` line; a
+message's further lines are indented by two spaces. So only the library writes lines that start
+at the margin: stored text that looks like a header or a speaker line is indented, and a stored
+page cannot impersonate a tool result, another page or another message. Results stored with an
+older version render as they were: version 2 named a passage group's messages in its header
+(``=== p3 · messages 4-9 of 12 ===``: 14-17 tokens a group, ~9% of a search result at B=2000
+on LoCoMo dev in issue 24's diagnosis, 20 questions), version 1 wrote ``<page id="p3">`` /
+``<message from="user">`` elements (text that could pass for a tag escaped).
 
 A `recall` ToolMessage carries the text of pages that live in the store. When it ages out
 of the context it is not stored again: its content shrinks to a reference
@@ -203,10 +203,10 @@ def passage_header(page: Page, spans: Sequence[Sequence[int]], version: int = SP
 
     The span took 14-17 tokens a group, ~9% of a search result at B=2000, and the lines below tell
     which messages they are; the recall tool's description says a search result is excerpts and
-    `recall(page_ids=[...])` brings a whole page. LoCoMo dev, all 7 conversations, against the
-    spans: multi-hop evidence coverage +0.026 [+0.005, +0.046] / +0.005 / +0.010 at B=2000 / 4000
-    / 8000, all categories +0.007 [+0.002, +0.013] / +0.001 / +0.004 (``=== p16 (5) ===``, naming
-    how many, gained less)."""
+    `recall(page_ids=[...])` brings a whole page. LoCoMo dev, all 7 conversations, search reader,
+    against the span headers (one run each, paired): evidence coverage +0.007 [+0.003, +0.012] /
+    +0.000 / +0.002 at B=2000 / 4000 / 8000, multi-hop +0.021 [+0.005, +0.038] / +0.005 / +0.010
+    (an earlier run with ``=== p16 (5) ===``, naming how many, gained less)."""
     if version >= 3:
         return _header(page.id, "")
     shown = ", ".join(f"{a + 1}-{b}" if b - a > 1 else f"{a + 1}" for a, b in spans)
