@@ -204,9 +204,10 @@ def passage_header(page: Page, spans: Sequence[Sequence[int]], version: int = SP
     The span took 14-17 tokens a group, ~9% of a search result at B=2000, and the lines below tell
     which messages they are; the recall tool's description says a search result is excerpts and
     `recall(page_ids=[...])` brings a whole page. LoCoMo dev, all 7 conversations, search reader,
-    against the span headers (one run each, paired): evidence coverage +0.007 [+0.003, +0.012] /
-    +0.000 / +0.002 at B=2000 / 4000 / 8000, multi-hop +0.021 [+0.005, +0.038] / +0.005 / +0.010
-    (an earlier run with ``=== p16 (5) ===``, naming how many, gained less)."""
+    against the span headers (paired): evidence coverage +0.007 [+0.002, +0.013] / +0.000 / +0.004
+    at B=2000 / 4000 / 8000, multi-hop +0.026 [+0.005, +0.046] / +0.005 / +0.010 (another run of
+    the same code: +0.002 at 8000, multi-hop +0.021 at 2000; runs differ by a question or two).
+    An earlier run with ``=== p16 (5) ===``, naming how many, gained less."""
     if version >= 3:
         return _header(page.id, "")
     shown = ", ".join(f"{a + 1}-{b}" if b - a > 1 else f"{a + 1}" for a, b in spans)
