@@ -27,12 +27,16 @@ from langmem_paging.recall.service import RecallAnswer, Served
 __all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
 
 RECALL_DESCRIPTION = (
-    "Bring back the exact text of earlier parts of this conversation, which were paged out. "
+    "Bring back the exact text of earlier, paged-out parts of this conversation. "
     "A bookmark [p3:Caroline,adoption] stands for page p3 (keywords after the colon); "
     "[c2:...|p1-p9] for a cluster of pages. page_ids=['p3'] returns pages whole (a long one "
     "in parts: part=2, ...); page_ids=['c2'] lists a cluster's pages so you can pick. "
-    "query='words' searches everything paged out: use it when no bookmark clearly fits."
+    "query='words' finds excerpts in everything paged out: use it when no bookmark clearly fits."
 )
+"""A search's passage groups are headed by the page id alone (recall spec version 3): this text,
+sent once per call, tells an excerpt from a whole page (``=== p3 · 12 messages ===``, which
+``page_ids`` brings), so no group pays for it; reworded to its former 114 tokens, since every
+call carries it."""
 
 SCHEMA_HELP = MISSING_STATE
 """The error for a graph state without the ``paging`` key (one text: `graph_step.MISSING_STATE`)."""

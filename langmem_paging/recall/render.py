@@ -1,12 +1,15 @@
 """How recalled pages read to the model, and how a recall result shrinks and re-expands.
 
-Recalled text is compact and delimited (spec version 2): a page starts with a header line
-``=== p3 · messages 4-9 of 12 ===`` and each message is one ``Name [time]: text`` line; a
-message's further lines are indented by two spaces. So only the library writes lines that
-start at the margin: stored text that looks like a header or a speaker line is indented, and a
-stored page cannot impersonate a tool result, another page or another message. Results
-stored with version 1 (``<page id="p3">`` / ``<message from="user">`` elements, text that
-could pass for a tag escaped) still render as they were.
+Recalled text is compact and delimited (spec version 3): a page starts with a header line
+(``=== p3 · 12 messages ===`` for a whole page, ``=== p3 · part 2 of 5 ===`` for a part,
+``=== p3 ===`` over a search's passages) and each message is one ``Name [time]: text`` line; a
+message's further lines are indented by two spaces. So only the library writes lines that start
+at the margin: stored text that looks like a header or a speaker line is indented, and a stored
+page cannot impersonate a tool result, another page or another message. Results stored with an
+older version render as they were: version 2 named a passage group's messages in its header
+(``=== p3 · messages 4-9 of 12 ===``: 14-17 tokens a group, ~9% of a search result at B=2000
+on LoCoMo dev in issue 24's diagnosis, 20 questions), version 1 wrote ``<page id="p3">`` /
+``<message from="user">`` elements (text that could pass for a tag escaped).
 
 A `recall` ToolMessage carries the text of pages that live in the store. When it ages out
 of the context it is not stored again: its content shrinks to a reference
@@ -35,6 +38,7 @@ __all__ = [
     "items_tokens",
     "member_line",
     "page_parts",
+    "passage_header",
     "passages_cost",
     "recall_artifact",
     "render_page",
@@ -181,32 +185,49 @@ def _decodes(data: bytes) -> bool:
 
 
 def render_passages(page: Page, spans: Sequence[Sequence[int]], version: int = SPEC_VERSION) -> str:
-    """Some messages of a page, in order, under a header naming which; ``...`` marks messages left
-    out between spans."""
-    shown = ", ".join(f"{a + 1}-{b}" if b - a > 1 else f"{a + 1}" for a, b in spans)
+    """Some messages of a page, in order, under `passage_header`; ``...`` marks messages left out
+    between spans."""
     lines = []
     for k, (a, b) in enumerate(spans):
         if k and a > spans[k - 1][1]:
             lines.append("...")
         lines += [render_message(m, version) for m in page.messages[a:b]]
+    if version < 2:
+        return passage_header(page, spans, version) + "\n" + "\n".join(lines) + "\n</page>"
+    return passage_header(page, spans, version) + "\n" + "\n".join(lines)
+
+
+def passage_header(page: Page, spans: Sequence[Sequence[int]], version: int = SPEC_VERSION) -> str:
+    """The line over a page's passages: the page id alone (version 3), or with the messages shown
+    (``=== p3 · messages 4-9, 12 of 20 ===``, version 2; an ``excerpt`` attribute, version 1).
+
+    The span took 14-17 tokens a group, ~9% of a search result at B=2000, and the lines below tell
+    which messages they are; the recall tool's description says a search result is excerpts and
+    `recall(page_ids=[...])` brings a whole page. LoCoMo dev, all 7 conversations, search reader,
+    against the span headers (paired): evidence coverage +0.007 [+0.002, +0.013] / +0.000 / +0.004
+    at B=2000 / 4000 / 8000, multi-hop +0.026 [+0.005, +0.046] / +0.005 / +0.010 (another run of
+    the same code: +0.002 at 8000, multi-hop +0.021 at 2000; runs differ by a question or two).
+    An earlier run with ``=== p16 (5) ===``, naming how many, gained less."""
+    if version >= 3:
+        return _header(page.id, "")
+    shown = ", ".join(f"{a + 1}-{b}" if b - a > 1 else f"{a + 1}" for a, b in spans)
     n = len(page.messages)
     if version < 2:
-        return f'<page id="{page.id}" excerpt="messages {shown} of {n}">\n' + "\n".join(lines) + "\n</page>"
-    return _header(page.id, f"messages {shown} of {n}") + "\n" + "\n".join(lines)
+        return f'<page id="{page.id}" excerpt="messages {shown} of {n}">'
+    return _header(page.id, f"messages {shown} of {n}")
 
 
 def passages_cost(
     page: Page, spans: Sequence[Sequence[int]], counter: TokenCounter, line_tokens: Callable[[int], int]
 ) -> int:
-    """Tokens `render_passages` (version 2) takes in a result (its body and newline, as
+    """Tokens `render_passages` (the current version) takes in a result (its body and newline, as
     `render_recall_shown` counts them), from the tokens of each message's line with its newline
     (`line_tokens(index)`: ``count(render_message(m) + "\n")``, which a caller may cache). A line
     starts a new pre-token, so only its end merges with the newline; one token covers the last
     line's newline, which the body does not carry. Never under the rendering's count, at most a
     token over (packing many hits re-renders nothing)."""
-    shown = ", ".join(f"{a + 1}-{b}" if b - a > 1 else f"{a + 1}" for a, b in spans)
     gaps = sum(1 for k in range(1, len(spans)) if spans[k][0] > spans[k - 1][1])
-    header = counter.count_text(_header(page.id, f"messages {shown} of {len(page.messages)}") + "\n")
+    header = counter.count_text(passage_header(page, spans) + "\n")
     return header + sum(line_tokens(i) for a, b in spans for i in range(a, b)) + gaps * _GAP_TOKENS + 1
 
 

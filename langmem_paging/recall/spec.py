@@ -4,9 +4,10 @@ A `recall` ToolMessage keeps its spec in its artifact (never sent to the model);
 checkpoint stores it, and when the result ages out of the context it shrinks to a reference
 and is rebuilt from the spec and the stored pages (rendering is deterministic). So the spec
 is read back after upgrades: `RecallSpec.from_dict` reads every version written so far
-(version 2, the compact rendering; version 1, and the unversioned dicts of 0.2, which have the
-same fields and render as they did: XML elements). A spec renders in the version it was written
-in, so a shrunk result re-expands to exactly the text the model was shown.
+(version 3, passage groups headed by the page id alone; version 2, whose passage headers named
+the messages shown; version 1, and the unversioned dicts of 0.2, which have the same fields and
+render as they did: XML elements). A spec renders in the version it was written in, so a shrunk
+result re-expands to exactly the text the model was shown.
 
 Example:
     >>> spec = RecallSpec(items=[PageItem("p3"), PassageItem("p9", [(2, 5)])], max_tokens=500,
@@ -24,11 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from langmem_paging.core.rendering import RENDER_VERSION
-
 __all__ = ["ClusterItem", "Item", "PageItem", "PassageItem", "RecallSpec", "SPEC_VERSION"]
 
-SPEC_VERSION = RENDER_VERSION
+SPEC_VERSION = 3
+"""The newest recall rendering: 3, a search's passage groups headed ``=== p3 ===``; 2, headed
+``=== p3 · messages 4-9 of 12 ===`` (message lines as in 3: ``Name [time]: text``,
+`langmem_paging.core.rendering.RENDER_VERSION`); 1, XML elements. `langmem_paging.recall.render`
+holds what each version changes."""
 
 
 @dataclass
@@ -92,7 +95,8 @@ class RecallSpec:
     encoding: str | None = None
     """The tiktoken encoding the result was sized with (rebuilds use the same)."""
     version: int = SPEC_VERSION
-    """The rendering it was shown in: 2 compact lines, 1 XML elements."""
+    """The rendering it was shown in (`SPEC_VERSION`): 3 and 2 compact lines (3: passage headers
+    without their messages' span), 1 XML elements."""
     tool: str = "recall"
     """The recall tool's name (``tool_name``), which the result's notices tell the model to call."""
 

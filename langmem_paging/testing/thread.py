@@ -16,13 +16,13 @@ Example:
     >>> [m.content for m in thread.prompt][:2]
     ['[c24:Accra,Kyoto,Lisbon,Perth,Riga,Rome|7 of p1-p13]', '[c26:Cusco,Dakar,Hanoi,Lima,Oslo,Porto|7 of p3-p14]']
     >>> print(thread.call_recall(query="Kyoto").content)
-    === p2 · messages 1-2 of 2 ===
+    === p2 ===
     user: I will fly to Kyoto on Friday.
     assistant: Noted.
-    === p1 · messages 1-2 of 2 ===
+    === p1 ===
     user: I will fly to Lisbon on Friday.
     assistant: Noted.
-    === p3 · messages 1 of 2 ===
+    === p3 ===
     user: I will fly to Quito on Friday.
     >>> thread.step().over_budget, thread.tokens <= 480
     (False, True)

@@ -154,7 +154,7 @@ def test_threads_are_isolated_through_the_agent(base_store):
         ({"page_ids": ["drop table"]}, "Not page or cluster ids: 'drop', 'table'"),
         ({"page_ids": [None]}, "Error invoking tool"),
         ({}, "Pass `page_ids`"),
-        ({"query": "beehives Bled0"}, "=== p1 · messages"),
+        ({"query": "beehives Bled0"}, "=== p1 ===\n"),
         ({"page_ids": {"a": 1}}, "Error"),
         ({"query": "x" * 100_000}, "Nothing paged out matches the query"),
     ],

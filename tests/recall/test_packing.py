@@ -72,7 +72,7 @@ def test_a_passage_runs_on_across_a_page_edge():
     assert first is not None and first.messages[-1].id == "a1"  # fixed_4: p1 holds days 0 and 1
     answer = pager.recall("t", value, query="Mirela1 rowed")  # day 1 ends p1; its neighbour opens p2
     assert "Day 1: Mirela1" in answer.content
-    assert "=== p2 · messages 1" in answer.content and "Day 2: Mirela2" in answer.content
+    assert "=== p2 ===\nuser: Day 2: Mirela2" in answer.content  # p2's passages open with its first message
 
 
 def test_parallel_recalls_of_one_page_serve_it_once():

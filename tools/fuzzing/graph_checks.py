@@ -196,7 +196,8 @@ class GraphChecks:
                 f"{COUNTER.count_text(content)} > {cap}; args={str(kwargs)[:100]}",
             )
         self.check("recall delimited (graph)")
-        problems = recall_structure_problems(content)
+        history = {m.id: m for m in kwargs.get("history") or [] if m.id}  # view mode shows edits
+        problems = recall_structure_problems(content, lambda pid: self.oracle.get(thread, pid), history)
         if problems:
             echo = "Nothing paged out matches the query" in content[: problems[0].count("") and 400]
             self.fail(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 
 from langchain_core.messages import (
     AIMessage,
@@ -13,10 +14,12 @@ from langchain_core.messages import (
 )
 
 from langmem_paging import (
+    Page,
     PagingState,
 )
 from langmem_paging.core.library_messages import bookmark_message
 from langmem_paging.core.messages import is_pinned, is_user_turn, library_mark, tool_call_ids
+from langmem_paging.core.rendering import render_message
 
 # -- checks ------------------------------------------------------------------------------------
 
@@ -53,43 +56,116 @@ def chat_problems(messages: list[BaseMessage]) -> list[tuple[str, frozenset]]:
     return out
 
 
-_HEADER = re.compile(r"=== ([pc]\d+) · (.*) ===")
+_HEADER = re.compile(r"=== ([pc]\d+)(?: · (.*))? ===")
 _SPEAKER = re.compile(r"[^\s:\[\]=](?:[^:\[\]=\n]*[^\s:\[\]=])?(?: \[[^\]\n]*\])?: ")
 _OTHER = re.compile(r"\.\.\.$|\[p\d+:|\(\d+ more member pages|\[(recall )?size cap")
+_NOTICE = re.compile(r"\[(recall )?size cap")
+
+GetPage = Callable[[str], "Page | None"]
 
 
-def recall_structure_problems(content: str) -> list[str]:
-    """Recall results (spec version 2) put only the library's lines at the margin: a note first,
-    page and cluster headers, one ``Name: text`` line per message shown (its further lines
+def recall_structure_problems(
+    content: str, get_page: GetPage | None = None, edits: Mapping[str, BaseMessage] | None = None
+) -> list[str]:
+    """Recall results (spec versions 2 and 3) put only the library's lines at the margin: a note
+    first, page and cluster headers, one ``Name: text`` line per message shown (its further lines
     indented), ``...`` between runs, cluster member lines and the size notice. Stored text at the
     margin (a forged header, a forged speaker line) shows as a line of no such kind, or as more
-    speaker lines under a header than the messages it names."""
+    speaker lines under a header than the messages it names.
+
+    A search's passage group (``=== p3 ===``, version 3) names no messages: with `get_page` (the
+    thread's stored pages), its lines must be whole messages of that page as the library renders
+    them, in the page's order, ``...`` only where messages are left out, and each message's further
+    lines indented; a forged header names a page whose messages are not there. `edits`: messages
+    the recall may show in another version than the stored one (view mode: the history's, by id)."""
     problems: list[str] = []
     expected: int | None = None
     speakers = 0
+    lines = content.split("\n")
+    passage: tuple[str, int] | None = None  # the open passage group: its page id, its header's line
 
-    def close() -> None:
+    def close(end: int) -> None:
         if expected is not None and speakers != expected:
             problems.append(f"{speakers} speaker lines under a header naming {expected} messages")
+        if passage is not None and get_page is not None:
+            page_id, at = passage
+            body = lines[at + 1 : end]
+            if end == len(lines) and body and _NOTICE.match(body[-1]):
+                body = body[:-1]  # the size notice closes the result
+            problems.extend(_passage_problems(page_id, at, body, get_page, edits or {}))
 
-    for k, line in enumerate(content.split("\n")):
+    for k, line in enumerate(lines):
         if not line.strip() or line.startswith("  "):  # (blank lines carry nothing to forge)
             continue
         header = _HEADER.fullmatch(line)
         if header:
-            close()
-            expected, speakers = _messages_named(header.group(2)), 0
+            close(k)
+            detail = header.group(2)
+            expected, speakers = (None if detail is None else _messages_named(detail)), 0
+            passage = (header.group(1), k) if detail is None else None
+            if detail is None and not header.group(1).startswith("p"):
+                problems.append(f"line {k}: a cluster header naming no size: {line[:80]!r}")
         elif _SPEAKER.match(line):
             speakers += 1
         elif not _OTHER.match(line) and k > 0:
             problems.append(f"line {k} at the margin is no recall structure: {line[:80]!r}")
-    close()
+    close(len(lines))
     return problems
+
+
+def _passage_problems(
+    page_id: str, at: int, body: list[str], get_page: GetPage, edits: Mapping[str, BaseMessage]
+) -> list[str]:
+    """Why the lines under passage header `page_id` (line `at`) are not messages of that page."""
+    page = get_page(page_id)
+    if page is None:
+        return [f"line {at}: a passage header names {page_id}, no page of this thread"]
+    versions = [
+        [render_message(m).split("\n")]
+        + ([render_message(edits[m.id]).split("\n")] if m.id in edits and edits[m.id] != m else [])
+        for m in page.messages
+    ]
+    # which messages the lines are: identical messages (a tool's repeated error) make the first
+    # match wrong, so every reading is followed: (line, message shown last, '...' since) states
+    reached: dict[int, set[tuple[int | None, bool]]] = {0: {(None, False)}}
+    furthest = 0
+    for k in range(len(body) + 1):
+        states = reached.get(k, set())
+        furthest = k if states else furthest
+        for last, gap in states:
+            if k == len(body):
+                if last is not None and not gap:
+                    return []
+                continue
+            if body[k] == "...":
+                if last is not None and not gap:
+                    reached.setdefault(k + 1, set()).add((last, True))
+                continue
+            if last is None:
+                after: range = range(len(versions))
+            else:
+                after = (
+                    range(last + 2, len(versions)) if gap else range(last + 1, min(last + 2, len(versions)))
+                )
+            for j in after:
+                for lines in versions[j]:
+                    n = len(lines)
+                    if body[k : k + n] == lines and all(
+                        line.startswith("  ") for line in body[k + 1 : k + n]
+                    ):
+                        reached.setdefault(k + n, set()).add((j, False))
+    if furthest == len(body):
+        return [f"line {at}: the passage group of {page_id} ends without a message after it"]
+    line = body[furthest]
+    return [
+        f"line {at + 1 + furthest} (passage group of {page_id}) is no line of that page's messages "
+        f"in order: {line[:80]!r}"
+    ]
 
 
 def shows_page(content: str, page_id: str) -> bool:
     """True when a recall result shows `page_id` (its header line, not stored text naming it)."""
-    return re.search(rf"^=== {re.escape(page_id)} · ", content, re.MULTILINE) is not None
+    return re.search(rf"^=== {re.escape(page_id)}( · .*)? ===$", content, re.MULTILINE) is not None
 
 
 def _messages_named(detail: str) -> int | None:
@@ -98,7 +174,7 @@ def _messages_named(detail: str) -> int | None:
     if whole:
         return int(whole.group(1))
     spans = re.fullmatch(r"messages ([\d, -]+) of \d+", detail)
-    if spans:
+    if spans:  # a passage group of version 2
         total = 0
         for span in spans.group(1).split(", "):
             a, _, b = span.partition("-")

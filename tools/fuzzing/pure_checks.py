@@ -187,7 +187,7 @@ class PureChecks:
                 f"content={content[:200]!r}...{content[-300:]!r}",
             )
         self.check("recall delimited")
-        problems = recall_structure_problems(content)
+        problems = recall_structure_problems(content, self.get_page)
         if problems:
             echo = "Nothing paged out matches the query" in content[:400]
             self.fail(
