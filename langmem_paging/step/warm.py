@@ -4,7 +4,7 @@ budget leaves. Pages that fall out of the warm tier go back to their bookmark (c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from langchain_core.messages import BaseMessage
 
@@ -16,9 +16,8 @@ from langmem_paging.core.library_messages import (
     stored_form,
 )
 from langmem_paging.core.messages import library_mark
-from langmem_paging.core.records import page_number
+from langmem_paging.core.records import Page, page_number
 from langmem_paging.core.state import ShownPage
-from langmem_paging.core.text import search_terms
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.io import Flow, LoadPages, MakeDigests, with_terms
 from langmem_paging.strategies.tiers import TierItem, TierMode, extractive_digest
@@ -36,8 +35,8 @@ def present_warm(ctx: StepContext) -> Flow[None]:
     costs = {pid: max(8, int(s.page_tokens * tiers.digest_ratio)) for pid, s in shown.items()}
     warm = _choose_warm(ctx, tiers, shown, costs)
     promote = [pid for pid in warm if shown[pid].tier == "cold"]
-    yield from _keep_bookmarks(ctx, promote)
-    sources = yield from _sources(ctx, promote)
+    sources, records = yield from _sources(ctx, promote)
+    _keep_bookmarks(ctx, promote, records)
     texts = yield from _written(tiers, sources, costs)
     for pid in promote:
         if sources[pid]:
@@ -72,7 +71,7 @@ def _choose_warm(
     items = [
         TierItem(pid, costs[pid], s.turn, s.last, s.count, s.terms, s.weight) for pid, s in shown.items()
     ]
-    recent = search_terms(ctx.policy_context().recent_text) if tiers.uses_recent_terms else []
+    recent = tiers.recent_terms(lambda: ctx.policy_context().recent_text)
     scores = tiers.scores(items, turn=ctx.state.turn, recent_terms=recent)
     ranked = sorted(items, key=lambda i: (-tiers.rank_key(i, scores[i.id]), page_number(i.id)))
     budget = ctx.options.budget
@@ -88,11 +87,11 @@ def _choose_warm(
     return warm
 
 
-def _keep_bookmarks(ctx: StepContext, promote: list[str]) -> Flow[None]:
+def _keep_bookmarks(ctx: StepContext, promote: list[str], records: Mapping[str, Page]) -> None:
     """Give the pages turning warm their bookmark text, which a cold page's checkpointed entry
-    leaves out: the message showing it now, else its record (a warm page's entry keeps it, to show
-    it again when the page turns cold)."""
-    missing = []
+    leaves out: the message showing it now, else its record (read for its digest: a page without
+    a bookmark was not evicted by this step). A warm page's entry keeps it, to show it again when
+    the page turns cold."""
     for pid in promote:
         entry = ctx.state.shown[pid]
         if entry.bookmark:
@@ -105,27 +104,25 @@ def _keep_bookmarks(ctx: StepContext, promote: list[str]) -> Flow[None]:
         ):
             entry.bookmark = message.content
         else:
-            missing.append(pid)
-    if missing:
-        records = yield from ask(LoadPages(missing))
-        for pid in missing:
-            ctx.state.shown[pid].bookmark = (
-                records[pid].bookmark if pid in records else format_bookmark(pid, [])
-            )
+            entry.bookmark = records[pid].bookmark if pid in records else format_bookmark(pid, [])
 
 
-def _sources(ctx: StepContext, promote: list[str]) -> Flow[dict[str, list[BaseMessage]]]:
-    """The messages to digest: still in the view for a page evicted by this step, else stored."""
+def _sources(
+    ctx: StepContext, promote: list[str]
+) -> Flow[tuple[dict[str, list[BaseMessage]], dict[str, Page]]]:
+    """The messages to digest: still in the view for a page evicted by this step, else stored (the
+    records read are returned too)."""
     in_view = {
         pid: [ctx.messages[ctx.position[k]] for k in ctx.result.evicted_ids.get(pid, []) if k in ctx.position]
         for pid in promote
     }
     missing = [pid for pid in promote if not in_view[pid]]
     loaded = (yield from ask(LoadPages(missing))) if missing else {}
-    return {
+    sources = {
         pid: [stored_form(m) for m in in_view[pid]] or (loaded[pid].messages if pid in loaded else [])
         for pid in promote
     }
+    return sources, loaded
 
 
 def _written(

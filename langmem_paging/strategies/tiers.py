@@ -102,8 +102,13 @@ class TierMode(ABC):
 
     name = "tiers"
     uses_recent_terms: ClassVar[bool] = True
-    """Whether `scores` reads its `recent_terms`: when it does not, callers pass none and spare
-    stemming the recent text (a fifth of a quiet call with tiers)."""
+    """Whether `scores` reads its `recent_terms` (see `recent_terms`)."""
+
+    def recent_terms(self, recent_text: Callable[[], str]) -> list[str]:
+        """The `recent_terms` to score with: the recent text's search terms, or none for a mode
+        that never reads them (stemming the recent text was a fifth of a quiet call with utility
+        tiers; `recent_text` is only called when they are read)."""
+        return search_terms(recent_text()) if self.uses_recent_terms else []
 
     @abstractmethod
     def scores(
@@ -302,7 +307,7 @@ class TierPolicy(EvictionPolicy):
             )
             for c in candidates
         ]
-        recent = search_terms(context.recent_text) if self.tiers.uses_recent_terms else []
+        recent = self.tiers.recent_terms(lambda: context.recent_text)
         scores = self.tiers.scores(items, turn=context.turn, recent_terms=recent)
         ranked = zip(candidates, items, strict=True)
         return min(ranked, key=lambda ci: (self.tiers.rank_key(ci[1], scores[ci[0].key]), ci[0].position))[0]

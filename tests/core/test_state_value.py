@@ -9,26 +9,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
 from langmem_paging import page_messages, paging_reducer
 from langmem_paging.core.messages import METADATA_KEY
 from langmem_paging.core.state import PagingState, recall_delta
 from langmem_paging.strategies.tiers import UtilityScoring
+from tests.support.conversations import beehive_notes
 from tests.support.harness import replay
-
-
-def _history(n: int) -> list:
-    out = []
-    for i in range(n):
-        out += [
-            HumanMessage(
-                f"Note {i}: Zarko{i} keeps {120 + i} beehives near lake Bled{i}. Calm queen.", id=f"h{i}"
-            ),
-            AIMessage(f"Noted, Zarko{i} and the bees of Bled{i}.", id=f"a{i}"),
-        ]
-    return out
 
 
 def _marked(message, key: str):
@@ -36,7 +24,7 @@ def _marked(message, key: str):
 
 
 def test_cold_bookmarks_and_cluster_bookmarks_are_left_to_the_view():
-    run = replay(_history(80), max_tokens=900, boundary="fixed_2")
+    run = replay(beehive_notes(80), max_tokens=900, boundary="fixed_2")
     value = run.paging
     assert value["shown"] and value["clusters"], "the thread was paged and folded"
     assert all("bookmark" not in e for e in value["shown"].values())
@@ -51,7 +39,7 @@ def test_cold_bookmarks_and_cluster_bookmarks_are_left_to_the_view():
 
 
 def test_keys_at_their_default_are_left_out_and_read_back():
-    run = replay(_history(40), max_tokens=500, boundary="fixed_2")
+    run = replay(beehive_notes(40), max_tokens=500, boundary="fixed_2")
     value = run.paging
     assert {"warned", "skeleton", "front", "recalled", "touched", "stats"}.isdisjoint(value)
     state = PagingState.from_value(value)
@@ -60,7 +48,7 @@ def test_keys_at_their_default_are_left_out_and_read_back():
 
 
 def test_a_version_2_value_with_every_key_reads_as_before():
-    run = replay(_history(40), max_tokens=500, boundary="fixed_2")
+    run = replay(beehive_notes(40), max_tokens=500, boundary="fixed_2")
     state = PagingState.from_value(run.paging)
     for pid, entry in state.shown.items():
         entry.bookmark = run.pages[pid].bookmark
@@ -75,7 +63,7 @@ def test_a_cold_page_that_turns_warm_then_cold_shows_its_own_bookmark():
     """A cold page's checkpointed entry has no bookmark: recalled, it turns warm and takes the
     bookmark the view shows (its warm entry keeps it); once other pages are recalled more, it turns
     cold and shows that bookmark again."""
-    history, view, value, pages = _history(40), [], None, {}
+    history, view, value, pages = beehive_notes(40), [], None, {}
     tiers: list[dict[str, str]] = []
 
     def step(new):

@@ -6,24 +6,11 @@ from __future__ import annotations
 import sys
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
 
-import langmem_paging.step.warm as warm
 import langmem_paging.strategies.tiers as tiers_module
 from langmem_paging.strategies.tiers import TierScoring, UtilityScoring
+from tests.support.conversations import beehive_notes
 from tests.support.harness import replay
-
-
-def _history(n: int) -> list:
-    out = []
-    for i in range(n):
-        out += [
-            HumanMessage(
-                f"Note {i}: Zarko{i} keeps {120 + i} beehives near lake Bled{i}. Calm queen.", id=f"h{i}"
-            ),
-            AIMessage(f"Noted, Zarko{i} and the bees of Bled{i}.", id=f"a{i}"),
-        ]
-    return out
 
 
 @pytest.mark.parametrize(("tiers", "stems_recent"), [(UtilityScoring(tau=2.0), False), (TierScoring(), True)])
@@ -34,15 +21,14 @@ def test_the_recent_text_is_stemmed_only_for_a_mode_that_reads_it(monkeypatch, t
         original = module.search_terms
 
         def search_terms(text, *args, **kwargs):
-            if sys._getframe(1).f_code.co_name in ("_choose_warm", "victim"):  # the recent text's callers
+            if sys._getframe(1).f_code.co_name == "recent_terms":  # not the digests' own terms
                 calls.append(text)
             return original(text, *args, **kwargs)
 
         monkeypatch.setattr(module, "search_terms", search_terms)
 
-    counting(warm)
     counting(tiers_module)
-    run = replay(_history(80), max_tokens=900, boundary="fixed_2", tiers=tiers)
+    run = replay(beehive_notes(80), max_tokens=900, boundary="fixed_2", tiers=tiers)
     assert any(e.tier == "warm" for step in run.steps for e in step.state.shown.values()), "warm pages chosen"
     assert bool(calls) is stems_recent
 

@@ -64,3 +64,17 @@ def town_turns(n: int, start: int = 0) -> list[BaseMessage]:
             AIMessage(f"Answer {i}: Town{i} has {i} bridges.", id=f"a{i}"),
         ]
     return out
+
+
+def beehive_notes(n: int) -> list[BaseMessage]:
+    """`n` short exchanges, each naming its own beekeeper, lake and count (distinct pages that
+    bookmark, fold and rank as warm pages apart)."""
+    out: list[BaseMessage] = []
+    for i in range(n):
+        out += [
+            HumanMessage(
+                f"Note {i}: Zarko{i} keeps {120 + i} beehives near lake Bled{i}. Calm queen.", id=f"h{i}"
+            ),
+            AIMessage(f"Noted, Zarko{i} and the bees of Bled{i}.", id=f"a{i}"),
+        ]
+    return out
