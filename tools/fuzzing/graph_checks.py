@@ -14,7 +14,9 @@ from langmem_paging.core.records import page_number
 from .oracles import (
     chat_problems,
     generous_protected,
+    library_ids,
     order_label,
+    over_budget_unexplained,
     recall_structure_problems,
     same_messages,
     shows_page,
@@ -77,16 +79,15 @@ class GraphChecks:
                 f"{tokens} > {p.max_tokens} (messages {COUNTER(prompt)}, overhead {self.overhead})",
             )
         self.report.notes["graph over_budget prompts"] += 1
+        # the library's messages are the ones the state shows: a user's message carrying a copied
+        # bookmark mark is still the newest user turn, protected with what follows it (seed 33)
         generous = generous_protected(
             [m for m in prompt if not isinstance(m, SystemMessage)],
             COUNTER.count_message,
             getattr(result, "recalled_in", set()),
+            library_ids(result.state),
         )
-        budget = p.max_tokens - self.overhead
-        if (
-            generous <= (p.low_water or budget * 0.75) - self.overhead
-            and tokens - generous - self.overhead > 0.25 * budget
-        ):
+        if over_budget_unexplained(tokens, generous, p.max_tokens, p.low_water, self.overhead):
             self.fail(
                 "over budget not explained by what is protected (graph)"
                 + stuck_label(result.state, COUNTER.count_message),

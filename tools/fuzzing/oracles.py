@@ -262,14 +262,33 @@ def library_tokens(view, count) -> int:
     return sum(count(m) for m in view if library_mark(m))
 
 
+def library_ids(state: PagingState) -> set[str]:
+    """The ids of the bookmarks and cluster bookmarks `state` shows: only the paging state says
+    which messages are the library's (design.md: text or metadata a user copies is just theirs)."""
+    return {s.anchor for s in state.shown.values()} | {c.anchor for c in state.clusters.values()}
+
+
+def over_budget_unexplained(
+    tokens: int, generous: int, max_tokens: int, low_water: int | None, overhead: int = 0
+) -> bool:
+    """An over-budget prompt the protected part does not explain: what nothing may evict is within
+    the low-water mark and the rest is over a quarter of the budget. All in message tokens, as the
+    library pages (`config.low_water_for`): `overhead` (the system prompt and tool schemas the
+    middleware adds) is counted in `tokens` and `max_tokens` and taken out of both here, once."""
+    budget = max_tokens - overhead
+    low = min(low_water, budget) if low_water else budget * 0.75
+    return generous <= low and tokens - overhead - generous > 0.25 * budget
+
+
 def generous_protected(
     view: list[BaseMessage], count, recalled: set[str] = frozenset(), library: set[str] | None = None
 ) -> int:
     """Tokens of what no eviction may take, counted generously: system and pinned messages,
     the library's own messages, everything from the newest user message on, unanswered calls,
-    and the tool group of a recall result the last recall added. With `library` (the ids of the
-    bookmarks the paging state shows), a human message is a user turn unless it is one of them:
-    metadata alone can be copied into a user's message, which is still the newest user turn."""
+    and the tool group of a recall result the last recall added or of a message with no id. With
+    `library` (the ids of the bookmarks the paging state shows), a human message is a user turn
+    unless it is one of them: metadata alone can be copied into a user's message, which is still
+    the newest user turn."""
     if library is None:
         newest = max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
     else:
@@ -278,10 +297,16 @@ def generous_protected(
             default=len(view),
         )
     answered = {m.tool_call_id for m in view if isinstance(m, ToolMessage)}
-    recalled_calls = {m.tool_call_id for m in view if isinstance(m, ToolMessage) and m.id in recalled}
-    for m in view:  # the whole tool group of a recall result
-        if set(tool_call_ids(m)) & recalled_calls:
-            recalled_calls |= set(tool_call_ids(m))
+    # whole tool groups: a recall result's, and one holding a message with no id (no update can
+    # remove it, `step.protect`; the error result `create_agent` remakes for a malformed call after
+    # a failed run has none)
+    kept_calls = {
+        m.tool_call_id for m in view if isinstance(m, ToolMessage) and (m.id in recalled or not m.id)
+    }
+    kept_calls |= {c for m in view if not m.id for c in tool_call_ids(m)}
+    for m in view:
+        if set(tool_call_ids(m)) & kept_calls:
+            kept_calls |= set(tool_call_ids(m))
     total = 0
     for i, m in enumerate(view):
         if (
@@ -290,8 +315,8 @@ def generous_protected(
             or library_mark(m)
             or not m.id
             or m.id in recalled
-            or any(c not in answered or c in recalled_calls for c in tool_call_ids(m))
-            or (isinstance(m, ToolMessage) and m.tool_call_id in recalled_calls)
+            or any(c not in answered or c in kept_calls for c in tool_call_ids(m))
+            or (isinstance(m, ToolMessage) and m.tool_call_id in kept_calls)
         ):
             total += count(m)
     return total

@@ -16,8 +16,10 @@ from langmem_paging.testing.conformance import valid_chat as assert_valid_chat
 from .oracles import (
     chat_problems,
     generous_protected,
+    library_ids,
     library_tokens,
     order_label,
+    over_budget_unexplained,
     recall_structure_problems,
     same_messages,
     shows_page,
@@ -71,10 +73,9 @@ class PureChecks:
             result.view,
             count,
             set(PagingState.from_value(self.value).recalled),
-            {s.anchor for s in result.state.shown.values()}
-            | {c.anchor for c in result.state.clusters.values()},
+            library_ids(result.state),
         )
-        if generous <= (p.low_water or int(budget * 0.75)) and tokens - generous > 0.25 * budget:
+        if over_budget_unexplained(tokens, generous, budget, p.low_water):
             self.fail(
                 "over budget not explained by what is protected" + stuck_label(result.state, count),
                 f"tokens={tokens} budget={budget} protected(generous)={generous} "
