@@ -74,8 +74,6 @@ class StepOptions:
     """A tool result larger than this is paged on arrival (None: never)."""
     recent_messages: int = 6
     """Messages before the newest user message that count as recent context for policies."""
-    keep_ids_without_id: bool = True
-    """Messages with no id cannot be removed from state: keep them resident (replace mode)."""
     tiers: TierMode | None = None
     """Hot/warm/cold tier scoring (its warm digests are shown by the step), or None."""
     encoding: str | None = None

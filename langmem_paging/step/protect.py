@@ -3,7 +3,8 @@
 Protected: system and pinned messages, the newest user message, the latest tool group of the
 turn (an AI message with all its results; before any, everything after the newest user
 message), calls not answered yet, the library's own stand-ins, the results of the last recall,
-and (replace mode) messages with no id, which no update could remove. Only the current turn's
+and messages with no id, in either mode (a page brings its messages back by id; in replace mode
+no update could remove one from the state either). Only the current turn's
 unit is protected for being recent: an earlier turn's malformed call and its error result page
 like any other unit (while that result has no id yet, `step.malformed` shrinks the call instead).
 """
@@ -60,7 +61,7 @@ def _in_current_turn(ctx: StepContext, k: int, unit: Unit, latest_group: int | N
 
 def _kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
     """Protected whatever the turn: unanswered, ours, pinned, just recalled, or without an id."""
-    return _chosen_kept(ctx, unit, library) or _without_id(ctx, unit)
+    return _chosen_kept(ctx, unit, library) or _without_id(unit)
 
 
 def _chosen_kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
@@ -74,15 +75,15 @@ def _chosen_kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
     )
 
 
-def _without_id(ctx: StepContext, unit: Unit) -> bool:
-    return ctx.options.keep_ids_without_id and any(not m.id for m in unit.messages)
+def _without_id(unit: Unit) -> bool:
+    return any(not m.id for m in unit.messages)
 
 
 def unremovable(ctx: StepContext, k: int, unit: Unit) -> bool:
     """True for a unit of an earlier turn that only a message without an id keeps (no update could
     remove it): nothing else protects it."""
     return (
-        _without_id(ctx, unit)
+        _without_id(unit)
         and not _in_current_turn(ctx, k, unit, ctx.latest_group)
         and not _chosen_kept(ctx, unit, ctx.library_keys())
     )
