@@ -24,7 +24,9 @@ import re
 import sqlite3
 import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -35,6 +37,7 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parents[1])
 )  # run by path: evals/ and graphs/ (not installed) sit beside tools/
 
+from evals.datasets.records import Conversation, Question  # noqa: E402
 from evals.datasets.synthetic import generate  # noqa: E402
 from graphs.agent import chat_model  # noqa: E402
 from langmem_paging import TokenCounter, create_paging_agent, is_bookmark, reconstruct_history  # noqa: E402
@@ -151,7 +154,7 @@ def is_right(answer: str, gold: str) -> bool:
     return f" {norm(gold)} " in f" {norm(answer)} "
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -179,15 +182,31 @@ def main(argv: list[str] | None = None) -> int:
         help="a real chat model by init_chat_model name, e.g. openai:gpt-4o-mini (needs the "
         "openai extra and OPENAI_API_KEY); default: the offline scripted assistant",
     )
-    args = parser.parse_args(argv)
+    return parser
 
-    conversation = generate(n_turns=args.turns, n_facts=max(1, args.turns // 40), seed=0)
+
+@dataclass
+class Demo:
+    """The run's agent and what the checks read."""
+
+    args: argparse.Namespace
+    conversation: Conversation
+    user_turns: list[str]
+    agent: Any
+    thread_id: str
+    counter: TokenCounter
+    tool_tokens: int
+    """Tokens of the recall tool's schema: counted in every prompt."""
+
+    @property
+    def config(self) -> dict:
+        return {"configurable": {"thread_id": self.thread_id}}
+
+
+def _build(args: argparse.Namespace, conversation: Conversation) -> Demo:
+    """The agent on SQLite: a real model when ``--model`` names one, else the scripted assistant."""
     user_turns = [t.text for t in conversation.turns if t.speaker == "User"]
     replies = [t.text for t in conversation.turns if t.speaker == "Friend"]
-    if not 0 <= args.question < len(conversation.questions):
-        parser.error(f"--question must be in 0..{len(conversation.questions) - 1} for {args.turns} turns")
-    probe = conversation.questions[args.question]
-
     real_model = chat_model(args.model)
     model = real_model or ScriptedChatModel(
         responses=[scripted_assistant(replies)] * (len(user_turns) + 2 * MAX_RECALLS + 2)
@@ -204,37 +223,54 @@ def main(argv: list[str] | None = None) -> int:
         store=store,
         checkpointer=saver,
     )
-    thread_id = f"demo-{uuid.uuid4().hex[:8]}"
-    config = {"configurable": {"thread_id": thread_id}}
     counter = TokenCounter(model=real_model)
-    tools = counter.count_tools(agent.paging.tools)
-
+    demo = Demo(
+        args,
+        conversation,
+        user_turns,
+        agent,
+        f"demo-{uuid.uuid4().hex[:8]}",
+        counter,
+        counter.count_tools(agent.paging.tools),
+    )
     print(
         f"model: {args.model if real_model else 'scripted (offline; --model NAME for a real one)'}; "
-        f"budget {args.max_tokens} tokens (the recall tool's schema takes {tools}); boundary {args.boundary}; "
-        f"policy {args.policy}; store SQLite {args.db}; thread {thread_id}"
+        f"budget {args.max_tokens} tokens (the recall tool's schema takes {demo.tool_tokens}); boundary "
+        f"{args.boundary}; policy {args.policy}; store SQLite {args.db}; thread {demo.thread_id}"
     )
-    print(f"{'turn':>4} {'state msgs':>10} {'model received':>15} {'pages stored':>13}")
-    most = 0
-    for i, text in enumerate(user_turns, 1):
-        state = agent.invoke({"messages": [HumanMessage(text)]}, config)
-        received = counter(state["messages"][:-1]) + tools  # the prompt the model got this turn
-        most = max(most, received)
-        pages = (
-            len(agent.paging.page_store.list_pages(thread_id)) if i % 25 == 0 or i == len(user_turns) else ""
-        )
-        if i % 25 == 0 or i == len(user_turns) or i <= 3:
-            print(f"{i:>4} {len(state['messages']):>10} {received:>15} {pages!s:>13}")
-    print(f"most the model received in one turn: {most} tokens (budget {args.max_tokens})")
+    return demo
 
+
+def _replay(demo: Demo) -> tuple[dict, int]:
+    """Every user turn through the agent; the last state and the largest prompt the model got."""
+    print(f"{'turn':>4} {'state msgs':>10} {'model received':>15} {'pages stored':>13}")
+    most, state, last = 0, {}, len(demo.user_turns)
+    for i, text in enumerate(demo.user_turns, 1):
+        state = demo.agent.invoke({"messages": [HumanMessage(text)]}, demo.config)
+        received = demo.counter(state["messages"][:-1]) + demo.tool_tokens  # the prompt of this turn
+        most = max(most, received)
+        if i % 25 == 0 or i == last or i <= 3:
+            pages = (
+                len(demo.agent.paging.page_store.list_pages(demo.thread_id))
+                if i % 25 == 0 or i == last
+                else ""
+            )
+            print(f"{i:>4} {len(state['messages']):>10} {received:>15} {pages!s:>13}")
+    print(f"most the model received in one turn: {most} tokens (budget {demo.args.max_tokens})")
     bookmarks = [m.content for m in state["messages"] if is_bookmark(m)]
     print(f"\nbookmarks in context ({len(bookmarks)}):")
     for b in bookmarks:
-        print(f"  {b}  ({counter.count_text(b)} tokens)")
+        print(f"  {b}  ({demo.counter.count_text(b)} tokens)")
+    return state, most
 
+
+def _ask(demo: Demo, probe: Question) -> tuple[dict, bool]:
+    """Ask the probe question; print what the model recalled and answered; the state and RIGHT/WRONG."""
     print(f"\nquestion: {probe.question}   (gold: {probe.answer}, evidence {probe.evidence[0]})")
     seen = ToolResultsSeen()
-    state = agent.invoke({"messages": [HumanMessage(probe.question)]}, {**config, "callbacks": [seen]})
+    state = demo.agent.invoke(
+        {"messages": [HumanMessage(probe.question)]}, {**demo.config, "callbacks": [seen]}
+    )
     asked = next(i for i, m in enumerate(state["messages"]) if m.content == probe.question)
     answer = ""
     for message in state["messages"][asked + 1 :]:
@@ -247,36 +283,51 @@ def main(argv: list[str] | None = None) -> int:
             answer = str(message.content)
             print(f"model answers: {answer}")
     right = is_right(answer, probe.answer)
+    evidence = next(t.text for t in demo.conversation.turns if t.dia_id == probe.evidence[0])
     print(
         f"answer check: {'RIGHT' if right else 'WRONG'}: the answer {'names' if right else 'does not name'} "
-        f"the gold value {probe.answer!r} (evidence {probe.evidence[0]}: "
-        f"{next(t.text for t in conversation.turns if t.dia_id == probe.evidence[0])!r})"
+        f"the gold value {probe.answer!r} (evidence {probe.evidence[0]}: {evidence!r})"
     )
+    return state, right
 
-    store_pages = agent.paging.page_store
+
+def _lossless(demo: Demo, state: dict, probe: Question) -> bool:
+    """Does the history rebuilt from the state and the store hold every user turn, in order?"""
+    store_pages = demo.agent.paging.page_store
     history = reconstruct_history(
         state["messages"],
-        lambda p: store_pages.get(thread_id, p),
-        counter,
-        clusters=lambda c: store_pages.get_cluster(thread_id, c),
+        lambda p: store_pages.get(demo.thread_id, p),
+        demo.counter,
+        clusters=lambda c: store_pages.get_cluster(demo.thread_id, c),
         state=state["paging"],
     )
     said = [m.content for m in history if isinstance(m, HumanMessage)]
-    lossless = said == user_turns + [probe.question]
+    lossless = said == demo.user_turns + [probe.question]
     print(
         f"\nlossless: {lossless} ({len(history)} messages rebuilt from {len(state['messages'])} resident "
-        f"+ {len(store_pages.list_pages(thread_id))} stored pages, in order)"
+        f"+ {len(store_pages.list_pages(demo.thread_id))} stored pages, in order)"
     )
-    print(f"inspect it: langmem-paging inspect {thread_id} --store sqlite:///{args.db}")
-    failed = [
-        what
-        for what, ok in [
-            ("the answer is wrong", right),
-            ("the history is not lossless", lossless),
-            (f"a prompt passed the {args.max_tokens}-token budget", most <= args.max_tokens),
-        ]
-        if not ok
+    print(f"inspect it: langmem-paging inspect {demo.thread_id} --store sqlite:///{demo.args.db}")
+    return lossless
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    conversation = generate(n_turns=args.turns, n_facts=max(1, args.turns // 40), seed=0)
+    if not 0 <= args.question < len(conversation.questions):
+        parser.error(f"--question must be in 0..{len(conversation.questions) - 1} for {args.turns} turns")
+    probe = conversation.questions[args.question]
+    demo = _build(args, conversation)
+    _, most = _replay(demo)
+    state, right = _ask(demo, probe)
+    lossless = _lossless(demo, state, probe)
+    checks = [
+        ("the answer is wrong", right),
+        ("the history is not lossless", lossless),
+        (f"a prompt passed the {args.max_tokens}-token budget", most <= args.max_tokens),
     ]
+    failed = [what for what, ok in checks if not ok]
     print(
         f"demo: {'FAILED: ' + '; '.join(failed) if failed else 'OK (right answer, lossless, within budget)'}"
     )

@@ -20,8 +20,10 @@ OPERATORS_RUN = ["--turns", "120", "--max-tokens", "900", "--boundary", "fixed_6
 def demo():
     spec = importlib.util.spec_from_file_location("paging_demo", DEMO)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would: dataclasses look their module up there
     spec.loader.exec_module(module)
-    return module
+    yield module
+    sys.modules.pop(spec.name, None)
 
 
 def run_demo(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
