@@ -66,6 +66,7 @@ def _rows(path, cells):
                     "sample_id": f"s{k // 2}",
                     "question_index": k % 2,
                     "category": 1,
+                    "evidence": ["D1:1"],
                     "evidence_coverage": value,
                     "page_selection_top1": value,
                 }
@@ -95,10 +96,10 @@ def test_study_findings_set_each_claim_beside_a_paired_difference(tmp_path):
     rows = {
         r["finding"]: r
         for r in study_findings(
-            synthetic, bookmarks, synthetic_policies=synthetic, locomo_policies=locomo, budget=100
+            synthetic, bookmarks, synthetic_policies=synthetic, locomo_policies=locomo, budgets=[100]
         )
     }
-    drop = rows["topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20"]
+    drop = rows["topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20, synthetic"]
     assert drop["ours"] == -0.75 and drop["study"] == -0.4
     assert rows["fixed_20 pages reach 96.7% (synthetic)"]["ours"] == 1.0
     gain = rows["bookmark strategy discriminative - heuristic (frequent words), evidence_coverage"]
