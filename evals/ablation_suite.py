@@ -4,7 +4,7 @@ Six ``python -m evals ablate`` runs (`SUITE`), each at every budget, under one o
 (re-running resumes each run where it stopped); then each run's summary.json and summary.md are copied
 into a data directory (small: no per-question rows) beside findings.json and findings.md, the study's
 findings against ours at each budget (`evals.report.write_findings`). Findings are written only from
-complete runs of one commit (`check_suite`), so a table never mixes a half-run or an older library.
+complete runs made by one version of the code that produces their rows (`check_suite`), so a table never mixes a half-run or an older library.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ __all__ = [
     "SUITE",
     "SuiteIncomplete",
     "SuiteRun",
+    "RESULT_CODE",
+    "same_code",
     "ablate_argv",
     "check_suite",
     "run_suite",
@@ -74,6 +76,26 @@ SUMMARY_FILES = ("summary.json", "summary.md")
 """What the data directory keeps of each run."""
 
 
+RESULT_CODE = (
+    ":(top)langmem_paging",
+    ":(top)evals",
+    ":(top,exclude)evals/report.py",
+    ":(top,exclude)evals/ablation_suite.py",
+    ":(top,exclude)evals/cli.py",
+)
+"""The code a run's rows depend on (git pathspecs): the library and the harness, not the reports made
+from the rows nor the command line that starts them."""
+
+
+def same_code(a: str | None, b: str | None) -> bool:
+    """Whether commits `a` and `b` hold the same `RESULT_CODE` (unknown commits: not known to)."""
+    from evals.runner import _git
+
+    if a is None or b is None:
+        return False
+    return a == b or _git("diff", "--name-only", a, b, "--", *RESULT_CODE) == ""
+
+
 class SuiteIncomplete(ValueError):
     """A run of the suite is missing, partial, or from another commit: no findings are written."""
 
@@ -111,7 +133,7 @@ def check_suite(
     out: Path, budgets: Sequence[int], boundaries: Sequence[str], *, commit: str | None = None
 ) -> dict[str, dict]:
     """Each run's header, once every run of `SUITE` under `out` holds every (budget, boundary, policy)
-    cell for every conversation it saw, all at one commit (`commit`, when given, too).
+    cell for every conversation it saw, all made by the same `RESULT_CODE` (as `commit`'s, when given).
 
     Raises:
         SuiteIncomplete: naming the run and what it lacks.
@@ -139,10 +161,11 @@ def check_suite(
             )
         headers[run.name] = head
     commits = {name: head.get("git_commit") for name, head in headers.items()}
-    if len(set(commits.values())) > 1 or (commit is not None and set(commits.values()) != {commit}):
+    first = commit if commit is not None else next(iter(commits.values()))
+    if not all(same_code(first, c) for c in commits.values()):
         raise SuiteIncomplete(
-            f"the runs under {out} come from commits {commits}"
-            + (f" (the code is at {commit})" if commit else "")
+            f"the runs under {out} come from commits {commits}, whose code differs"
+            + (f" from the code's ({commit})" if commit else "")
             + ": use a new --out, or pass --any-commit to resume them as they are"
         )
     return headers
@@ -161,7 +184,8 @@ def run_suite(
     """Run (or resume) every run of `SUITE` under `out` with `ablate` (``evals.cli.main``), copy each
     run's summaries into `data_dir`, and write the findings there at each budget; return them.
     `passthrough`: ``ablate`` options every run takes (conversations, processes, ...). `commit`: the
-    code's commit, which runs resumed from `out` must match (None: any, all alike).
+    code's commit: runs resumed from `out` must have been made by the same `RESULT_CODE` (None: any,
+    all alike).
 
     Raises:
         SuiteIncomplete: a run did not finish (see `check_suite`).
@@ -175,12 +199,13 @@ def run_suite(
             for run in SUITE
             if (out / run.name / "results.jsonl").exists()
             for head in [_questions(out / run.name)[0]]
-            if head.get("git_commit") != commit
+            if not same_code(head.get("git_commit"), commit)
         }
         if stale:
             raise SuiteIncomplete(
-                f"the runs {stale} under {out} come from another commit than the code's ({commit}): "
-                "use a new --out, or pass --any-commit to resume them as they are"
+                f"the runs {stale} under {out} come from another commit than the code's ({commit}), "
+                "and langmem_paging/ or evals/ changed since: use a new --out, or pass "
+                "--any-commit to resume them as they are"
             )
     wall: dict[str, float] = {}
     for run in SUITE:

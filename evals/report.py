@@ -541,12 +541,13 @@ def _findings_at(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
         best = _best_policy(arms, policies, claimed)
         out.append(
             _finding(
-                f"{claimed.upper()} is the best policy on {name} ({protocol}): {claimed} - {best['rival']}",
+                f"{claimed.upper()} is the best policy on {name} ({protocol}): {claimed} - best other",
                 None,
                 best["diff"],
                 _policy_verdict(best, claimed),
                 _paged_out(rows, budget, list(arms)),
-                "mean coverage over boundaries: " + ", ".join(f"{p} {m}" for p, m in best["means"].items()),
+                f"best other: {best['rival']}; mean coverage over boundaries: "
+                + ", ".join(f"{p} {m}" for p, m in best["means"].items()),
             )
         )
     base = next(r["policy"] for r in bm if "+" not in r["policy"])

@@ -105,5 +105,5 @@ def test_study_findings_set_each_claim_beside_a_paired_difference(tmp_path):
     gain = rows["bookmark strategy discriminative - heuristic (frequent words), evidence_coverage"]
     assert gain["ours"] == 0.75 and gain["study"] == 0.087
     assert rows["keyword specificity alone (thread IDF on - off), LoCoMo, page_selection_top1"]["ours"] == 0.5
-    lfu = rows["LFU is the best policy on LoCoMo (streaming): lfu - fifo"]
+    lfu = rows["LFU is the best policy on LoCoMo (streaming): lfu - best other"]
     assert lfu["ours"] == 0.375 and lfu["verdict"] == "reproduces"  # pooled over both boundaries
