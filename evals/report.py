@@ -636,6 +636,46 @@ def findings_table(rows: list[dict]) -> str:
     )
 
 
+SHORT_VERDICTS = (
+    ("reproduces", "yes"),
+    ("direction reproduces", "direction, not size"),
+    ("direction only", "direction only"),
+    ("not measurable", "nothing paged out"),
+    ("not shown", "no: tied"),
+    ("does not reproduce", "no"),
+)
+"""`study_findings` verdicts by prefix, as the one-line table says them."""
+
+
+def _short(verdict: str) -> str:
+    if verdict.startswith(("lower here", "higher here")):
+        return verdict.replace(" here", "")
+    if verdict.startswith("not shown") and "highest" in verdict:
+        return "direction only"
+    return next((short for prefix, short in SHORT_VERDICTS if verdict.startswith(prefix)), verdict)
+
+
+def findings_by_budget(rows: list[dict]) -> str:
+    """`study_findings` rows as one line per finding: the study's value, then ours at each budget
+    (a level, or a difference with its 95% interval) and the verdict in a word or two."""
+    budgets = sorted({r["budget"] for r in rows})
+    lines = []
+    for finding in dict.fromkeys(r["finding"] for r in rows):
+        mine = {r["budget"]: r for r in rows if r["finding"] == finding}
+        first = next(iter(mine.values()))
+        line = {"finding": finding, "study": first["study"]}
+        for b, r in mine.items():
+            if r["ours"] is None:
+                cell = "not measured"
+            elif r["ci95"] is None:
+                cell = f"{r['ours']:.3f}"
+            else:
+                cell = f"{r['ours']:+.3f} [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}]"
+            line[f"B={b}"] = f"{cell}: {_short(r['verdict'])}"
+        lines.append(line)
+    return markdown_table(lines, ["finding", "study", *(f"B={b}" for b in budgets)])
+
+
 def write_findings(
     out: str | Path,
     synthetic: str | Path,
@@ -648,8 +688,9 @@ def write_findings(
     locomo: str | Path | None = None,
     extra: dict | None = None,
 ) -> list[dict]:
-    """`study_findings` as ``out/findings.json`` (``{"budgets", "findings", **extra}``) and a markdown
-    table ``out/findings.md`` with a budget column."""
+    """`study_findings` as ``out/findings.json`` (``{"budgets", "findings", **extra}``) and
+    ``out/findings.md``: a line per finding with a column per budget (`findings_by_budget`), then
+    every row with its budget, verdict and note (`findings_table`)."""
     rows = study_findings(
         synthetic,
         bookmarks,
@@ -663,5 +704,13 @@ def write_findings(
     out.mkdir(parents=True, exist_ok=True)
     record = {"budgets": list(budgets), "findings": rows, **(extra or {})}
     (out / "findings.json").write_text(json.dumps(record, indent=1) + "\n")
-    (out / "findings.md").write_text(findings_table(rows) + "\n")
+    (out / "findings.md").write_text(
+        "# The cooperative-paging study's ablation findings against ours\n\n"
+        + findings_by_budget(rows)
+        + "\n\n"
+        + BOOTSTRAP_NOTE
+        + " A note counts the questions whose evidence was paged out in the arms compared.\n\n"
+        + findings_table(rows)
+        + "\n"
+    )
     return rows
