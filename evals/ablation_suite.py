@@ -129,11 +129,9 @@ def _questions(path: Path) -> tuple[dict, list[dict]]:
     return load_results(path)
 
 
-def check_suite(
-    out: Path, budgets: Sequence[int], boundaries: Sequence[str], *, commit: str | None = None
-) -> dict[str, dict]:
+def check_suite(out: Path, budgets: Sequence[int], boundaries: Sequence[str]) -> dict[str, dict]:
     """Each run's header, once every run of `SUITE` under `out` holds every (budget, boundary, policy)
-    cell for every conversation it saw, all made by the same `RESULT_CODE` (as `commit`'s, when given).
+    cell for every conversation it saw, all made by the same `RESULT_CODE`.
 
     Raises:
         SuiteIncomplete: naming the run and what it lacks.
@@ -161,12 +159,10 @@ def check_suite(
             )
         headers[run.name] = head
     commits = {name: head.get("git_commit") for name, head in headers.items()}
-    first = commit if commit is not None else next(iter(commits.values()))
+    first = next(iter(commits.values()))
     if not all(same_code(first, c) for c in commits.values()):
         raise SuiteIncomplete(
-            f"the runs under {out} come from commits {commits}, whose code differs"
-            + (f" from the code's ({commit})" if commit else "")
-            + ": use a new --out, or pass --any-commit to resume them as they are"
+            f"the runs under {out} come from commits {commits}, whose code differs: use a new --out"
         )
     return headers
 
@@ -215,7 +211,7 @@ def run_suite(
         if ablate(argv) != 0:
             raise SuiteIncomplete(f"run {run.name!r} failed: python -m evals {' '.join(argv)}")
         wall[run.name] = round(time.perf_counter() - start, 1)
-    headers = check_suite(out, budgets, boundaries, commit=commit)
+    headers = check_suite(out, budgets, boundaries)
     for run in SUITE:
         target = data_dir / run.name
         target.mkdir(parents=True, exist_ok=True)
@@ -241,7 +237,8 @@ def run_suite(
         synthetic_bookmarks=out / "bookmarks-synthetic",
         locomo=out / "locomo",
         budgets=budgets,
-        extra={"runs": runs, "this_invocation_seconds": wall},
+        # this invocation's wall seconds per run (about 0 for a run already complete)
+        extra={"runs": runs, "wall_seconds": wall},
     )
 
 
