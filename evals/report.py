@@ -641,17 +641,23 @@ SHORT_VERDICTS = (
     ("direction reproduces", "direction, not size"),
     ("direction only", "direction only"),
     ("not measurable", "nothing paged out"),
-    ("not shown", "no: tied"),
     ("does not reproduce", "no"),
 )
 """`study_findings` verdicts by prefix, as the one-line table says them."""
 
 
 def _short(verdict: str) -> str:
+    """A verdict in a few words (`findings_by_budget`), keeping which policy won or tied."""
+    import re
+
     if verdict.startswith(("lower here", "higher here")):
         return verdict.replace(" here", "")
-    if verdict.startswith("not shown") and "highest" in verdict:
+    if m := re.fullmatch(r"not shown: (.*) level on (every question|average)", verdict):
+        return f"no: {m.group(1).replace(', ', ' = ')}" + (" on every question" if "every" in verdict else "")
+    if m := re.fullmatch(r"not shown: (\w+) is highest, but the interval includes 0", verdict):
         return "direction only"
+    if m := re.fullmatch(r"does not reproduce: (\S+) is (highest|higher)( \(.*includes 0\))?", verdict):
+        return f"no: {m.group(1)} {m.group(2)}" + (", interval includes 0" if m.group(3) else "")
     return next((short for prefix, short in SHORT_VERDICTS if verdict.startswith(prefix)), verdict)
 
 

@@ -107,3 +107,22 @@ def test_study_findings_set_each_claim_beside_a_paired_difference(tmp_path):
     assert rows["keyword specificity alone (thread IDF on - off), LoCoMo, page_selection_top1"]["ours"] == 0.5
     lfu = rows["LFU is the best policy on LoCoMo (streaming): lfu - best other"]
     assert lfu["ours"] == 0.375 and lfu["verdict"] == "reproduces"  # pooled over both boundaries
+
+
+def test_the_table_by_budget_says_each_verdict_in_a_few_words_keeping_who_won():
+    from evals.report import _short
+
+    assert _short("does not reproduce: lru is higher") == "no: lru higher"
+    assert (
+        _short("does not reproduce: semantic is highest (lfu's deficit's interval includes 0)")
+        == "no: semantic highest, interval includes 0"
+    )
+    assert (
+        _short("not shown: fifo, lru, lfu level on every question")
+        == "no: fifo = lru = lfu on every question"
+    )
+    assert _short("not measurable: no evidence was paged out at this budget") == "nothing paged out"
+    assert _short("lower here by 0.060") == "lower by 0.060"
+    assert _short("direction reproduces, size does not (the study's value is outside the interval)") == (
+        "direction, not size"
+    )
