@@ -266,8 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--any-commit",
         action="store_true",
-        help="resume runs under --out made by another commit of the code (default: refuse, since the "
-        "findings would mix two libraries)",
+        help="resume runs under --out made by a commit whose langmem_paging/ or evals/ differs from the "
+        "code's (default: refuse, since the findings would mix two libraries)",
     )
     p = sub.add_parser("needles", help="needle density: NRR vs ECR per policy (one needle per segment)")
     _add_common(p)
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _ablation_suite(parser, args) -> int:
     from evals.ablation_suite import SuiteIncomplete, run_suite, summary_line
-    from evals.report import findings_table
+    from evals.report import findings_by_budget
     from evals.runner import _git
 
     lacking = [b for b in NEEDED_BOUNDARIES if b not in args.boundaries]
@@ -417,7 +417,7 @@ def _ablation_suite(parser, args) -> int:
     except SuiteIncomplete as error:
         print(f"ablation-suite: {error}", file=sys.stderr)
         return 1
-    print(findings_table(rows))
+    print(findings_by_budget(rows))
     print(
         f"\n{summary_line(rows)}\nwrote {args.data_dir}/findings.json, findings.md and each run's summaries"
     )
