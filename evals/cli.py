@@ -1,10 +1,11 @@
-"""``python -m evals {locomo,synthetic,ablate,needles}``."""
+"""``python -m evals {locomo,synthetic,ablate,ablation-suite,needles}``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from evals.ablation_suite import BOUNDARIES, NEEDED_BOUNDARIES
 from evals.methods import METHODS
 from evals.paging_method import reader_of
 from evals.policy_spec import paging_options, split_specs
@@ -213,6 +214,61 @@ def build_parser() -> argparse.ArgumentParser:
         "lfu+tiers:utility",
     )
     p.add_argument("--on", choices=["locomo", "synthetic"], default="locomo", help="dataset for the ablation")
+    p = sub.add_parser(
+        "ablation-suite",
+        help="the study's ablation: six ablate runs (grids, streaming policies, bookmark strategies) at "
+        "every budget, their summaries and the findings table into --data-dir",
+    )
+    p.add_argument("--out", required=True, help="runs' directory, one folder per run (re-running resumes)")
+    p.add_argument(
+        "--data-dir",
+        required=True,
+        help="where each run's summary.json/summary.md and findings.json/findings.md go "
+        "(the notebook's: notebooks/data/ablation)",
+    )
+    p.add_argument(
+        "--budgets",
+        type=_csv(int),
+        default=[2000, 4000, 8000],
+        help="token budgets B, comma-separated (default 2000,4000,8000)",
+    )
+    p.add_argument(
+        "--boundaries",
+        type=_csv(),
+        default=list(BOUNDARIES),
+        help=f"the grids' boundary strategies (default {','.join(BOUNDARIES)}; must keep "
+        f"{' and '.join(NEEDED_BOUNDARIES)}, which the findings compare)",
+    )
+    p.add_argument(
+        "--limit", type=int, default=None, help="use only the first N conversations of each dataset"
+    )
+    p.add_argument(
+        "--data", default=None, help="LoCoMo file (official format); default $LOCOMO_PATH or shared dev"
+    )
+    p.add_argument(
+        "--synthetic-conversations",
+        type=int,
+        default=5,
+        help="synthetic: conversations generated, seeds 0..N-1 (default 5)",
+    )
+    p.add_argument(
+        "--synthetic-turns", type=int, default=600, help="synthetic: turns per conversation (default 600)"
+    )
+    p.add_argument(
+        "--synthetic-facts",
+        type=int,
+        default=30,
+        help="synthetic: planted facts per conversation (default 30)",
+    )
+    p.add_argument("--processes", type=int, default=1, help="units run in this many processes (default 1)")
+    p.add_argument("--threads", type=int, default=None, help="BLAS/runtime threads per process")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--any-commit",
+        action="store_true",
+        help="resume runs under --out made by a commit whose langmem_paging/ or evals/ differs from the "
+        "code's (default: refuse, since the findings would mix two libraries)",
+    )
     p = sub.add_parser("needles", help="needle density: NRR vs ECR per policy (one needle per segment)")
     _add_common(p)
     p.set_defaults(budgets=[])
@@ -242,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "needles":
         return _needles(parser, args)
+    if args.command == "ablation-suite":
+        return _ablation_suite(parser, args)
 
     from evals.threads import pin_threads, threads_per_process
 
@@ -329,6 +387,40 @@ def main(argv: list[str] | None = None) -> int:
         cols += ["answer_f1", "judge_score", "recall_trigger_rate"]
     print(markdown_table(summary["rows"], cols))
     print(f"\nwrote {args.out}/results.jsonl, summary.json, summary.md and plots")
+    return 0
+
+
+def _ablation_suite(parser, args) -> int:
+    from evals.ablation_suite import SuiteIncomplete, run_suite, summary_line
+    from evals.report import findings_by_budget
+    from evals.runner import _git
+
+    lacking = [b for b in NEEDED_BOUNDARIES if b not in args.boundaries]
+    if lacking:
+        parser.error(f"--boundaries must include {', '.join(lacking)}: the findings compare them")
+    passthrough = [
+        f"--{name.replace('_', '-')}={value}"
+        for name in ("limit", "data", "synthetic_conversations", "synthetic_turns", "synthetic_facts")
+        + ("processes", "threads")
+        if (value := getattr(args, name)) is not None
+    ] + (["--no-progress"] if args.no_progress else [])
+    try:
+        rows = run_suite(
+            args.out,
+            args.data_dir,
+            budgets=args.budgets,
+            boundaries=args.boundaries,
+            passthrough=passthrough,
+            ablate=main,
+            commit=None if args.any_commit else _git("rev-parse", "HEAD"),
+        )
+    except SuiteIncomplete as error:
+        print(f"ablation-suite: {error}", file=sys.stderr)
+        return 1
+    print(findings_by_budget(rows))
+    print(
+        f"\n{summary_line(rows)}\nwrote {args.data_dir}/findings.json, findings.md and each run's summaries"
+    )
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -312,37 +313,51 @@ def coverage_figure(rows: list[dict]):
 
 
 def heatmap_figure(rows: list[dict], *, budget: int | None = None, metric: str = "evidence_coverage"):
-    """Boundary x policy heatmap of `metric` at `budget` (default: the largest run)."""
+    """Boundary x policy heatmaps of `metric`, one panel per budget (or only `budget`), on one colour
+    scale so that panels compare."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    budget = max(r["budget"] for r in rows) if budget is None else budget
-    cells = [r for r in rows if r["budget"] == budget]
-    boundaries = list(dict.fromkeys(r["boundary"] for r in cells))
-    policies = list(dict.fromkeys(r["policy"] for r in cells))
-    grid = [
+    budgets = sorted({r["budget"] for r in rows}) if budget is None else [budget]
+    boundaries = list(dict.fromkeys(r["boundary"] for r in rows))
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    grids = [
         [
-            next((r[metric] or 0.0 for r in cells if r["boundary"] == b and r["policy"] == p), 0.0)
-            for p in policies
+            [
+                next(
+                    (
+                        r[metric] or 0.0
+                        for r in rows
+                        if r["budget"] == b and r["boundary"] == bd and r["policy"] == p
+                    ),
+                    0.0,
+                )
+                for p in policies
+            ]
+            for bd in boundaries
         ]
-        for b in boundaries
+        for b in budgets
     ]
-    image = ax.imshow(grid, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(policies)), policies)
-    ax.set_yticks(range(len(boundaries)), boundaries)
-    low, high = image.get_clim()
-    for i, row in enumerate(grid):
-        for j, v in enumerate(row):  # dark text on viridis' bright end, white on its dark end
-            bright = high > low and (v - low) / (high - low) > 0.6
-            ax.text(
-                j, i, f"{v:.3f}", ha="center", va="center", color="#1d2330" if bright else "w", fontsize=8
-            )
-    fig.colorbar(image, ax=ax, label=metric.replace("_", " "))
-    ax.set_title(f"Paging ablation at budget {budget}")
-    fig.tight_layout()
+    values = [v for grid in grids for row in grid for v in row]
+    low, high = min(values), max(values)
+    fig, axes = plt.subplots(
+        1, len(budgets), figsize=(1.2 + 1.3 * len(policies) * len(budgets), 4.2), squeeze=False
+    )
+    for ax, b, grid in zip(axes[0], budgets, grids, strict=True):
+        image = ax.imshow(grid, cmap="viridis", aspect="auto", vmin=low, vmax=high)
+        ax.set_xticks(range(len(policies)), policies, rotation=30, ha="right")
+        ax.set_yticks(range(len(boundaries)), boundaries if ax is axes[0][0] else [])
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):  # dark text on viridis' bright end, white on its dark end
+                bright = high > low and (v - low) / (high - low) > 0.6
+                ax.text(
+                    j, i, f"{v:.3f}", ha="center", va="center", color="#1d2330" if bright else "w", fontsize=8
+                )
+        ax.set_title(f"B = {b}")
+    fig.colorbar(image, ax=list(axes[0]), label=metric.replace("_", " "))
+    fig.suptitle("Paging ablation: boundary x policy")
     return fig
 
 
@@ -388,6 +403,32 @@ def _by_arm(rows: list[dict], metric: str, budget: int) -> dict[tuple, dict[tupl
     return out
 
 
+def _paged_out(rows: list[dict], budget: int, arms: Sequence[tuple]) -> tuple[int, int]:
+    """``(paged, asked)``: of the questions (categories 1-4, with evidence) asked at `budget` in any
+    of `arms` (``(boundary, policy)``), how many had evidence paged out in at least one of them: where
+    none had, no arm can differ from another, and an interval of width 0 says so, not that two
+    strategies are equal."""
+    asked: dict[tuple, bool] = {}
+    for r in rows:
+        arm = (r["boundary"], r["policy"])
+        if r["budget"] == budget and r["category"] != 5 and r.get("evidence") and arm in arms:
+            key = (r["sample_id"], r["question_index"])
+            asked[key] = asked.get(key, False) or r.get("page_selection_top1") is not None
+    return sum(asked.values()), len(asked)
+
+
+def _finding(finding: str, study, diff: dict, verdict: str, paged: tuple[int, int], note: str = "") -> dict:
+    """A findings row; with no evidence paged out in the arms compared, nothing was measured."""
+    return {
+        "finding": finding,
+        "study": study,
+        "ours": diff["diff"],
+        "ci95": diff["ci95"],
+        "verdict": verdict if paged[0] else "not measurable: no evidence was paged out at this budget",
+        "note": f"{note}; " * bool(note) + f"questions with evidence paged out: {paged[0]}/{paged[1]}",
+    }
+
+
 def _paired(arms: dict, a: tuple, b: tuple) -> dict:
     """`a` minus `b` over the questions both have, clustered bootstrap (`paired_bootstrap`)."""
     from evals.metrics import paired_bootstrap
@@ -404,6 +445,8 @@ def _verdict(diff: dict, sign: int, study: float | None = None) -> str:
     if diff.get("diff") is None:
         return "not measured"
     low, high = diff["ci95"]
+    if low == high == 0:
+        return "does not reproduce: no question scored differently"
     if low > 0 if sign > 0 else high < 0:
         if study is not None and not low <= study <= high:
             return "direction reproduces, size does not (the study's value is outside the interval)"
@@ -419,8 +462,8 @@ def _mean(values) -> float | None:
 
 
 def _best_policy(arms: dict, policies: list[str], claimed: str) -> dict:
-    """The policy with the highest coverage averaged over boundaries, and the claimed policy minus the
-    best other one (paired over every boundary's questions)."""
+    """The policy with the highest coverage averaged over boundaries, the policies level with it, and
+    the claimed policy minus the best other one (paired over every boundary's questions)."""
     boundaries = sorted({b for b, _ in arms})
     means = {p: _mean(v for b in boundaries for v in arms.get((b, p), {}).values()) for p in policies}
     ranked = sorted((p for p in policies if means[p] is not None), key=lambda p: -(means[p] or 0.0))
@@ -437,7 +480,113 @@ def _best_policy(arms: dict, policies: list[str], claimed: str) -> dict:
         [pooled[("all", rival)][k] for k in shared],
         clusters=[k[1] for k in shared],
     )
-    return {"means": means, "best": ranked[0], "rival": rival, "diff": diff}
+    level = [p for p in ranked if means[p] == means[ranked[0]]]
+    return {"means": means, "best": ranked[0], "level": level, "rival": rival, "diff": diff}
+
+
+def _policy_verdict(best: dict, claimed: str) -> str:
+    """Whether the claimed policy is the best one (`_best_policy`): its lead's interval above 0, or
+    level with others, or beaten."""
+    low, high = best["diff"]["ci95"]
+    if claimed in best["level"] and len(best["level"]) > 1:
+        how = "on every question" if low == high == 0 else "on average"
+        return f"not shown: {', '.join(best['level'])} level {how}"
+    if best["best"] == claimed:
+        return "reproduces" if low > 0 else f"not shown: {claimed} is highest, but the interval includes 0"
+    if low <= 0 <= high:
+        return f"does not reproduce: {best['best']} is highest ({claimed}'s deficit's interval includes 0)"
+    return f"does not reproduce: {best['best']} is higher"
+
+
+def _findings_at(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
+    """`study_findings` at one budget; `runs`: question rows by run name (see `study_findings`)."""
+    syn, bm = runs["synthetic"], runs["bookmarks"]
+    cov = _by_arm(syn, "evidence_coverage", budget)
+    ours = _mean(cov.get(("fixed_20", "fifo"), {}).values()) or 0.0
+    gap = abs(ours - STUDY["fixed_20"])
+    out = [
+        _finding(
+            "fixed_20 pages reach 96.7% (synthetic)",
+            STUDY["fixed_20"],
+            {"diff": ours, "ci95": None},
+            "reproduces"
+            if gap <= 0.03
+            else f"{'lower' if ours < STUDY['fixed_20'] else 'higher'} here by {gap:.3f}",
+            _paged_out(syn, budget, [("fixed_20", "fifo")]),
+        )
+    ]
+    study_drop = round(STUDY["topic_shift"] - STUDY["fixed_20"], 3)
+    for name, rows in [("synthetic", syn)] + ([("LoCoMo", runs["locomo"])] if "locomo" in runs else []):
+        cov = _by_arm(rows, "evidence_coverage", budget)
+        arms = [("topic_shift", "fifo"), ("fixed_20", "fifo")]
+        drop = _paired(cov, *arms)
+        out.append(
+            _finding(
+                f"topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20, {name}",
+                study_drop,
+                drop,
+                _verdict(drop, -1, study_drop),
+                _paged_out(rows, budget, arms),
+                f"topic_shift/fifo {_mean(cov.get(arms[0], {}).values())}",
+            )
+        )
+    policies = ["fifo", "lru", "lfu", "semantic"]
+    grids = [("synthetic", "streaming", runs["synthetic_policies"], "fifo")]
+    grids += [("LoCoMo", "streaming", runs["locomo_policies"], "lfu")]
+    # asked only at the end nothing is recalled first, so FIFO, LRU and LFU should evict alike: measured
+    grids += [("synthetic", "end", syn, "fifo")]
+    grids += [("LoCoMo", "end", runs["locomo"], "lfu")] if "locomo" in runs else []
+    for name, protocol, rows, claimed in grids:
+        arms = _by_arm(rows, "evidence_coverage", budget)
+        best = _best_policy(arms, policies, claimed)
+        out.append(
+            _finding(
+                f"{claimed.upper()} is the best policy on {name} ({protocol}): {claimed} - best other",
+                None,
+                best["diff"],
+                _policy_verdict(best, claimed),
+                _paged_out(rows, budget, list(arms)),
+                f"best other: {best['rival']}; mean coverage over boundaries: "
+                + ", ".join(f"{p} {m}" for p, m in best["means"].items()),
+            )
+        )
+    base = next(r["policy"] for r in bm if "+" not in r["policy"])
+    heuristic = ("fixed_20", f"{base}+bookmarks:frequent")
+    for metric in ("evidence_coverage", "page_selection_top1"):
+        arms = _by_arm(bm, metric, budget)
+        for strategy, study in (
+            ((base, "keywords (default)"), STUDY["strategy_gains"][0]),
+            ((f"{base}+bookmarks:discriminative", "discriminative"), STUDY["strategy_gains"][1]),
+        ):
+            diff = _paired(arms, ("fixed_20", strategy[0]), heuristic)
+            claim = study if metric == "evidence_coverage" else None
+            out.append(
+                _finding(
+                    f"bookmark strategy {strategy[1]} - heuristic (frequent words), {metric}",
+                    claim,
+                    diff,
+                    _verdict(diff, 1, claim),
+                    _paged_out(bm, budget, [("fixed_20", strategy[0]), heuristic]),
+                )
+            )
+    pairs = [("LoCoMo", bm)] + (
+        [("synthetic", runs["synthetic_bookmarks"])] if "synthetic_bookmarks" in runs else []
+    )
+    for name, rows in pairs:
+        own = next(r["policy"] for r in rows if "+" not in r["policy"])
+        compared = [("fixed_20", own), ("fixed_20", f"{own}+bookmarks:frequent")]
+        for metric in ("page_selection_top1", "evidence_coverage"):
+            diff = _paired(_by_arm(rows, metric, budget), *compared)
+            out.append(
+                _finding(
+                    f"keyword specificity alone (thread IDF on - off), {name}, {metric}",
+                    STUDY["specificity"],
+                    diff,
+                    _verdict(diff, 1, STUDY["specificity"]),
+                    _paged_out(rows, budget, compared),
+                )
+            )
+    return [{"budget": budget, **row} for row in out]
 
 
 def study_findings(
@@ -446,108 +595,91 @@ def study_findings(
     *,
     synthetic_policies: str | Path,
     locomo_policies: str | Path,
-    budget: int,
+    budgets: Sequence[int],
     synthetic_bookmarks: str | Path | None = None,
+    locomo: str | Path | None = None,
 ) -> list[dict]:
-    """Each of the study's ablation findings beside ours, from four ablation runs' result files, all
-    at `budget`: the boundary x policy grid on synthetic probes (`synthetic`), the bookmark
+    """Each of the study's ablation findings beside ours at each of `budgets` (one row per finding
+    and budget, each with its ``budget``), from the ablation runs' result files: the boundary x
+    policy grid on synthetic probes (`synthetic`) and on LoCoMo (`locomo`, optional), the bookmark
     strategies on LoCoMo (`bookmarks`: ``POLICY``, ``POLICY+bookmarks:discriminative``,
     ``POLICY+bookmarks:frequent`` at fixed_20), and the policies on synthetic probes and on LoCoMo
     under the streaming protocol (`synthetic_policies`, `locomo_policies`: questions asked as the
     conversation goes and kept, so recalls give LRU and LFU their statistics; asked only at the end,
-    nothing is recalled before a question and FIFO, LRU and LFU evict alike). Differences are paired
-    over questions with a 95% bootstrap interval over conversations; a verdict says whether the
-    interval goes the study's way. `synthetic_bookmarks`: the bookmark strategies on synthetic probes
-    too (for keyword specificity there)."""
-    syn = load_results(synthetic)[1]
-    bm = load_results(bookmarks)[1]
-    out = []
-    cov = _by_arm(syn, "evidence_coverage", budget)
-    level = {arm: _mean(v.values()) for arm, v in cov.items()}
-    drop = _paired(cov, ("topic_shift", "fifo"), ("fixed_20", "fifo"))
-    ours = level.get(("fixed_20", "fifo")) or 0.0
-    out.append(
-        {
-            "finding": "fixed_20 pages reach 96.7% (synthetic)",
-            "study": STUDY["fixed_20"],
-            "ours": ours,
-            "ci95": None,
-            "verdict": "reproduces"
-            if abs(ours - STUDY["fixed_20"]) <= 0.03
-            else f"{'lower' if ours < STUDY['fixed_20'] else 'higher'} here by {abs(ours - STUDY['fixed_20']):.3f}",
-        }
+    nothing is recalled before a question and FIFO, LRU and LFU should evict alike, which the end
+    grids' policy rows measure). Differences are paired over questions with a 95% bootstrap interval
+    over conversations; a verdict says whether the interval goes the study's way; a note counts the
+    questions whose evidence was paged out at all (none: nothing to measure at that budget).
+    `synthetic_bookmarks`: the bookmark strategies on synthetic probes too (for keyword specificity
+    there)."""
+    paths = {
+        "synthetic": synthetic,
+        "bookmarks": bookmarks,
+        "synthetic_policies": synthetic_policies,
+        "locomo_policies": locomo_policies,
+        "synthetic_bookmarks": synthetic_bookmarks,
+        "locomo": locomo,
+    }
+    runs = {name: load_results(path)[1] for name, path in paths.items() if path is not None}
+    return [row for budget in budgets for row in _findings_at(budget, runs)]
+
+
+FINDING_COLUMNS = ["finding", "budget", "study", "ours", "ci95", "verdict", "note"]
+"""findings.md's columns (and the notebook's)."""
+
+
+def findings_table(rows: list[dict]) -> str:
+    """`study_findings` rows as markdown, each finding's budgets together."""
+    order = list(dict.fromkeys(r["finding"] for r in rows))
+    return markdown_table(
+        sorted(rows, key=lambda r: (order.index(r["finding"]), r["budget"])), FINDING_COLUMNS
     )
-    out.append(
-        {
-            "finding": "topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20",
-            "study": round(STUDY["topic_shift"] - STUDY["fixed_20"], 3),
-            "ours": drop["diff"],
-            "ci95": drop["ci95"],
-            "verdict": _verdict(drop, -1, STUDY["topic_shift"] - STUDY["fixed_20"]),
-            "note": f"topic_shift/fifo {level.get(('topic_shift', 'fifo'))}",
-        }
-    )
-    policies = ["fifo", "lru", "lfu", "semantic"]
-    for name, run, claimed in (("synthetic", synthetic_policies, "fifo"), ("LoCoMo", locomo_policies, "lfu")):
-        arms = _by_arm(load_results(run)[1], "evidence_coverage", budget)
-        best = _best_policy(arms, policies, claimed)
-        low, high = best["diff"]["ci95"]
-        verdict = (
-            "reproduces"
-            if best["best"] == claimed and low > 0
-            else f"not shown: {claimed} is highest, but the interval includes 0"
-            if best["best"] == claimed
-            else f"does not reproduce: {best['best']} is highest ({claimed}'s deficit's interval includes 0)"
-            if low <= 0 <= high
-            else f"does not reproduce: {best['best']} is higher"
-        )
-        out.append(
-            {
-                "finding": f"{claimed.upper()} is the best policy on {name} (streaming): {claimed} - {best['rival']}",
-                "study": None,
-                "ours": best["diff"]["diff"],
-                "ci95": best["diff"]["ci95"],
-                "verdict": verdict,
-                "note": "mean coverage over boundaries: "
-                + ", ".join(f"{p} {m}" for p, m in best["means"].items()),
-            }
-        )
-    base = next(r["policy"] for r in bm if "+" not in r["policy"])
-    for metric in ("evidence_coverage", "page_selection_top1"):
-        arms = _by_arm(bm, metric, budget)
-        heuristic = ("fixed_20", f"{base}+bookmarks:frequent")
-        for strategy, study in (
-            ((base, "keywords (default)"), STUDY["strategy_gains"][0]),
-            ((f"{base}+bookmarks:discriminative", "discriminative"), STUDY["strategy_gains"][1]),
-        ):
-            diff = _paired(arms, ("fixed_20", strategy[0]), heuristic)
-            out.append(
-                {
-                    "finding": f"bookmark strategy {strategy[1]} - heuristic (frequent words), {metric}",
-                    "study": study if metric == "evidence_coverage" else None,
-                    "ours": diff["diff"],
-                    "ci95": diff["ci95"],
-                    "verdict": _verdict(diff, 1, study if metric == "evidence_coverage" else None),
-                }
-            )
-    runs = [("LoCoMo", bm)] + (
-        [("synthetic", load_results(synthetic_bookmarks)[1])] if synthetic_bookmarks else []
-    )
-    for name, rows in runs:
-        own = next(r["policy"] for r in rows if "+" not in r["policy"])
-        for metric in ("page_selection_top1", "evidence_coverage"):
-            arms = _by_arm(rows, metric, budget)
-            diff = _paired(arms, ("fixed_20", own), ("fixed_20", f"{own}+bookmarks:frequent"))
-            out.append(
-                {
-                    "finding": f"keyword specificity alone (thread IDF on - off), {name}, {metric}",
-                    "study": STUDY["specificity"],
-                    "ours": diff["diff"],
-                    "ci95": diff["ci95"],
-                    "verdict": _verdict(diff, 1, STUDY["specificity"]),
-                }
-            )
-    return out
+
+
+SHORT_VERDICTS = (
+    ("reproduces", "yes"),
+    ("direction reproduces", "direction, not size"),
+    ("direction only", "direction only"),
+    ("not measurable", "nothing paged out"),
+    ("does not reproduce", "no"),
+)
+"""`study_findings` verdicts by prefix, as the one-line table says them."""
+
+
+def _short(verdict: str) -> str:
+    """A verdict in a few words (`findings_by_budget`), keeping which policy won or tied."""
+    import re
+
+    if verdict.startswith(("lower here", "higher here")):
+        return verdict.replace(" here", "")
+    if m := re.fullmatch(r"not shown: (.*) level on (every question|average)", verdict):
+        return f"no: {m.group(1).replace(', ', ' = ')}" + (" on every question" if "every" in verdict else "")
+    if m := re.fullmatch(r"not shown: (\w+) is highest, but the interval includes 0", verdict):
+        return "direction only"
+    if m := re.fullmatch(r"does not reproduce: (\S+) is (highest|higher)( \(.*includes 0\))?", verdict):
+        return f"no: {m.group(1)} {m.group(2)}" + (", interval includes 0" if m.group(3) else "")
+    return next((short for prefix, short in SHORT_VERDICTS if verdict.startswith(prefix)), verdict)
+
+
+def findings_by_budget(rows: list[dict]) -> str:
+    """`study_findings` rows as one line per finding: the study's value, then ours at each budget
+    (a level, or a difference with its 95% interval) and the verdict in a word or two."""
+    budgets = sorted({r["budget"] for r in rows})
+    lines = []
+    for finding in dict.fromkeys(r["finding"] for r in rows):
+        mine = {r["budget"]: r for r in rows if r["finding"] == finding}
+        first = next(iter(mine.values()))
+        line = {"finding": finding, "study": first["study"]}
+        for b, r in mine.items():
+            if r["ours"] is None:
+                cell = "not measured"
+            elif r["ci95"] is None:
+                cell = f"{r['ours']:.3f}"
+            else:
+                cell = f"{r['ours']:+.3f} [{r['ci95'][0]:+.3f}, {r['ci95'][1]:+.3f}]"
+            line[f"B={b}"] = f"{cell}: {_short(r['verdict'])}"
+        lines.append(line)
+    return markdown_table(lines, ["finding", "study", *(f"B={b}" for b in budgets)])
 
 
 def write_findings(
@@ -557,22 +689,34 @@ def write_findings(
     *,
     synthetic_policies: str | Path,
     locomo_policies: str | Path,
-    budget: int,
+    budgets: Sequence[int],
     synthetic_bookmarks: str | Path | None = None,
+    locomo: str | Path | None = None,
+    extra: dict | None = None,
 ) -> list[dict]:
-    """`study_findings` as ``out/findings.json`` and a markdown table ``out/findings.md``."""
+    """`study_findings` as ``out/findings.json`` (``{"budgets", "findings", **extra}``) and
+    ``out/findings.md``: a line per finding with a column per budget (`findings_by_budget`), then
+    every row with its budget, verdict and note (`findings_table`)."""
     rows = study_findings(
         synthetic,
         bookmarks,
         synthetic_policies=synthetic_policies,
         locomo_policies=locomo_policies,
-        budget=budget,
+        budgets=budgets,
         synthetic_bookmarks=synthetic_bookmarks,
+        locomo=locomo,
     )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "findings.json").write_text(json.dumps({"budget": budget, "findings": rows}, indent=1) + "\n")
+    record = {"budgets": list(budgets), "findings": rows, **(extra or {})}
+    (out / "findings.json").write_text(json.dumps(record, indent=1) + "\n")
     (out / "findings.md").write_text(
-        markdown_table(rows, ["finding", "study", "ours", "ci95", "verdict", "note"]) + "\n"
+        "# The cooperative-paging study's ablation findings against ours\n\n"
+        + findings_by_budget(rows)
+        + "\n\n"
+        + BOOTSTRAP_NOTE
+        + " A note counts the questions whose evidence was paged out in the arms compared.\n\n"
+        + findings_table(rows)
+        + "\n"
     )
     return rows

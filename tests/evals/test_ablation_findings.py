@@ -66,6 +66,7 @@ def _rows(path, cells):
                     "sample_id": f"s{k // 2}",
                     "question_index": k % 2,
                     "category": 1,
+                    "evidence": ["D1:1"],
                     "evidence_coverage": value,
                     "page_selection_top1": value,
                 }
@@ -95,14 +96,33 @@ def test_study_findings_set_each_claim_beside_a_paired_difference(tmp_path):
     rows = {
         r["finding"]: r
         for r in study_findings(
-            synthetic, bookmarks, synthetic_policies=synthetic, locomo_policies=locomo, budget=100
+            synthetic, bookmarks, synthetic_policies=synthetic, locomo_policies=locomo, budgets=[100]
         )
     }
-    drop = rows["topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20"]
+    drop = rows["topic_shift collapses to 56.7% (synthetic): topic_shift - fixed_20, synthetic"]
     assert drop["ours"] == -0.75 and drop["study"] == -0.4
     assert rows["fixed_20 pages reach 96.7% (synthetic)"]["ours"] == 1.0
     gain = rows["bookmark strategy discriminative - heuristic (frequent words), evidence_coverage"]
     assert gain["ours"] == 0.75 and gain["study"] == 0.087
     assert rows["keyword specificity alone (thread IDF on - off), LoCoMo, page_selection_top1"]["ours"] == 0.5
-    lfu = rows["LFU is the best policy on LoCoMo (streaming): lfu - fifo"]
+    lfu = rows["LFU is the best policy on LoCoMo (streaming): lfu - best other"]
     assert lfu["ours"] == 0.375 and lfu["verdict"] == "reproduces"  # pooled over both boundaries
+
+
+def test_the_table_by_budget_says_each_verdict_in_a_few_words_keeping_who_won():
+    from evals.report import _short
+
+    assert _short("does not reproduce: lru is higher") == "no: lru higher"
+    assert (
+        _short("does not reproduce: semantic is highest (lfu's deficit's interval includes 0)")
+        == "no: semantic highest, interval includes 0"
+    )
+    assert (
+        _short("not shown: fifo, lru, lfu level on every question")
+        == "no: fifo = lru = lfu on every question"
+    )
+    assert _short("not measurable: no evidence was paged out at this budget") == "nothing paged out"
+    assert _short("lower here by 0.060") == "lower by 0.060"
+    assert _short("direction reproduces, size does not (the study's value is outside the interval)") == (
+        "direction, not size"
+    )

@@ -41,20 +41,34 @@ def test_there_are_notebooks():
 
 
 def test_the_notebook_ships_the_full_runs_findings():
-    """The committed findings come from the full runs: every policy (and on synthetic every boundary), and
-    intervals of width > 0."""
+    """The committed findings come from the full suite (`python -m evals ablation-suite`): every run at
+    every budget, every policy (every boundary on the grids), one commit, and intervals of width > 0
+    wherever something was measured (none: nothing paged out, or policies that scored alike on every
+    question, which the end protocol makes of FIFO, LRU and LFU)."""
     import json
 
-    findings = json.loads((DATA / "ablation" / "findings.json").read_text())["findings"]
-    intervals = [f["ci95"] for f in findings if f["ci95"] is not None]
-    assert intervals and all(high > low for low, high in intervals)
-    boundaries = {"fixed_10", "fixed_20", "fixed_40", "tokens_500", "session", "topic_shift"}
-    for name, policies in (
-        ("synthetic", {"fifo", "lru", "lfu", "semantic"}),
-        ("locomo", {"fifo", "semantic"}),
-        ("synthetic-streaming", {"fifo", "lru", "lfu", "semantic"}),
-        ("locomo-streaming", {"fifo", "lru", "lfu", "semantic"}),
-    ):
-        rows = json.loads((DATA / "ablation" / name / "summary.json").read_text())["rows"]
-        assert {r["policy"] for r in rows} == policies
-        assert {r["boundary"] for r in rows} == (boundaries if "streaming" not in name else {"fixed_20"})
+    from evals.ablation_suite import BOUNDARIES, SUITE
+
+    record = json.loads((DATA / "ablation" / "findings.json").read_text())
+    budgets = [2000, 4000, 8000]
+    assert record["budgets"] == budgets
+    assert len({run["git_commit"] for run in record["runs"].values()}) == 1
+    findings = record["findings"]
+    names = list(dict.fromkeys(f["finding"] for f in findings))
+    assert sorted((f["finding"], f["budget"]) for f in findings) == sorted(
+        (n, b) for n in names for b in budgets
+    )
+    measured = [
+        f["ci95"]
+        for f in findings
+        if f["ci95"] is not None
+        and not f["verdict"].startswith("not measurable")
+        and "level on every question" not in f["verdict"]
+    ]
+    assert len(measured) >= 2 * len(budgets) and all(high > low for low, high in measured)
+    for run in SUITE:
+        rows = json.loads((DATA / "ablation" / run.name / "summary.json").read_text())["rows"]
+        assert {r["budget"] for r in rows} == set(budgets)
+        assert {r["policy"] for r in rows} == set(run.policies)
+        assert {r["boundary"] for r in rows} == (set(BOUNDARIES) if run.grid else {"fixed_20"})
+        assert {r["protocol"] for r in rows} == {run.protocol}
