@@ -17,14 +17,46 @@ def _csv(cast=str):
     return lambda s: [cast(x) for x in s.split(",") if x]
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="output directory (re-running resumes)")
+def _add_budgets(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--budgets",
         type=_csv(int),
         default=[2000, 4000, 8000],
         help="token budgets B, comma-separated (default 2000,4000,8000)",
     )
+
+
+def _add_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--data", default=None, help="LoCoMo file (official format); default $LOCOMO_PATH or shared dev"
+    )
+
+
+def _add_synthetic(p: argparse.ArgumentParser, *, turns: int = 600) -> None:
+    """How the synthetic conversations are generated."""
+    p.add_argument(
+        "--synthetic-turns",
+        type=int,
+        default=turns,
+        help=f"synthetic: turns per conversation (default {turns})",
+    )
+    p.add_argument(
+        "--synthetic-facts",
+        type=int,
+        default=30,
+        help="synthetic: planted facts per conversation, one question each (default 30)",
+    )
+    p.add_argument(
+        "--synthetic-conversations",
+        type=int,
+        default=5,
+        help="synthetic: conversations generated, seeds 0..N-1 (default 5)",
+    )
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="output directory (re-running resumes)")
+    _add_budgets(p)
     p.add_argument(
         "--reader",
         choices=["lexical", "llm"],
@@ -67,25 +99,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "the session following its evidence",
     )
     p.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
-    p.add_argument(
-        "--data", default=None, help="LoCoMo file (official format); default $LOCOMO_PATH or shared dev"
-    )
+    _add_data(p)
     p.add_argument("--dataset", choices=["locomo", "synthetic"], default=None, help=argparse.SUPPRESS)
-    p.add_argument(
-        "--synthetic-turns", type=int, default=600, help="synthetic: turns per conversation (default 600)"
-    )
-    p.add_argument(
-        "--synthetic-facts",
-        type=int,
-        default=30,
-        help="synthetic: planted facts per conversation, one question each (default 30)",
-    )
-    p.add_argument(
-        "--synthetic-conversations",
-        type=int,
-        default=5,
-        help="synthetic: conversations generated, seeds 0..N-1 (default 5)",
-    )
+    _add_synthetic(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it counts questions asked)")
     p.add_argument(
         "--paging-reader",
@@ -226,12 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where each run's summary.json/summary.md and findings.json/findings.md go "
         "(the notebook's: notebooks/data/ablation)",
     )
-    p.add_argument(
-        "--budgets",
-        type=_csv(int),
-        default=[2000, 4000, 8000],
-        help="token budgets B, comma-separated (default 2000,4000,8000)",
-    )
+    _add_budgets(p)
     p.add_argument(
         "--boundaries",
         type=_csv(),
@@ -242,24 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--limit", type=int, default=None, help="use only the first N conversations of each dataset"
     )
-    p.add_argument(
-        "--data", default=None, help="LoCoMo file (official format); default $LOCOMO_PATH or shared dev"
-    )
-    p.add_argument(
-        "--synthetic-conversations",
-        type=int,
-        default=5,
-        help="synthetic: conversations generated, seeds 0..N-1 (default 5)",
-    )
-    p.add_argument(
-        "--synthetic-turns", type=int, default=600, help="synthetic: turns per conversation (default 600)"
-    )
-    p.add_argument(
-        "--synthetic-facts",
-        type=int,
-        default=30,
-        help="synthetic: planted facts per conversation (default 30)",
-    )
+    _add_data(p)
+    _add_synthetic(p)
     p.add_argument("--processes", type=int, default=1, help="units run in this many processes (default 1)")
     p.add_argument("--threads", type=int, default=None, help="BLAS/runtime threads per process")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
