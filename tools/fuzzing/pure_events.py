@@ -71,8 +71,18 @@ class PureEvents:
             if m.id and self.p.mode == "view" and any(x.id == m.id for x in self.ref):
                 self.collided.add(m.id)
                 self.flags.add("reused-id")
+        in_state = {m.id for m in self.msgs}
         self.msgs = add_messages(self.msgs, messages)
-        self.ref = add_messages(self.ref, messages)
+        if self.p.mode == "replace":
+            # the graph appends a message whose id left the state (paged out behind a bookmark): to
+            # the app it is new, and the history keeps the paged message and the new one, in order
+            # (`add_messages` on the unpaged reference would replace the old one in place, leaving a
+            # tool group without its result that the reference's own repair then "answers")
+            for m in messages:
+                appended = m.id and m.id not in in_state and m.id in self.collided
+                self.ref = [*self.ref, m] if appended else add_messages(self.ref, [m])
+        else:
+            self.ref = add_messages(self.ref, messages)
 
     def do_tools(self, results: list) -> None:
         out = []
