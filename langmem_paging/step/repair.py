@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langmem_paging.core.messages import METADATA_KEY, tool_call_ids
+from langmem_paging.core.messages import METADATA_KEY, displaced_id, tool_call_ids
 
 __all__ = ["repair_unanswered"]
 
@@ -44,7 +44,8 @@ def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | No
             continue
         missing = _unanswered(messages, i)
         if missing and _went_on(messages, i):
-            out += [_error_result(message, call_id) for call_id in missing]
+            taken = {m.id for m in messages}  # once per repair, which is rare
+            out += [_error_result(message, call_id, taken) for call_id in missing]
             repaired = True
     return out if repaired else None
 
@@ -65,7 +66,13 @@ def _went_on(messages: Sequence[BaseMessage], at: int) -> bool:
     return any(not isinstance(m, ToolMessage) for m in messages[at + 1 :])
 
 
-def _error_result(call: AIMessage, call_id: str) -> ToolMessage:
+def _error_result(call: AIMessage, call_id: str, taken: set[str | None]) -> ToolMessage:
+    """The error result of `call_id`, under an id no message has (an app message may have taken the
+    id an earlier repair had: then it displaced that result, and this one answers the call again)."""
+    ident = f"repair-{call_id}"
+    while ident in taken:
+        ident = displaced_id(ident, "repair")
+    taken.add(ident)
     name = next(
         (c.get("name") for c in [*call.tool_calls, *call.invalid_tool_calls] if c.get("id") == call_id), None
     )
@@ -73,7 +80,7 @@ def _error_result(call: AIMessage, call_id: str) -> ToolMessage:
         REPAIR_TEXT,
         tool_call_id=call_id,
         name=name,
-        id=f"repair-{call_id}",
+        id=ident,
         status="error",
         additional_kwargs={METADATA_KEY: {"repair": call_id}},
     )
