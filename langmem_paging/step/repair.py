@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langmem_paging.core.messages import METADATA_KEY, displaced_id, tool_call_ids
+from langmem_paging.core.messages import METADATA_KEY, displaced_id, library_mark, tool_call_ids
 
 __all__ = ["repair_unanswered"]
 
@@ -35,10 +35,17 @@ REPAIR_TEXT = (
 
 def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
     """`messages` with an error result after each call nothing answered before the conversation
-    went on, or None when there is none."""
+    went on, and without the error results of ours whose call is no longer before them (a new
+    message took the id of the call's message), or None when there is nothing to change."""
     out: list[BaseMessage] = []
     repaired = False
+    calls: set[str] = set()  # the calls of the message the current run of tool results follows
     for i, message in enumerate(messages):
+        if not isinstance(message, ToolMessage):
+            calls = set(tool_call_ids(message))
+        elif library_mark(message).get("repair") and message.tool_call_id not in calls:
+            repaired = True  # an error result of ours whose call a new message displaced (reused id)
+            continue
         out.append(message)
         if not isinstance(message, AIMessage):
             continue
