@@ -14,13 +14,13 @@ the view is the new history itself, and the next step pages it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.messages import dump_messages, load_messages, message_keys
-from langmem_paging.core.records import messages_digest
 from langmem_paging.core.state import PagingState
 
 __all__ = ["ANCHOR", "FRONT", "fingerprint", "key_at", "render_view", "skeleton_of"]
@@ -153,8 +153,12 @@ def _show_entry(
 
 
 def fingerprint(message: BaseMessage) -> str:
-    """What tells a history message from another that took its id (or an edit of it)."""
-    return messages_digest([message])
+    """What tells a history message from another that took its id (or an edit of it): a digest
+    of its type and content (text hashed as it is: no repr of a long tool result per call)."""
+    h = hashlib.blake2b(message.type.encode(), digest_size=8)
+    content = message.content
+    h.update(content.encode("utf-8", "surrogatepass") if isinstance(content, str) else repr(content).encode())
+    return h.hexdigest()
 
 
 def _entry_id(entry: dict[str, Any]) -> str | None:
