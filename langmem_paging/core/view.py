@@ -67,7 +67,27 @@ def render_view(
     if state.skeleton is None:
         return list(history), {id(m): i for i, m in enumerate(history)}
     fast = _render_by_position(history, state)
-    return fast if fast is not None else _render_by_scan(history, state)
+    view, positions = fast if fast is not None else _render_by_scan(history, state)
+    return _without_taken(view, positions, history), positions
+
+
+def _without_taken(
+    view: list[BaseMessage], positions: dict[int, int], history: Sequence[BaseMessage]
+) -> list[BaseMessage]:
+    """The view without a stand-in whose own id (`h3~p2`) a history message in the view now has:
+    the app sent a message with that id, which `add_messages` appended (the history never held
+    it), so the stand-in is displaced as in replace mode, and the step shows it again."""
+    ours = [m for m in view if id(m) not in positions or history[positions[id(m)]] is not m]
+    if not ours:
+        return view
+    taken = {m.id for m in view if id(m) in positions and history[positions[id(m)]] is m} & {
+        m.id for m in ours
+    }
+    return [
+        m
+        for m in view
+        if not (m.id in taken and (id(m) not in positions or history[positions[id(m)]] is not m))
+    ]
 
 
 def _render_by_position(

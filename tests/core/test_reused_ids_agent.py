@@ -119,3 +119,22 @@ def test_an_error_result_whose_call_a_new_message_displaced_leaves_the_prompt() 
     second = page_messages(edited, state=first.state.to_value(), **options)
     assert not chat_problems(second.view)
     assert [m.id for m in second.apply(edited)] == ["t1", "h1"]
+
+
+@pytest.mark.parametrize("mode", ["replace", "view"])
+def test_a_message_taking_the_id_of_a_stand_in_shown_again_displaces_it_once_more(mode: str) -> None:
+    """Pure seed 237 (after the fix above): the app may send a message with the id a displaced
+    stand-in got (`h0~p1`, which it saw in the state). In view mode the history never held that id,
+    so the message was appended and the view held two messages with one id."""
+    agent, paging, model, state = _agent_with_bookmarks(mode)
+    page_id, shown = min(state.shown.items(), key=lambda item: int(item[0][1:]))
+    agent.invoke({"messages": [HumanMessage("first reuse", id=shown.anchor)]}, CONFIG)
+    own_id = PagingState.from_value(agent.get_state(CONFIG).values["paging"]).shown[page_id].anchor
+    agent.invoke({"messages": [HumanMessage("second reuse", id=own_id)]}, CONFIG)
+    prompt = model.prompts[-1]
+    ids = [m.id for m in prompt]
+    assert len(ids) == len(set(ids))
+    assert [m.content for m in prompt if m.content in ("first reuse", "second reuse")]
+    assert any(library_mark(m).get("bookmark") == page_id for m in prompt)
+    history = agent_history(paging, "t", agent.get_state(CONFIG).values)
+    assert sum(m.content in ("first reuse", "second reuse") for m in history) == 2
