@@ -77,17 +77,11 @@ def _without_taken(
     """The view without a stand-in whose own id (`h3~p2`) a history message in the view now has:
     the app sent a message with that id, which `add_messages` appended (the history never held
     it), so the stand-in is displaced as in replace mode, and the step shows it again."""
-    ours = [m for m in view if id(m) not in positions or history[positions[id(m)]] is not m]
+    ours = {id(m) for m in view if id(m) not in positions or history[positions[id(m)]] is not m}
     if not ours:
         return view
-    taken = {m.id for m in view if id(m) in positions and history[positions[id(m)]] is m} & {
-        m.id for m in ours
-    }
-    return [
-        m
-        for m in view
-        if not (m.id in taken and (id(m) not in positions or history[positions[id(m)]] is not m))
-    ]
+    taken = {m.id for m in view if id(m) not in ours} & {m.id for m in view if id(m) in ours}
+    return [m for m in view if not (id(m) in ours and m.id in taken)] if taken else view
 
 
 def _render_by_position(
