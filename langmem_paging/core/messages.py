@@ -29,6 +29,7 @@ from langmem_paging.core.tokens import message_text
 __all__ = [
     "METADATA_KEY",
     "Unit",
+    "displaced_id",
     "dump_messages",
     "is_bookmark",
     "library_mark",
@@ -134,6 +135,12 @@ def message_keys(messages: Sequence[BaseMessage]) -> list[str]:
             run_length += 1
             keys.append(f"{previous}+{run_length}")
     return keys
+
+
+def displaced_id(key: str, ident: str) -> str:
+    """The id of a stand-in shown again after a new message took its id `key` (``"h3~p2"``): one
+    no app message has, new for each displacement (a stand-in displaced twice is ``"h3~p2~p2"``)."""
+    return f"{key}~{ident}"
 
 
 def require_ids(messages: Sequence[BaseMessage]) -> None:

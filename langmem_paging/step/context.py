@@ -63,6 +63,9 @@ class StepContext:
     """Shown pages whose bookmark left the context (replaced or removed by the app)."""
     orphan_clusters: list[str] = field(default_factory=list)
     """Cluster roots whose bookmark left the context."""
+    inserted: dict[str, list[str]] = field(default_factory=dict)
+    """Stand-ins shown again just before the message at a key (that key -> their keys, each shown
+    through `replace`): a new message took their id (`step.displaced`)."""
     rewritten: bool = False
     """The step inserted messages (error results of calls left unanswered): its updates rewrite the
     list (``REMOVE_ALL_MESSAGES`` and the new view) instead of patching it."""
@@ -92,7 +95,10 @@ class StepContext:
 
     def measured_total(self) -> int:
         """Tokens of the view as the step has left it, measured (not the running estimate)."""
-        return sum(self.tokens_now(i) for i in range(len(self.messages)))
+        inserted = (self.replace.get(k) for keys in self.inserted.values() for k in keys)
+        return sum(self.tokens_now(i) for i in range(len(self.messages))) + sum(
+            self.options.count_message(m) for m in inserted if m is not None
+        )
 
     def policy_context(self) -> PolicyContext:
         """What a policy may know besides its candidates: the turn and the recent context."""

@@ -20,6 +20,9 @@ def finish(ctx: StepContext) -> PagingResult:
         view: list[BaseMessage] = []
         updates: list[BaseMessage] = []
         for key, message in zip(ctx.keys, ctx.messages, strict=True):
+            inserted = [m for k in ctx.inserted.get(key, ()) if (m := ctx.replace[k]) is not None]
+            view += inserted
+            ctx.rewritten |= bool(inserted)  # add_messages can only append a message with a new id
             new = ctx.replace.get(key, message)
             if new is not None:
                 view.append(new)

@@ -1,7 +1,9 @@
 """Phase 6: the cold tier. Old bookmarks fold into cluster bookmarks when they pass their share;
 pages evicted with no bookmark of their own (smaller than it) go into the nearest cluster now;
-bookmarks whose message another message replaced (displaced) fold into the nearest cluster;
-bookmarks the app removed leave the view (their pages stay stored and recallable by id)."""
+bookmarks the app removed leave the view (their pages stay stored and recallable by id). A stand-in
+another message displaced (it took its id) is shown again before this phase (`step.displaced`), so
+the pipeline hands this phase removed orphans only; the folding of displaced ones below is reached
+only by a caller that skips that phase."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The paging step, pure: the context and the branch's paging state in, the paged context out.
 
-reconcile -> number -> protect -> page tool results on arrival -> evict -> tiers -> fold -> settle ->
+reconcile -> show displaced stand-ins again -> number -> protect -> page tool results on arrival -> evict -> tiers -> fold -> settle ->
 trim the latest tool group -> finish,
 each phase a function over one `StepContext`. The step works on the *view*: the messages the
 model would receive (in replace mode the state's messages; in view mode the history as the last
@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.step.arrival import page_large_results, trim_latest_group
 from langmem_paging.step.context import StepContext, start
+from langmem_paging.step.displaced import reshow_displaced
 from langmem_paging.step.evict import evict, evict_resident, unbookmarked
 from langmem_paging.step.finish import finish
 from langmem_paging.step.fold import fold, fold_to_fit
@@ -39,6 +40,7 @@ def paging_step(view: Sequence[BaseMessage], state_value: Any, options: StepOpti
     """
     ctx = start(view, state_value, options)
     reconcile(ctx)
+    yield from reshow_displaced(ctx)
     number_new_messages(ctx)
     protect(ctx)
     yield from page_large_results(ctx)

@@ -2,7 +2,7 @@
 
 Protected: system and pinned messages, the newest user message, the latest tool group of the
 turn (an AI message with all its results; before any, everything after the newest user
-message), calls not answered yet, the library's own stand-ins, the results of the last recall,
+message), a message that took a stand-in's id this step, calls not answered yet, the library's own stand-ins, the results of the last recall,
 and messages with no id, in either mode (a page brings its messages back by id; in replace mode
 no update could remove one from the state either). Only the current turn's
 unit is protected for being recent: an earlier turn's malformed call and its error result page
@@ -65,13 +65,14 @@ def _kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
 
 
 def _chosen_kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
-    """Kept by what it is: unanswered, ours, pinned or just recalled."""
+    """Kept by what it is: unanswered, ours, pinned, just recalled, or new where a stand-in was (a
+    message that took a stand-in's id: the app just sent it, so the model sees it at least once)."""
     keys = ctx.keys[unit.start : unit.end]
     return (
         not unit.answered
         or keys[0] in library
         or any(is_pinned(m) for m in unit.messages)
-        or any(key in ctx.recalled_now for key in keys)
+        or any(key in ctx.recalled_now or key in ctx.inserted for key in keys)
     )
 
 

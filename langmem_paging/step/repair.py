@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langmem_paging.core.messages import METADATA_KEY, tool_call_ids
+from langmem_paging.core.messages import METADATA_KEY, displaced_id, library_mark, tool_call_ids
 
 __all__ = ["repair_unanswered"]
 
@@ -35,16 +35,24 @@ REPAIR_TEXT = (
 
 def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
     """`messages` with an error result after each call nothing answered before the conversation
-    went on, or None when there is none."""
+    went on, and without the error results of ours whose call is no longer before them (a new
+    message took the id of the call's message), or None when there is nothing to change."""
     out: list[BaseMessage] = []
     repaired = False
+    calls: set[str] = set()  # the calls of the message the current run of tool results follows
     for i, message in enumerate(messages):
+        if not isinstance(message, ToolMessage):
+            calls = set(tool_call_ids(message))
+        elif library_mark(message).get("repair") and message.tool_call_id not in calls:
+            repaired = True  # an error result of ours whose call a new message displaced (reused id)
+            continue
         out.append(message)
         if not isinstance(message, AIMessage):
             continue
         missing = _unanswered(messages, i)
         if missing and _went_on(messages, i):
-            out += [_error_result(message, call_id) for call_id in missing]
+            taken = {m.id for m in messages}  # once per repair, which is rare
+            out += [_error_result(message, call_id, taken) for call_id in missing]
             repaired = True
     return out if repaired else None
 
@@ -65,7 +73,13 @@ def _went_on(messages: Sequence[BaseMessage], at: int) -> bool:
     return any(not isinstance(m, ToolMessage) for m in messages[at + 1 :])
 
 
-def _error_result(call: AIMessage, call_id: str) -> ToolMessage:
+def _error_result(call: AIMessage, call_id: str, taken: set[str | None]) -> ToolMessage:
+    """The error result of `call_id`, under an id no message has (an app message may have taken the
+    id an earlier repair had: then it displaced that result, and this one answers the call again)."""
+    ident = f"repair-{call_id}"
+    while ident in taken:
+        ident = displaced_id(ident, "repair")
+    taken.add(ident)
     name = next(
         (c.get("name") for c in [*call.tool_calls, *call.invalid_tool_calls] if c.get("id") == call_id), None
     )
@@ -73,7 +87,7 @@ def _error_result(call: AIMessage, call_id: str) -> ToolMessage:
         REPAIR_TEXT,
         tool_call_id=call_id,
         name=name,
-        id=f"repair-{call_id}",
+        id=ident,
         status="error",
         additional_kwargs={METADATA_KEY: {"repair": call_id}},
     )

@@ -105,11 +105,6 @@ def test_a_new_message_reusing_a_cluster_bookmarks_id_is_kept_and_the_cluster_to
     _reuse_a_cluster_anchor(("beehives near Lake Bled", "sailboats in the harbour of Piran"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the only cluster bookmark displaced by a message reusing its id, "
-    "with no page bookmark to take its place, is shown nowhere and its pages leave the history",
-)
 def test_a_new_message_reusing_the_only_cluster_bookmarks_id_keeps_the_cluster():
     _reuse_a_cluster_anchor(("beehives near Lake Bled",))
 
@@ -148,15 +143,7 @@ def test_the_only_cluster_keeps_a_place_when_a_new_message_takes_its_id():
     assert {m.id for m in turns(0, 10)} <= {m.id for m in history}
 
 
-B1 = (
-    "B1: a new message whose id equals an evicted message's id that anchors a cluster bookmark is hidden "
-    "from the model (view mode)"
-)
-
-
-@pytest.mark.parametrize(
-    "mode", ["replace", pytest.param("view", marks=pytest.mark.xfail(strict=True, reason=B1))]
-)
+@pytest.mark.parametrize("mode", ["replace", "view"])
 def test_reused_id_visible(mode: str) -> None:
     """A new message whose id equals an evicted message's id reaches the model."""
     agent, _paging, model = scripted_agent(500, mode=mode, boundary="fixed_2")

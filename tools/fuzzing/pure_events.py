@@ -11,6 +11,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langmem_paging import PagingState, reconstruct_history
 from langmem_paging.core.messages import METADATA_KEY, library_mark, tool_call_ids
 from langmem_paging.core.state import paging_reducer, recall_delta
+from langmem_paging.integrations.graph_state import GraphCall
 
 from .oracles import in_history_order, same_messages
 from .report import INJECTED
@@ -68,11 +69,41 @@ class PureEvents:
             if m.id and m.id not in resident and any(x.id == m.id for x in self.ref):
                 self.collided.add(m.id)
                 self.flags.add("reused-id")
+            elif m.id and m.id not in resident and any(x.id == m.id for x in self.msgs):
+                # the id of a stand-in shown again under an id of its own (`h3~p2`): no message of
+                # the unpaged history has it, so the reference appends the message, while the
+                # graph puts it in the stand-in's place; the rebuilt history keeps the list's
+                # order (docs/architecture.md), so only its presence is compared
+                self.collided.add(m.id)
+                self.flags.add("reused-id")
             if m.id and self.p.mode == "view" and any(x.id == m.id for x in self.ref):
                 self.collided.add(m.id)
                 self.flags.add("reused-id")
+                if m.id not in self.stand_in_ids():
+                    # view mode keeps the whole history in the state, so LangGraph's add_messages
+                    # edits the message with that id in place, at its old position: docs/design.md,
+                    # an edit of a paged-out message shows at the next recall, and an old resident
+                    # message (edited or not) pages like any other (only the newest user message
+                    # is kept by rule). A message that took the id under a stand-in must show (B1).
+                    self.edits_in_place.add(m.id)
+        in_state = {m.id for m in self.msgs}
         self.msgs = add_messages(self.msgs, messages)
-        self.ref = add_messages(self.ref, messages)
+        if self.p.mode == "replace":
+            # the graph appends a message whose id left the state (paged out behind a bookmark): to
+            # the app it is new, and the history keeps the paged message and the new one, in order
+            # (`add_messages` on the unpaged reference would replace the old one in place, leaving a
+            # tool group without its result that the reference's own repair then "answers")
+            for m in messages:
+                appended = m.id and m.id not in in_state and m.id in self.collided
+                self.ref = [*self.ref, m] if appended else add_messages(self.ref, [m])
+        else:
+            self.ref = add_messages(self.ref, messages)
+
+    def stand_in_ids(self) -> set[str | None]:
+        """Ids of the stand-ins the view shows now (view mode): bookmarks, digests, stubs."""
+        history = {id(m) for m in self.msgs}
+        view = GraphCall.prepare(self.msgs, self.value, "view", self.thread).view
+        return {m.id for m in view if id(m) not in history}
 
     def do_tools(self, results: list) -> None:
         out = []
