@@ -1,9 +1,8 @@
-"""Phase 6: the cold tier. Old bookmarks fold into cluster bookmarks when they pass their share;
-pages evicted with no bookmark of their own (smaller than it) go into the nearest cluster now;
-bookmarks the app removed leave the view (their pages stay stored and recallable by id). A stand-in
-another message displaced (it took its id) is shown again before this phase (`step.displaced`), so
-the pipeline hands this phase removed orphans only; the folding of displaced ones below is reached
-only by a caller that skips that phase."""
+"""Phase 6: the cold tier. Bookmarks the app removed leave the view (their pages stay stored and
+recallable by id: `drop_removed`); old bookmarks fold into cluster bookmarks when they pass their
+share; pages evicted with no bookmark of their own (smaller than it) go into the nearest cluster now.
+A stand-in another message displaced (it took its id) was shown again before (`step.displaced`), so
+every orphan left here is one the app removed."""
 
 from __future__ import annotations
 
@@ -17,52 +16,38 @@ from langmem_paging.step.context import StepContext
 from langmem_paging.step.io import Flow, Reserve, with_terms
 from langmem_paging.strategies.clusters import (
     ClusterOptions,
-    FoldPlan,
     folds_anything,
     materialize,
     plan_folds,
 )
 
-__all__ = ["fold", "fold_to_fit"]
+__all__ = ["drop_removed", "fold", "fold_to_fit"]
 
 
-def fold(
-    ctx: StepContext,
-    orphans: Sequence[str],
-    orphan_clusters: Sequence[str],
-    direct: Sequence[str],
-    *,
-    clusters: ClusterOptions | None = None,
-) -> Flow[None]:
-    """Plan the unions, reserve cluster numbers, and show the new roots where their first member was
-    (`clusters`: folding options other than the step's, to fold tighter)."""
+def drop_removed(ctx: StepContext) -> None:
+    """Bookmarks the app removed from the context (a summary replaced the history, an old message was
+    deleted) leave the view with what they stood for: their pages are deleted history, never folded
+    into another cluster (they stay stored and recallable by id)."""
     state = ctx.state
-    orphans, orphan_clusters = _drop_removed(ctx, orphans, orphan_clusters)
-    position = _ours(ctx, orphans, orphan_clusters)
+    for page_id in ctx.orphans:
+        _retire(state, page_id)
+    for cluster_id in ctx.orphan_clusters:
+        state.clusters.pop(cluster_id)
+    ctx.orphans, ctx.orphan_clusters = [], []
+
+
+def fold(ctx: StepContext, direct: Sequence[str], *, clusters: ClusterOptions | None = None) -> Flow[None]:
+    """Plan the unions, reserve cluster numbers, and show the new roots where their first member was
+    (`direct`: shown pages evicted with no bookmark; `clusters`: folding options other than the
+    step's, to fold tighter)."""
+    state = ctx.state
+    position = ctx.position
     options = clusters or ctx.options.clusters
-    if not folds_anything(
-        state,
-        position,
-        options,
-        count_message=ctx.options.count_message,
-        orphans=orphans,
-        orphan_clusters=orphan_clusters,
-        direct=direct,
-    ):
-        return  # nothing to fold (and no orphan to forget): no terms read
+    if not folds_anything(state, position, options, count_message=ctx.options.count_message, direct=direct):
+        return  # nothing to fold: no terms read
     cold = [p for p, s in state.shown.items() if s.tier == "cold"]
-    yield from with_terms(state, [*cold, *orphans, *direct], state.clusters)
-    plan = plan_folds(
-        state,
-        position,
-        options,
-        count_message=ctx.options.count_message,
-        orphans=orphans,
-        orphan_clusters=orphan_clusters,
-        direct=direct,
-        displaced=list(orphan_clusters),
-    )
-    _forget_unhoused(state, plan, orphans, orphan_clusters)
+    yield from with_terms(state, [*cold, *direct], state.clusters)
+    plan = plan_folds(state, position, options, count_message=ctx.options.count_message, direct=direct)
     if not plan:
         return
     numbers = yield from ask(Reserve("c", [n.digest for n in plan.nodes], state))
@@ -104,43 +89,7 @@ def fold_to_fit(ctx: StepContext) -> Flow[None]:
     if over <= 0 or not shown:
         return
     tighter = replace(ctx.options.clusters, bookmark_tokens=max(1, shown - over), fold_to=1.0)
-    yield from fold(ctx, [], [], [], clusters=tighter)
-
-
-def _drop_removed(
-    ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str]
-) -> tuple[list[str], list[str]]:
-    """Bookmarks the app removed from the context (a summary replaced the history, an old message was
-    deleted) leave the view with what they stood for: their pages are deleted history, never folded
-    into another cluster (they stay stored and recallable by id). Returns the orphans that were
-    displaced instead: another message took their id; those still fold."""
-    state = ctx.state
-    for page_id in [p for p in orphans if state.shown[p].anchor not in ctx.position]:
-        _retire(state, page_id)
-    for cluster_id in [c for c in orphan_clusters if state.clusters[c].anchor not in ctx.position]:
-        state.clusters.pop(cluster_id)
-    return [p for p in orphans if p in state.shown], [c for c in orphan_clusters if c in state.clusters]
-
-
-def _ours(ctx: StepContext, orphans: Sequence[str], orphan_clusters: Sequence[str]) -> Mapping[str, int]:
-    """View positions the step may replace: not the orphans' anchors, whose message now is someone
-    else's (a new message that took the id of a bookmark's first message)."""
-    state = ctx.state
-    foreign = {state.shown[p].anchor for p in orphans} | {state.clusters[c].anchor for c in orphan_clusters}
-    return {k: i for k, i in ctx.position.items() if k not in foreign} if foreign else ctx.position
-
-
-def _forget_unhoused(
-    state: PagingState, plan: FoldPlan, orphans: Sequence[str], orphan_clusters: Sequence[str]
-) -> None:
-    """Orphans nothing could take stay recallable by id and search, just not listed."""
-    for page_id in orphans:
-        if page_id not in plan.folded:
-            _retire(state, page_id)
-    for cluster_id in orphan_clusters:
-        if not any(cluster_id in n.children for n in plan.nodes):
-            state.clusters.pop(cluster_id)
-            plan.roots.pop(cluster_id, None)
+    yield from fold(ctx, [], clusters=tighter)
 
 
 def _retire(state: PagingState, page_id: str) -> None:

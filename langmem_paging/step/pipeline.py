@@ -21,7 +21,7 @@ from langmem_paging.step.context import StepContext, start
 from langmem_paging.step.displaced import reshow_displaced
 from langmem_paging.step.evict import evict, evict_resident, unbookmarked
 from langmem_paging.step.finish import finish
-from langmem_paging.step.fold import fold, fold_to_fit
+from langmem_paging.step.fold import drop_removed, fold, fold_to_fit
 from langmem_paging.step.io import Flow
 from langmem_paging.step.malformed import shrink_malformed
 from langmem_paging.step.options import StepOptions
@@ -48,7 +48,8 @@ def paging_step(view: Sequence[BaseMessage], state_value: Any, options: StepOpti
     if ctx.total > options.budget:
         yield from evict(ctx)
     yield from present_warm(ctx)
-    yield from fold(ctx, ctx.orphans, ctx.orphan_clusters, unbookmarked(ctx))
+    drop_removed(ctx)
+    yield from fold(ctx, unbookmarked(ctx))
     yield from settle(ctx)
     yield from fold_to_fit(ctx)
     ctx.total = ctx.measured_total()
@@ -69,4 +70,4 @@ def settle(ctx: StepContext) -> Flow[None]:
     before = set(ctx.result.evicted)
     yield from evict_resident(ctx, ctx.policy_context())
     if not before.issuperset(ctx.result.evicted):
-        yield from fold(ctx, [], [], [p for p in unbookmarked(ctx) if p not in before])
+        yield from fold(ctx, [p for p in unbookmarked(ctx) if p not in before])

@@ -228,45 +228,6 @@ class _Planner:
         best = max(pairs, key=lambda ab: similarity(ab[0].terms, ab[1].terms))  # the first of equals
         self.union(*best)
 
-    def rehome(
-        self, orphan_clusters: Sequence[str], orphans: Sequence[str], displaced: Sequence[str]
-    ) -> None:
-        """Orphan clusters merge into the nearest root still shown (a displaced one with none takes
-        a page bookmark's place); with none at all (the history was replaced), they are dropped."""
-        for cid in orphan_clusters:
-            orphan = self.roots.pop(cid, None)
-            others = [r for r in self.roots.values() if r.key not in orphan_clusters]
-            if orphan is None:
-                continue
-            self.roots[cid] = orphan
-            if not others and cid in displaced:
-                self._house(orphan, orphans)
-            elif not others:
-                del self.roots[cid]
-            else:
-                nearest = max(others, key=lambda r: (similarity(orphan.terms, r.terms), -self.at(r.anchor)))
-                self.union(nearest, orphan)
-
-    def _house(self, orphan: _Root, orphans: Sequence[str]) -> None:
-        """A cluster whose bookmark's id another message took takes the place of the most similar
-        page bookmark in the view (that page folds into it)."""
-        homes = [
-            pid
-            for pid, s in self.state.shown.items()
-            if pid not in orphans and s.tier == "cold" and s.anchor in self.position
-        ]
-        if homes:
-            self.fold(
-                max(
-                    homes,
-                    key=lambda pid: (
-                        similarity(self.state.shown[pid].terms, orphan.terms),
-                        -self.position[self.state.shown[pid].anchor],
-                    ),
-                ),
-                force=True,
-            )
-
     def estimate(self, root: _Root) -> int:
         if not root.new:
             return self.state.clusters[root.key].tokens
@@ -321,13 +282,11 @@ def folds_anything(
     options: ClusterOptions,
     *,
     count_message: Callable[[BaseMessage], int],
-    orphans: Sequence[str] = (),
-    orphan_clusters: Sequence[str] = (),
     direct: Sequence[str] = (),
 ) -> bool:
     """Whether `plan_folds` with these arguments may plan a union, told without reading any terms:
     only then does the step read the entries' terms (`langmem_paging.step.io.with_terms`)."""
-    if orphans or orphan_clusters or direct:
+    if direct:
         return True
     return _Planner(state, position, options, count_message).past_share()
 
@@ -338,10 +297,7 @@ def plan_folds(
     options: ClusterOptions,
     *,
     count_message: Callable[[BaseMessage], int],
-    orphans: Sequence[str] = (),
-    orphan_clusters: Sequence[str] = (),
     direct: Sequence[str] = (),
-    displaced: Sequence[str] = (),
 ) -> FoldPlan:
     """Decide which bookmarks fold into which clusters (pure; `state` is not changed).
 
@@ -350,20 +306,10 @@ def plan_folds(
         position: View position of every message id.
         options: Folding options.
         count_message: Tokens of a message (cluster bookmarks are measured as they will be shown).
-        orphans: Shown pages whose bookmark left the context (replaced by the user):
-            they fold into the nearest cluster whatever the share.
-        orphan_clusters: Cluster roots whose bookmark left the context: they merge into the
-            nearest root still shown; with none (the history was replaced), they are dropped.
         direct: Shown pages evicted with no bookmark (smaller than it): they fold into the nearest
             cluster whatever the share, or start one.
-        displaced: Orphan clusters whose bookmark's id another message took: with no other root
-            to merge into, they take the place of the most similar page bookmark in the view.
     """
     planner = _Planner(state, position, options, count_message)
-    planner.rehome(orphan_clusters, orphans, displaced)
-    for page_id in orphans:
-        if page_id in state.shown and planner.roots:
-            planner.fold(page_id, force=True)
     for page_id in direct:
         if page_id not in planner.plan.folded:
             planner.fold(page_id, force=True)

@@ -8,7 +8,7 @@ from langchain_core.messages import HumanMessage
 
 from langmem_paging.core.messages import library_mark
 from langmem_paging.step.evict import evict, unbookmarked
-from langmem_paging.step.fold import fold, fold_to_fit
+from langmem_paging.step.fold import drop_removed, fold, fold_to_fit
 from tests.support.steps import drive, long_turns, prepared
 
 VIEW = [*long_turns(10), HumanMessage("What now?", id="q")]
@@ -27,7 +27,8 @@ def test_bookmarks_past_their_share_fold_into_a_cluster_shown_at_the_first_membe
     shown = dict(ctx.state.shown)
     assert sum(s.tokens for s in shown.values()) > ctx.options.clusters.bookmark_tokens
 
-    drive(fold(ctx, ctx.orphans, ctx.orphan_clusters, unbookmarked(ctx)))
+    drop_removed(ctx)
+    drive(fold(ctx, unbookmarked(ctx)))
 
     assert ctx.result.folded and set(ctx.result.folded) <= set(shown)
     assert not set(ctx.result.folded) & set(ctx.state.shown)
@@ -45,7 +46,8 @@ def test_bookmarks_under_their_share_do_not_fold():
     ctx = _evicted(bookmark_share=1.0)
     replaced = dict(ctx.replace)
 
-    drive(fold(ctx, ctx.orphans, ctx.orphan_clusters, unbookmarked(ctx)))
+    drop_removed(ctx)
+    drive(fold(ctx, unbookmarked(ctx)))
 
     assert not ctx.state.clusters and not ctx.result.folded and ctx.replace == replaced
 

@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_paging.step.arrival import page_large_results
 from langmem_paging.step.evict import evict, unbookmarked
-from langmem_paging.step.fold import fold
+from langmem_paging.step.fold import drop_removed, fold
 from langmem_paging.step.malformed import shrink_malformed
 from langmem_paging.step.pipeline import settle
 from tests.support.steps import drive, prepared
@@ -28,7 +28,8 @@ def _folded():
     drive(page_large_results(ctx))
     drive(shrink_malformed(ctx))
     drive(evict(ctx))
-    drive(fold(ctx, ctx.orphans, ctx.orphan_clusters, unbookmarked(ctx)))
+    drop_removed(ctx)
+    drive(fold(ctx, unbookmarked(ctx)))
     return ctx
 
 
