@@ -38,6 +38,10 @@ POLICIES = ("fifo", "lru", "lfu", "semantic")
 NEEDED_BOUNDARIES = ("fixed_20", "topic_shift")
 """Boundaries the findings compare (the study's best and its collapse): a narrowed grid keeps them."""
 
+SUITE_SYNTHETIC_TURNS = 1200
+"""Turns of each synthetic conversation in the suite (the other commands generate 600): 600 turns
+(about 6,250 tokens) fit whole at B=8000, so nothing was paged there and the rows measured nothing."""
+
 
 @dataclass(frozen=True)
 class SuiteRun:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evals.ablation_suite import BOUNDARIES, NEEDED_BOUNDARIES
+from evals.ablation_suite import BOUNDARIES, NEEDED_BOUNDARIES, SUITE_SYNTHETIC_TURNS
 from evals.methods import METHODS
 from evals.paging_method import reader_of
 from evals.policy_spec import paging_options, split_specs
@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, default=None, help="use only the first N conversations of each dataset"
     )
     _add_data(p)
-    _add_synthetic(p)
+    _add_synthetic(p, turns=SUITE_SYNTHETIC_TURNS)
     p.add_argument("--processes", type=int, default=1, help="units run in this many processes (default 1)")
     p.add_argument("--threads", type=int, default=None, help="BLAS/runtime threads per process")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
