@@ -5,8 +5,9 @@ turn (an AI message with all its results; before any, everything after the newes
 message), a message that took a stand-in's id this step, calls not answered yet, the library's
 own stand-ins, the results of the last recall, and messages with no id, in either mode (a page
 brings its messages back by id; in replace mode no update could remove one from the state
-either). Only the current turn's unit is protected for being recent: an earlier turn's malformed call and its error result page
-like any other unit (while that result has no id yet, `step.malformed` shrinks the call instead).
+either). Only the current turn's unit is protected for being recent: an earlier turn's malformed
+call and its error result page like any other unit (while that result has no id yet,
+`step.malformed` shrinks the call instead).
 """
 
 from __future__ import annotations
