@@ -232,10 +232,12 @@ _Work = Generator[_Statement, list[Any], T]
 
 
 def _created_meanwhile() -> tuple[type[Exception], ...]:
-    """The errors of a ``CREATE TABLE IF NOT EXISTS`` that lost the race to another creator."""
+    """The errors of a ``CREATE TABLE IF NOT EXISTS`` that lost the race to another creator: the
+    duplicate key of its row type in pg_type, the table, or the type itself (``type ... already
+    exists``, seen once in CI: DuplicateObject)."""
     import psycopg
 
-    return (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable)
+    return (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject)
 
 
 def _held(rows: Sequence[Any]) -> dict[int, str]:

@@ -4,6 +4,7 @@ retried step); a thread's claims go with the thread."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 
 import pytest
 from langgraph.store.memory import InMemoryStore
@@ -68,3 +69,38 @@ def test_tasks_claiming_at_once_on_a_fresh_async_postgres_store_all_get_their_nu
             return await asyncio.gather(*(claims.aclaim(f"t{i}", "p", [1], ["a"]) for i in range(80)))
 
     assert asyncio.run(run()) == [[True]] * 80
+
+
+def test_a_create_that_loses_the_race_with_type_already_exists_goes_on(postgres_uri, monkeypatch):
+    # CI saw the race lost as DuplicateObject ("type langmem_paging_claims already exists"), which the
+    # losers did not take for "the table exists": every kind of lost race must go on.
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+
+    uri = fresh_database(postgres_uri, "langmem_claims_type_race")
+    with PostgresStore.from_conn_string(uri) as store:
+        store.setup()
+        claims = claims_for(store)
+        assert claims.claim("t", "p", [1], ["a"]) == [True]  # the table exists now
+        claims._ready = False  # a second creator that has not seen it
+        real_cursor = store._cursor
+
+        class LosingCursor:
+            def __init__(self, cur):
+                self.cur = cur
+
+            def execute(self, sql, params=()):
+                if sql.startswith("CREATE"):
+                    raise psycopg.errors.DuplicateObject('type "langmem_paging_claims" already exists')
+                return self.cur.execute(sql, params)
+
+            def __getattr__(self, name):
+                return getattr(self.cur, name)
+
+        @contextmanager
+        def losing_cursor(*args, **kwargs):
+            with real_cursor(*args, **kwargs) as cur:
+                yield LosingCursor(cur)
+
+        monkeypatch.setattr(store, "_cursor", losing_cursor)
+        assert claims.claim("t", "p", [1, 2], ["a", "b"]) == [True, True]
