@@ -190,7 +190,7 @@ def run_suite(
     Raises:
         SuiteIncomplete: a run did not finish (see `check_suite`).
     """
-    from evals.report import write_findings
+    from evals.report import study_findings, write_findings
 
     out, data_dir = Path(out), Path(data_dir)
     if commit is not None:  # before running anything: resuming an older library's runs would mix them
@@ -232,14 +232,18 @@ def run_suite(
         }
         for run in SUITE
     }
-    return write_findings(
-        data_dir,
+    rows = study_findings(
         out / "synthetic",
         out / "bookmarks-locomo",
         synthetic_policies=out / "synthetic-streaming",
         locomo_policies=out / "locomo-streaming",
         synthetic_bookmarks=out / "bookmarks-synthetic",
         locomo=out / "locomo",
+        budgets=budgets,
+    )
+    return write_findings(
+        data_dir,
+        rows,
         budgets=budgets,
         # this invocation's wall seconds per run (about 0 for a run already complete)
         extra={"runs": runs, "wall_seconds": wall},

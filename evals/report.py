@@ -683,29 +683,11 @@ def findings_by_budget(rows: list[dict]) -> str:
 
 
 def write_findings(
-    out: str | Path,
-    synthetic: str | Path,
-    bookmarks: str | Path,
-    *,
-    synthetic_policies: str | Path,
-    locomo_policies: str | Path,
-    budgets: Sequence[int],
-    synthetic_bookmarks: str | Path | None = None,
-    locomo: str | Path | None = None,
-    extra: dict | None = None,
+    out: str | Path, rows: list[dict], *, budgets: Sequence[int], extra: dict | None = None
 ) -> list[dict]:
-    """`study_findings` as ``out/findings.json`` (``{"budgets", "findings", **extra}``) and
+    """`study_findings`' `rows` as ``out/findings.json`` (``{"budgets", "findings", **extra}``) and
     ``out/findings.md``: a line per finding with a column per budget (`findings_by_budget`), then
-    every row with its budget, verdict and note (`findings_table`)."""
-    rows = study_findings(
-        synthetic,
-        bookmarks,
-        synthetic_policies=synthetic_policies,
-        locomo_policies=locomo_policies,
-        budgets=budgets,
-        synthetic_bookmarks=synthetic_bookmarks,
-        locomo=locomo,
-    )
+    every row with its budget, verdict and note (`findings_table`); returns `rows`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     record = {"budgets": list(budgets), "findings": rows, **(extra or {})}

@@ -40,6 +40,7 @@ __all__ = [
     "CLUSTER_ID_FOR_ESTIMATES",
     "bookmark_message",
     "bookmark_safe",
+    "cluster_bookmark_text",
     "cluster_bookmark_tokens",
     "cluster_keywords",
     "cluster_message",
@@ -150,9 +151,17 @@ def cluster_bookmark_tokens(
     """Tokens of the cluster bookmark message for a cluster with these `terms` and member `span`
     ``(first, last, size)``, rendered exactly as it will be shown (with `cluster_id`, or a long
     placeholder before ids are reserved)."""
-    first, last, size = span
-    text = format_cluster_bookmark(cluster_id, cluster_keywords(terms, max_keywords), first, last, size)
+    text = cluster_bookmark_text(cluster_id, terms, span, max_keywords=max_keywords)
     return count_message(cluster_message(cluster_id, text, "x"))
+
+
+def cluster_bookmark_text(
+    cluster_id: str, terms: Mapping[str, float], span: tuple[int, int, int], *, max_keywords: int
+) -> str:
+    """The cluster bookmark of a cluster with these `terms` and member `span` ``(first, last,
+    size)``: its best `max_keywords` terms (`cluster_keywords`) and its member range."""
+    first, last, size = span
+    return format_cluster_bookmark(cluster_id, cluster_keywords(terms, max_keywords), first, last, size)
 
 
 # -- warm digests --------------------------------------------------------------------------------

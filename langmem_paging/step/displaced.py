@@ -16,10 +16,10 @@ from langchain_core.messages import BaseMessage
 from langmem_paging.core.effects import ask
 from langmem_paging.core.library_messages import (
     bookmark_message,
+    cluster_bookmark_text,
     cluster_keywords,
     cluster_message,
     format_bookmark,
-    format_cluster_bookmark,
 )
 from langmem_paging.core.messages import displaced_id
 from langmem_paging.step.context import StepContext
@@ -51,8 +51,8 @@ def reshow_displaced(ctx: StepContext) -> Flow[None]:
         shown.anchor = key
     for cid in clusters:
         entry = state.clusters[cid]
-        entry.text = format_cluster_bookmark(
-            cid, cluster_keywords(entry.terms, keywords), entry.first, entry.last, entry.size
+        entry.text = cluster_bookmark_text(
+            cid, entry.terms, (entry.first, entry.last, entry.size), max_keywords=keywords
         )
         key = displaced_id(entry.anchor, cid)
         entry.tokens = _insert(ctx, entry.anchor, cluster_message(cid, entry.text, key))

@@ -1,7 +1,7 @@
 """The paging step, pure: the context and the branch's paging state in, the paged context out.
 
-reconcile -> show displaced stand-ins again -> number -> protect -> page tool results on arrival -> evict -> tiers -> fold -> settle ->
-trim the latest tool group -> finish,
+reconcile -> show displaced stand-ins again -> number -> protect -> page tool results on arrival ->
+evict -> tiers -> drop removed bookmarks -> fold -> settle -> trim the latest tool group -> finish,
 each phase a function over one `StepContext`. The step works on the *view*: the messages the
 model would receive (in replace mode the state's messages; in view mode the history as the last
 step left it shown). Its work is proportional to the view, which the budget bounds, never to the

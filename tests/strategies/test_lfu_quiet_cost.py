@@ -14,14 +14,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import PagingMiddleware, page_messages
+from langmem_paging import page_messages
 from langmem_paging.strategies.policies import LFUPolicy
-from langmem_paging.testing import ScriptedChatModel
+from tests.support.scenario_helpers import scripted_agent
 
 
 class CountingCounter:
@@ -46,15 +43,8 @@ def test_branches_of_a_fork_do_not_recount_each_others_messages_on_quiet_calls()
     paged branch shows a bookmark under the id of its first page's first message, the other branch
     the message itself. Each version is counted once; a quiet turn counts its new messages only."""
     counter = CountingCounter()
-    store = InMemoryStore()
-    paging = PagingMiddleware(
-        max_tokens=300, boundary="fixed_2", policy="lfu", store=store, token_counter=counter
-    )
-    agent = create_agent(
-        ScriptedChatModel(responses=[f"Noted {i}." for i in range(40)]),
-        middleware=[paging],
-        store=store,
-        checkpointer=InMemorySaver(),
+    agent, paging, _ = scripted_agent(
+        300, policy="lfu", token_counter=counter, responses=[f"Noted {i}." for i in range(40)]
     )
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [_ask(0)]}, config)
