@@ -29,12 +29,14 @@ from langgraph.store.base import BaseStore
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
+from langmem_paging.server.client_store import ClientStore
 from langmem_paging.server.deletion import DeletePagesWithThreads, adelete_thread_pages
 from langmem_paging.server.reach import reach_store
 from langmem_paging.server.routes import MAX_ID, PREFIX, PagingRoutes
 
 __all__ = [
     "MAX_ID",
+    "ClientStore",
     "PREFIX",
     "DeletePagesWithThreads",
     "PagingRoutes",

@@ -5,9 +5,9 @@ The server deletes a thread's checkpoints on ``DELETE /threads/{thread_id}`` (th
 pages live in its store under ``("langmem_paging", <thread>, ...)``, which it leaves alone.
 `DeletePagesWithThreads` is ASGI middleware for the server's custom app: after the server answers
 such a request with success, it deletes the threads' pages through the page lifecycle's entry point
-(`PageStore.adelete_thread` on the server's store: records, number claims and search-index rows),
-or, where that store is not reachable, their records through the server's store API (the SDK
-client, in process), before the response goes out, so a client that sees the deletion succeed finds
+(`PageStore.adelete_thread` on the server's store: records, number claims and search-index rows;
+where that store object is not reachable, on its store API through the SDK client in process),
+before the response goes out, so a client that sees the deletion succeed finds
 the pages gone. It touches the store only then.
 
 Threads the server deletes on its own (``checkpointer.ttl`` in ``langgraph.json``) go through no
@@ -24,8 +24,9 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
-from langmem_paging.server.reach import reach_store, server_client
-from langmem_paging.storage.page_store import NAMESPACE_ROOT, PageStore, thread_namespace
+from langmem_paging.server.client_store import ClientStore
+from langmem_paging.server.reach import reach_store
+from langmem_paging.storage.page_store import NAMESPACE_ROOT, PageStore
 
 __all__ = ["DeletePagesWithThreads", "adelete_thread_pages"]
 
@@ -38,35 +39,20 @@ Send = Callable[[Message], Awaitable[None]]
 
 _THREAD_PATH = re.compile(r"/threads/([^/]+)/?$")
 _PRUNE_PATH = re.compile(r"/threads/prune/?$")
-_PAGE = 100
 
 
 async def adelete_thread_pages(client: Any, thread_id: str) -> int:
-    """Delete every page record of a thread through a LangGraph server's store API.
+    """Delete every page record of a thread through a LangGraph server's store API
+    (`PageStore.adelete_thread` over a `ClientStore`).
 
     Args:
-        client: A `langgraph_sdk` async client (``get_client()``; in the server, in process).
+        client: A `langgraph_sdk` async client (``get_client(url=...)``; in the server, in process).
         thread_id: The thread.
 
     Returns:
         How many records were deleted.
-
-    Raises:
-        RuntimeError: The store kept returning records it was asked to delete.
     """
-    prefix = list(thread_namespace(thread_id, "pages")[:2])
-    deleted, previous = 0, None
-    while True:
-        items = (await client.store.search_items(prefix, limit=_PAGE))["items"]
-        if not items:
-            return deleted
-        keys = [(tuple(i["namespace"]), i["key"]) for i in items]
-        if keys == previous:
-            raise RuntimeError(f"the store does not delete the page records of thread {thread_id!r}")
-        previous = keys
-        for namespace, key in keys:
-            await client.store.delete_item(list(namespace), key=key)
-            deleted += 1
+    return await PageStore(ClientStore(client)).adelete_thread(thread_id)
 
 
 class DeletePagesWithThreads:
@@ -130,13 +116,12 @@ class DeletePagesWithThreads:
                 await send(message)
 
     async def _delete(self, thread_id: str) -> tuple[int, str]:
-        store, how = await reach_store(self.store)
-        if store is not None:  # the lifecycle's entry point: index rows and claims go too
-            return await PageStore(store).adelete_thread(thread_id), how
-        client = server_client(self.client)
-        if client is None:
-            raise RuntimeError("no store to delete from: pass store= (or run inside a LangGraph server)")
-        return await adelete_thread_pages(client, thread_id), "the server's store API"
+        store, how = await reach_store(self.store, self.client)
+        if store is None:
+            raise RuntimeError(
+                "no store to delete from: pass store= or client= (or run inside a LangGraph server)"
+            )
+        return await PageStore(store).adelete_thread(thread_id), how
 
 
 def _pruned(body: bytes) -> list[str]:

@@ -7,28 +7,32 @@ server's process. The server wraps every request to it in its ``EnsureStoreAcces
 ``langgraph.config.get_store()`` finds it: the supported way, inside a request to the app's routes.
 Middleware of the app runs outside that wrapper: there ``langgraph_api.store.get_store()`` (what
 the wrapper itself calls) gives the same store, once the server has loaded its runtime
-(``langgraph_runtime``). Neither is touched before a request asks for it, so the app never reaches
-for a store the runtime has not set up yet. Outside a server both give None: pass the store.
+(``langgraph_runtime``). Where neither answers, the server's store API through its SDK client in
+process (`ClientStore`). Nothing is touched before a request asks for it, so the app never reaches
+for a store the runtime has not set up yet. Outside a server: pass the store (or a client).
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
 from langgraph.store.base import BaseStore
 
 from langmem_paging.ops.snapshots import Snapshot, latest_branch, snapshot_of_state
+from langmem_paging.server.client_store import ClientStore
 
 __all__ = ["reach_store", "server_client", "server_snapshots"]
 
 _HISTORY_PAGE = 100
 
 
-async def reach_store(given: BaseStore | None = None) -> tuple[BaseStore | None, str]:
+async def reach_store(given: BaseStore | None = None, client: Any = None) -> tuple[BaseStore | None, str]:
     """The store to work on, and how it was reached: `given` (``"given"``); else, in a LangGraph
     server, its store (``"langgraph.config.get_store"`` inside a request to the app's routes,
-    ``"langgraph_api.store.get_store"`` in the app's middleware); else ``(None, "unreachable")``."""
+    ``"langgraph_api.store.get_store"`` in the app's middleware); else its store API through `client`
+    or the server's own SDK client (``"store API"``, a `ClientStore`); else ``(None, "unreachable")``."""
     if given is not None:
         return given, "given"
     try:
@@ -39,11 +43,17 @@ async def reach_store(given: BaseStore | None = None) -> tuple[BaseStore | None,
         store = None
     if isinstance(store, BaseStore):
         return store, "langgraph.config.get_store"
-    if "langgraph_runtime" not in sys.modules:  # not in a server's process: never import its package
+    if "langgraph_runtime" in sys.modules:  # in a server's process (never import its package here)
+        try:
+            from langgraph_api.store import get_store as server_store
+        except ImportError:  # moved (the test of this module says so): the store API still answers
+            pass
+        else:
+            return await server_store(), "langgraph_api.store.get_store"
+    client = server_client(client)
+    if client is None:
         return None, "unreachable"
-    from langgraph_api.store import get_store as server_store
-
-    return await server_store(), "langgraph_api.store.get_store"
+    return ClientStore(client, loop=asyncio.get_running_loop()), "store API"
 
 
 def server_client(given: Any = None) -> Any:

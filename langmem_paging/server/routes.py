@@ -83,7 +83,7 @@ class PagingRoutes:
     # -- the endpoints: each returns (status, body) or raises _Refused ---------------------------
     async def ready(self, request: Request) -> JSONResponse:
         """``GET /paging/ready``: 200 when the store, its index and its claims answer, else 503."""
-        store, how = await reach_store(self.store)
+        store, how = await reach_store(self.store, self.client)
         if store is None:
             raise _Refused(503, "store_unreachable", _UNREACHABLE)
         readiness = await acheck_ready(store)
@@ -127,7 +127,7 @@ class PagingRoutes:
     async def verify(self, request: Request) -> JSONResponse:
         """``GET .../verify``: the lossless check (``langmem-paging verify --json``'s report)."""
         thread_id = _id(request.path_params["thread_id"], "thread id")
-        store, _ = await reach_store(self.store)
+        store, _ = await reach_store(self.store, self.client)
         if store is None:
             raise _Refused(503, "store_unreachable", _UNREACHABLE)
         snapshots = await self._snapshots(thread_id)
@@ -142,7 +142,7 @@ class PagingRoutes:
 
     # -- shared ----------------------------------------------------------------------------------
     async def _known_thread(self, thread_id: str) -> BaseStore:
-        store, _ = await reach_store(self.store)
+        store, _ = await reach_store(self.store, self.client)
         if store is None:
             raise _Refused(503, "store_unreachable", _UNREACHABLE)
         if not await _has_records(store, thread_id):

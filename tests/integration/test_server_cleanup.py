@@ -155,3 +155,34 @@ def test_the_paging_routes_work_in_the_server_and_ordinary_requests_too(cleanup_
     assert [m["content"] for m in stored] == ["[forgotten]"]
     assert deleted.status_code == 200 and pages_in_store(client, thread_id) == []
     assert client.threads.get(thread_id)["thread_id"] == thread_id  # the thread itself stays
+
+
+async def test_a_client_store_works_on_a_deployment_through_its_store_api(cleanup_server):
+    """`ClientStore`: the library's operations on a server's store from outside it (and the app's
+    fallback where the store object is not reachable), async and sync (on the client's loop)."""
+    import asyncio
+
+    from langgraph_sdk import get_client
+
+    from langmem_paging import PageStore
+    from langmem_paging.ops import export_records
+    from langmem_paging.server import ClientStore, adelete_thread_pages
+
+    sync_client = client_for(cleanup_server)
+    thread_id = sync_client.threads.create()["thread_id"]
+    run_turns(sync_client, thread_id, "paging_test", turns=12, enqueue=True)
+    items = pages_in_store(sync_client, thread_id)
+    client = get_client(url=cleanup_server.url)
+    store = ClientStore(client, loop=asyncio.get_running_loop())
+    pages = PageStore(store)
+
+    listed = await pages.alist_pages(thread_id)
+    message_id = next(m.id for m in listed[0].messages if m.type == "human")
+    exported = await asyncio.to_thread(export_records, store, thread_id)  # sync, on the client's loop
+    changed = await pages.aforget(thread_id, message_id)
+    forgotten = await pages.aget(thread_id, listed[0].id)
+    deleted = await adelete_thread_pages(client, thread_id)
+
+    assert len(exported) == len(items) and listed[0].id in changed
+    assert [m.content for m in forgotten.messages if m.id == message_id] == ["[forgotten]"]
+    assert deleted == len(items) and pages_in_store(sync_client, thread_id) == []
