@@ -80,7 +80,7 @@ class PagingRoutes:
         ]
         return [Route(path, _answered(endpoint), methods=[method]) for path, endpoint, method in table]
 
-    # -- the endpoints: each returns (status, body) or raises _Refused ---------------------------
+    # -- the endpoints: each answers JSON or raises _Refused (answered by `_answered`) ------------
     async def ready(self, request: Request) -> JSONResponse:
         """``GET /paging/ready``: 200 when the store, its index and its claims answer, else 503."""
         store, how = await reach_store(self.store, self.client)
