@@ -10,6 +10,7 @@ are tested without the command line (`langmem_paging.cli` only parses arguments 
   latest checkpoint and the store and check it against every message the checkpoints ever held;
 - `list_threads(store)` (`threads`): the threads a store holds records for, with their counts;
 - `export_records` / `import_records` (`records`): a thread's store records, exactly;
+- `acheck_ready(store)` (`readiness`): does the store, its search index and its claims answer;
 - `where_text(page_store, thread_id, text)` (`where`): every place a thread still holds a text
   (store records, search index, checkpointed state), after `forget` or `delete`;
 - `format_table`, `format_inspection`, `format_verification` (`text`): plain-text renderings.
@@ -32,6 +33,7 @@ from langmem_paging.ops.portable import (
     record_counts,
     without_ttl_refresh,
 )
+from langmem_paging.ops.readiness import Readiness, acheck_ready
 from langmem_paging.ops.snapshots import PagingStep, Snapshot, load_snapshots, paging_steps
 from langmem_paging.ops.threads import ThreadRow, list_threads, thread_label, thread_of_label
 from langmem_paging.ops.verification import Issue, Verification, verify_thread
@@ -44,11 +46,13 @@ __all__ = [
     "PageRow",
     "PagingStep",
     "Place",
+    "Readiness",
     "RecallRow",
     "Snapshot",
     "SnapshotInfo",
     "ThreadRow",
     "Verification",
+    "acheck_ready",
     "cluster_roots",
     "export_records",
     "format_inspection",

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from langmem_paging.core.state import STATE_KEY, PagingState
 
-__all__ = ["PagingStep", "Snapshot", "load_snapshots", "paging_steps"]
+__all__ = ["PagingStep", "Snapshot", "latest_branch", "load_snapshots", "paging_steps", "snapshot_of_state"]
 
 
 @dataclass
@@ -46,6 +47,24 @@ def _snapshot(tup: CheckpointTuple) -> Snapshot:
     )
 
 
+def snapshot_of_state(state: Mapping[str, Any]) -> Snapshot:
+    """One checkpoint from a LangGraph server's thread state (``client.threads.get_history``: its
+    messages serialized as dicts with their ``type``)."""
+    values = state.get("values")
+    values = values if isinstance(values, dict) else {}  # a graph whose state is not a dict
+    messages = values.get("messages") or []
+    return Snapshot(
+        checkpoint_id=state["checkpoint"]["checkpoint_id"],
+        parent_id=(state.get("parent_checkpoint") or {}).get("checkpoint_id"),
+        step=(state.get("metadata") or {}).get("step"),
+        created_at=state.get("created_at"),
+        messages=messages_from_dict(
+            [{"type": m["type"], "data": m} for m in messages if isinstance(m, dict)]
+        ),
+        paging=values.get(STATE_KEY) or None,
+    )
+
+
 def load_snapshots(
     saver: BaseCheckpointSaver[Any], thread_id: str, *, lineage: bool = True
 ) -> list[Snapshot]:
@@ -64,7 +83,14 @@ def load_snapshots(
     if not lineage:
         latest = saver.get_tuple(config)
         return [_snapshot(latest)] if latest is not None else []
-    by_id = {s.checkpoint_id: s for s in map(_snapshot, saver.list(config))}
+    return latest_branch(map(_snapshot, saver.list(config)))
+
+
+def latest_branch(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
+    """The checkpoints on the branch of the latest one (its parents followed), oldest first; checkpoints
+    of other branches (forks, time travel) are left out. The checkpoints may come in any order (a
+    checkpointer's ``list``, a LangGraph server's thread history)."""
+    by_id = {s.checkpoint_id: s for s in snapshots}
     if not by_id:
         return []
     chain: list[Snapshot] = []

@@ -67,6 +67,9 @@ def test_deleting_a_thread_deletes_its_pages_and_only_its_pages(cleanup_server):
     client.threads.delete(doomed)
 
     assert pages_in_store(client, doomed) == []  # gone before the delete call returned
+    # through the page lifecycle on the server's store (index rows and claims too), not the store API
+    log = cleanup_server.log_path.read_text(errors="replace")
+    assert f"of deleted thread {doomed} (langgraph_api.store.get_store)" in log
     assert pages_in_store(client, kept) == kept_before
     with pytest.raises(Exception, match="not found"):
         client.threads.get(doomed)
@@ -89,3 +92,97 @@ def test_pruning_threads_deletes_their_pages_and_a_refused_prune_deletes_nothing
 
     assert pages_in_store(client, pruned) == []
     assert pages_in_store(client, trimmed) == trimmed_before
+
+
+def test_the_adapter_finds_the_server_internals_it_relies_on():
+    """`langmem_paging.server.reach` relies on two names of langgraph-api: fail here, loudly, when
+    they move (run in a child process: importing the server's package here would configure it)."""
+    import subprocess
+    import sys
+
+    from tests.support.langgraph_server import offline_env, skip_unless_server_available
+
+    skip_unless_server_available()
+    check = (
+        "import inspect\n"
+        "import langgraph_api.store as s\n"
+        "from langgraph_api.middleware import ensure_store as e\n"
+        "assert inspect.iscoroutinefunction(s.get_store), 'langgraph_api.store.get_store moved'\n"
+        "assert e.api_get_store is s.get_store, 'EnsureStoreAccessible no longer uses get_store'\n"
+        "assert 'var_child_runnable_config' in inspect.getsource(e.EnsureStoreAccessible), "
+        "'EnsureStoreAccessible no longer sets the config langgraph.config.get_store reads'\n"
+    )
+    env = offline_env()  # what `langgraph dev` sets for its in-memory runtime
+    env.update(
+        LANGGRAPH_RUNTIME_EDITION="inmem",
+        REDIS_URI="fake",
+        DATABASE_URI=":memory:",
+        MIGRATIONS_PATH="__inmem",
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_paging_routes_work_in_the_server_and_ordinary_requests_too(cleanup_server):
+    import httpx
+
+    client = client_for(cleanup_server)
+    thread_id = client.threads.create()["thread_id"]
+    run_turns(client, thread_id, "paging_test", turns=12, enqueue=True)
+    assert client.threads.get_state(thread_id)["values"]["messages"]  # ordinary requests answer
+    items = pages_in_store(client, thread_id)
+    page = next(i for i in items if i["namespace"][2] == "pages")
+    message_id = next(m["data"]["id"] for m in page["value"]["messages"] if m["type"] == "human")
+    paging = f"{cleanup_server.url}/paging"
+
+    with httpx.Client(timeout=60, trust_env=False) as http:
+        ready = http.get(f"{paging}/ready")
+        exported = http.get(f"{paging}/threads/{thread_id}/export")
+        verified = http.get(f"{paging}/threads/{thread_id}/verify")
+        unknown = http.get(f"{paging}/threads/no-such-thread/export")
+        bad = http.post(f"{paging}/threads/{thread_id}/forget", json={"message_id": "a\nb"})
+        forgot = http.post(f"{paging}/threads/{thread_id}/forget", json={"message_id": message_id})
+        forgotten_page = client.store.get_item(page["namespace"], page["key"])["value"]
+        deleted = http.delete(f"{paging}/threads/{thread_id}/pages")
+
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["store_from"] == "langgraph.config.get_store"  # the supported way, in a request
+    assert len(exported.json()["records"]) == len(items)
+    assert verified.status_code == 200 and verified.json()["lossless"] is True, verified.text
+    assert unknown.status_code == 404 and bad.status_code == 400
+    assert forgot.status_code == 200 and page["key"] in forgot.json()["pages"], forgot.text
+    stored = [m["data"] for m in forgotten_page["messages"] if m["data"]["id"] == message_id]
+    assert [m["content"] for m in stored] == ["[forgotten]"]
+    assert deleted.status_code == 200 and pages_in_store(client, thread_id) == []
+    assert client.threads.get(thread_id)["thread_id"] == thread_id  # the thread itself stays
+
+
+async def test_a_client_store_works_on_a_deployment_through_its_store_api(cleanup_server):
+    """`ClientStore`: the library's operations on a server's store from outside it (and the app's
+    fallback where the store object is not reachable), async and sync (on the client's loop)."""
+    import asyncio
+
+    from langgraph_sdk import get_client
+
+    from langmem_paging import PageStore
+    from langmem_paging.ops import export_records
+    from langmem_paging.server import ClientStore, adelete_thread_pages
+
+    sync_client = client_for(cleanup_server)
+    thread_id = sync_client.threads.create()["thread_id"]
+    run_turns(sync_client, thread_id, "paging_test", turns=12, enqueue=True)
+    items = pages_in_store(sync_client, thread_id)
+    client = get_client(url=cleanup_server.url)
+    store = ClientStore(client, loop=asyncio.get_running_loop())
+    pages = PageStore(store)
+
+    listed = await pages.alist_pages(thread_id)
+    message_id = next(m.id for m in listed[0].messages if m.type == "human")
+    exported = await asyncio.to_thread(export_records, store, thread_id)  # sync, on the client's loop
+    changed = await pages.aforget(thread_id, message_id)
+    forgotten = await pages.aget(thread_id, listed[0].id)
+    deleted = await adelete_thread_pages(client, thread_id)
+
+    assert len(exported) == len(items) and listed[0].id in changed
+    assert [m.content for m in forgotten.messages if m.id == message_id] == ["[forgotten]"]
+    assert deleted == len(items) and pages_in_store(sync_client, thread_id) == []

@@ -3,19 +3,12 @@
 The server deletes a thread's checkpoints on ``DELETE /threads/{thread_id}`` (the SDK's
 ``client.threads.delete``) and on ``POST /threads/prune`` with ``strategy="delete"``, but
 pages live in its store under ``("langmem_paging", <thread>, ...)``, which it leaves alone.
-`DeletePagesWithThreads` is ASGI middleware for the server's custom app (``"http": {"app": ...}``
-in ``langgraph.json``): after the server answers such a request with success, it deletes the
-threads' page records through the server's own store API (the SDK client, in process), before
-the response goes out, so a client that sees the deletion succeed finds the pages gone.
-
-Use the ready-made app, or add the middleware to your own::
-
-    {"http": {"app": "langmem_paging.server:app"}}            # in langgraph.json
-
-    from starlette.applications import Starlette              # or in your own app
-    from starlette.middleware import Middleware
-    from langmem_paging.server import DeletePagesWithThreads
-    app = Starlette(middleware=[Middleware(DeletePagesWithThreads)])
+`DeletePagesWithThreads` is ASGI middleware for the server's custom app: after the server answers
+such a request with success, it deletes the threads' pages through the page lifecycle's entry point
+(`PageStore.adelete_thread` on the server's store: records, number claims and search-index rows;
+where that store object is not reachable, on its store API through the SDK client in process),
+before the response goes out, so a client that sees the deletion succeed finds
+the pages gone. It touches the store only then.
 
 Threads the server deletes on its own (``checkpointer.ttl`` in ``langgraph.json``) go through no
 HTTP request: give the pages a TTL too (``PagingMiddleware(ttl=...)`` on a store with TTL support).
@@ -29,7 +22,11 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from langmem_paging.storage.page_store import NAMESPACE_ROOT, thread_namespace
+from langgraph.store.base import BaseStore
+
+from langmem_paging.server.client_store import ClientStore
+from langmem_paging.server.reach import reach_store
+from langmem_paging.storage.page_store import NAMESPACE_ROOT, PageStore
 
 __all__ = ["DeletePagesWithThreads", "adelete_thread_pages"]
 
@@ -42,35 +39,20 @@ Send = Callable[[Message], Awaitable[None]]
 
 _THREAD_PATH = re.compile(r"/threads/([^/]+)/?$")
 _PRUNE_PATH = re.compile(r"/threads/prune/?$")
-_PAGE = 100
 
 
 async def adelete_thread_pages(client: Any, thread_id: str) -> int:
-    """Delete every page record of a thread through a LangGraph server's store API.
+    """Delete every page record of a thread through a LangGraph server's store API
+    (`PageStore.adelete_thread` over a `ClientStore`).
 
     Args:
-        client: A `langgraph_sdk` async client (``get_client()``; in the server, in process).
+        client: A `langgraph_sdk` async client (``get_client(url=...)``; in the server, in process).
         thread_id: The thread.
 
     Returns:
         How many records were deleted.
-
-    Raises:
-        RuntimeError: The store kept returning records it was asked to delete.
     """
-    prefix = list(thread_namespace(thread_id, "pages")[:2])
-    deleted, previous = 0, None
-    while True:
-        items = (await client.store.search_items(prefix, limit=_PAGE))["items"]
-        if not items:
-            return deleted
-        keys = [(tuple(i["namespace"]), i["key"]) for i in items]
-        if keys == previous:
-            raise RuntimeError(f"the store does not delete the page records of thread {thread_id!r}")
-        previous = keys
-        for namespace, key in keys:
-            await client.store.delete_item(list(namespace), key=key)
-            deleted += 1
+    return await PageStore(ClientStore(client)).adelete_thread(thread_id)
 
 
 class DeletePagesWithThreads:
@@ -78,19 +60,17 @@ class DeletePagesWithThreads:
 
     Args:
         app: The ASGI app to wrap (the server passes it).
-        client: A `langgraph_sdk` async client; default ``get_client()`` at first use (in process).
+        store: The store the pages are in; default the server's (`reach_store`), at deletion time.
+        client: A `langgraph_sdk` async client, used only where no store is reachable; default the
+            server's, in process (`server_client`).
     """
 
-    def __init__(self, app: Callable[..., Awaitable[None]], client: Any = None) -> None:
+    def __init__(
+        self, app: Callable[..., Awaitable[None]], store: BaseStore | None = None, client: Any = None
+    ) -> None:
         self.app = app
-        self._client = client
-
-    def client(self) -> Any:
-        if self._client is None:
-            from langgraph_sdk import get_client
-
-            self._client = get_client()
-        return self._client
+        self.store = store
+        self.client = client
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope.get("type") == "http" else ""
@@ -124,8 +104,8 @@ class DeletePagesWithThreads:
             threads = [single.group(1)] if single else _pruned(bytes(body))
             for thread_id in threads:
                 try:
-                    n = await adelete_thread_pages(self.client(), thread_id)
-                    logger.info("deleted %d page records of deleted thread %s", n, thread_id)
+                    n, how = await self._delete(thread_id)
+                    logger.info("deleted %d page records of deleted thread %s (%s)", n, thread_id, how)
                 except Exception:  # the thread is gone either way: say so loudly
                     logger.exception(
                         "could not delete the pages of deleted thread %s (namespace %r)",
@@ -134,6 +114,14 @@ class DeletePagesWithThreads:
                     )
             for message in held:
                 await send(message)
+
+    async def _delete(self, thread_id: str) -> tuple[int, str]:
+        store, how = await reach_store(self.store, self.client)
+        if store is None:
+            raise RuntimeError(
+                "no store to delete from: pass store= or client= (or run inside a LangGraph server)"
+            )
+        return await PageStore(store).adelete_thread(thread_id), how
 
 
 def _pruned(body: bytes) -> list[str]:
@@ -145,14 +133,3 @@ def _pruned(body: bytes) -> list[str]:
     if not isinstance(payload, dict) or payload.get("strategy", "delete") != "delete":
         return []
     return [str(t) for t in payload.get("thread_ids", []) if t]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "app":  # built on first use: Starlette is there in the server, not a dependency
-        from starlette.applications import Starlette
-        from starlette.middleware import Middleware
-
-        value = Starlette(middleware=[Middleware(DeletePagesWithThreads)])
-        globals()["app"] = value
-        return value
-    raise AttributeError(f"module 'langmem_paging.server' has no attribute {name!r}")

@@ -1,0 +1,68 @@
+"""The LangGraph server (Agent Server) app: the paging routes, and pages deleted with their threads.
+
+Serve it from ``langgraph.json``, or build your own with `paging_app`::
+
+    {"http": {"app": "langmem_paging.server:app"}}            # in langgraph.json
+
+    from langmem_paging.server import paging_app               # your own app, your own store
+    app = paging_app(store=store, checkpointer=checkpointer)
+
+The app touches the store only inside a request to its own routes (`routes.PagingRoutes`, under
+``/paging``) and after the server has deleted threads (`DeletePagesWithThreads`): every other request
+passes through untouched. `reach` is the one place that knows how a custom app reaches the server's
+store. Needs Starlette, the ``server`` extra (``pip install "langmem-paging[server]"``; the server
+brings it).
+"""
+
+from __future__ import annotations
+
+try:
+    import starlette  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised with starlette hidden
+    raise ImportError(
+        'langmem_paging.server needs Starlette: pip install "langmem-paging[server]"'
+    ) from error
+
+from typing import Any
+
+from langgraph.store.base import BaseStore
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+
+from langmem_paging.server.client_store import ClientStore
+from langmem_paging.server.deletion import DeletePagesWithThreads, adelete_thread_pages
+from langmem_paging.server.reach import reach_store
+from langmem_paging.server.routes import MAX_ID, PREFIX, PagingRoutes
+
+__all__ = [
+    "MAX_ID",
+    "ClientStore",
+    "PREFIX",
+    "DeletePagesWithThreads",
+    "PagingRoutes",
+    "adelete_thread_pages",
+    "app",
+    "paging_app",
+    "reach_store",
+]
+
+
+def paging_app(
+    store: BaseStore | None = None, *, checkpointer: Any = None, client: Any = None, prefix: str = PREFIX
+) -> Starlette:
+    """A Starlette app with the paging routes under `prefix` and `DeletePagesWithThreads`.
+
+    Args:
+        store: The store the agent pages into; default the LangGraph server's (reached per request).
+        checkpointer: Where ``verify`` reads checkpoints; default the server's thread history.
+        client: A `langgraph_sdk` async client; default the server's, in process.
+        prefix: Where the routes live (default ``/paging``).
+    """
+    routes = PagingRoutes(store, checkpointer=checkpointer, client=client, prefix=prefix)
+    deletion = Middleware(DeletePagesWithThreads, store=store, client=client)
+    return Starlette(routes=routes.routes(), middleware=[deletion])
+
+
+app = paging_app()
+"""The app for ``langgraph.json`` (``"http": {"app": "langmem_paging.server:app"}``); building it
+touches nothing."""
