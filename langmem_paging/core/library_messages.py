@@ -215,14 +215,14 @@ def stub_is_shorter(
     return count_message(tool_result_stub("p999999", result, call, tokens, tool=tool)) < tokens
 
 
-def malformed_call_stub(page_id: str, message: AIMessage, tokens: int) -> AIMessage:
+def malformed_call_stub(page_id: str, message: AIMessage, tokens: int, *, tool: str) -> AIMessage:
     """An AI message whose malformed calls (`invalid_tool_calls`) went into page `page_id`: same id,
     same calls and call ids (their error results still answer them), the raw arguments left out and
-    the text replaced by a note naming the page and the size."""
+    the text replaced by a note naming the page, the size and the recall tool (`tool`)."""
     names = ", ".join(bookmark_safe(c.get("name") or "tool") for c in message.invalid_tool_calls)
     text = (
         f"[{page_id}:malformed call to {names or 'a tool'}, {tokens} tokens, paged out; "
-        f"call recall(page_ids=['{page_id}']) to read it]"
+        f"call {tool}(page_ids=['{page_id}']) to read it]"
     )
     meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
     return message.model_copy(
