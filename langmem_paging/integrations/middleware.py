@@ -11,7 +11,7 @@ from typing import Annotated, Any, NotRequired, Unpack, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
 from langgraph.store.base import BaseStore
@@ -68,6 +68,10 @@ class _Call:
     """This call's budget (the configured one, corrected by `calibration`)."""
     configured: int
     """`max_tokens` as configured (resolved for this call's model)."""
+
+    def step_options(self, model: Any) -> dict[str, Any]:
+        """What the step of this call takes beside the graph's view."""
+        return {"store": self.store, "overhead": self.overhead, "model": model, "max_tokens": self.max_tokens}
 
     def refused(self, result: PagingResult, error: BaseException) -> _Call:
         """The call again after the provider refused its prompt (`result`) as too long: 80% of the
@@ -221,18 +225,10 @@ class PagingMiddleware(AgentMiddleware):
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, self.pager.counter_for(request.model))
         for retried in (False, True):  # once: a second refusal is the provider's error, raised as is
-            result = self.paging.step(
-                call.graph,
-                store=call.store,
-                overhead=call.overhead,
-                model=request.model,
-                max_tokens=call.max_tokens,
-            )
+            result = self.paging.step(call.graph, **call.step_options(request.model))
             try:
                 with traced(result, call, retried=retried):
-                    response = handler(
-                        request.override(messages=_as_any_messages(result.view, request.model))
-                    )
+                    response = handler(_paged(request, result))
                 break
             except Exception as error:
                 if retried or not is_context_overflow(error):
@@ -245,18 +241,10 @@ class PagingMiddleware(AgentMiddleware):
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, await self.pager.acounter_for(request.model))
         for retried in (False, True):  # once: a second refusal is the provider's error, raised as is
-            result = await self.paging.astep(
-                call.graph,
-                store=call.store,
-                overhead=call.overhead,
-                model=request.model,
-                max_tokens=call.max_tokens,
-            )
+            result = await self.paging.astep(call.graph, **call.step_options(request.model))
             try:
                 with traced(result, call, retried=retried):
-                    response = await handler(
-                        request.override(messages=_as_any_messages(result.view, request.model))
-                    )
+                    response = await handler(_paged(request, result))
                 break
             except Exception as error:
                 if retried or not is_context_overflow(error):
@@ -378,10 +366,11 @@ def traced(result: PagingResult, call: _Call, *, retried: bool = False) -> Itera
         var_child_runnable_config.reset(token)
 
 
-def _as_any_messages(view: list[BaseMessage], model: Any) -> list[AnyMessage]:
-    """The view as the request's message type (every message the step makes is a concrete one), with
-    placeholders for the images and files the model's profile says it cannot read."""
-    return cast(list[AnyMessage], for_model(view, model))
+def _paged(request: ModelRequest, result: PagingResult) -> ModelRequest:
+    """The request with the paged view as its messages (the request's message type: every message the
+    step makes is a concrete one), with placeholders for the images and files the model's profile
+    says it cannot read."""
+    return request.override(messages=cast(list[AnyMessage], for_model(result.view, request.model)))
 
 
 def _store_of(request: ModelRequest) -> BaseStore | None:
