@@ -20,6 +20,7 @@ content is rebuilt exactly from the store (`expand_recall_copy`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -272,9 +273,10 @@ def render_recall_shown(
 
 def items_tokens(spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter) -> int:
     """Tokens `spec`'s items take in a result as `render_recall_shown` counts them (each body and
-    its newline), the note aside: what is left of the cap is the room for more."""
-    bodies = (_item_body(item, spec, get_page, get_node, counter) for item in spec.items)
-    return sum(counter.count_text(body[1]) + 1 for body in bodies if body)
+    its newline, and the blocks it brings), the note aside: what is left of the cap is the room for
+    more."""
+    bodies = [b for b in (_item_body(item, spec, get_page, get_node, counter) for item in spec.items) if b]
+    return _Fill("", get_page, counter)(bodies, sys.maxsize)[3]
 
 
 def clip_note(note: str, cap: int, counter: TokenCounter) -> str:

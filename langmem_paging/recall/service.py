@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_paging.config import PagingConfig
-from langmem_paging.core.blocks import Block
+from langmem_paging.core.blocks import Block, media_tokens
 from langmem_paging.core.effects import ask
 from langmem_paging.core.errors import StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
@@ -497,7 +497,10 @@ class _Composer:
             def line(i: int) -> int:
                 key = (page.id, i)
                 if key not in lines:
-                    lines[key] = counter.count_text(render_message(page.messages[i]) + "\n")
+                    message = page.messages[i]  # its line, and the blocks it brings (`with_media`)
+                    lines[key] = counter.count_text(render_message(message) + "\n") + media_tokens(
+                        message.content, counter.count_text
+                    )
                 return lines[key]
 
             return passages_cost(page, runs, counter, line)

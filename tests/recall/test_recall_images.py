@@ -30,10 +30,13 @@ def _png(seed: int) -> str:
     return base64.b64encode(out.getvalue()).decode()
 
 
-def _reply(messages: list) -> AIMessage:
-    if isinstance(messages[-1], HumanMessage) and messages[-1].content == ASK:
-        return AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": PAGES}, "id": "r1"}])
-    return AIMessage("Noted.")
+def _replying(args: dict) -> object:
+    def reply(messages: list) -> AIMessage:
+        if isinstance(messages[-1], HumanMessage) and messages[-1].content == ASK:
+            return AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": "r1"}])
+        return AIMessage("Noted.")
+
+    return reply
 
 
 def _photo(i: int) -> HumanMessage:
@@ -46,10 +49,13 @@ def _photo(i: int) -> HumanMessage:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_recalled_images_stay_within_the_budget(mode: str) -> None:
+@pytest.mark.parametrize(
+    "args", [{"page_ids": PAGES}, {"query": "photo harbour view"}], ids=["ids", "search"]
+)
+def test_recalled_images_stay_within_the_budget(mode: str, args: dict) -> None:
     import asyncio
 
-    agent, paging, model = scripted_agent(3000, responses=[_reply] * 60)
+    agent, paging, model = scripted_agent(3000, responses=[_replying(args)] * 60)
     config = {"configurable": {"thread_id": "t"}}
 
     def invoke(message: object) -> dict:
@@ -69,6 +75,9 @@ def test_recalled_images_stay_within_the_budget(mode: str) -> None:
     result = next(m for m in reversed(state["messages"]) if isinstance(m, ToolMessage))
     assert isinstance(result.content, list)  # some images came back as images
     text, images = result.content[0]["text"], result.content[1:]
+    if "query" in args:  # passages packed with their images: as many as fit
+        assert 0 < len(images) < len(PAGES) and text.count("[image: harbour view") == len(images), text
+        return
     shown = [p for p in PAGES if f"=== {p} ·" in text]
     assert 0 < len(shown) < len(PAGES) and len(images) == len(shown), (shown, len(images))
     notice = text[text.index("not shown: ") :]
