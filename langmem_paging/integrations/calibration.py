@@ -118,11 +118,11 @@ def is_context_overflow(error: BaseException) -> bool:
 
 
 _STATED_LIMITS = (
-    re.compile(r"maximum context length is (\d[\d,]*) tokens"),  # OpenAI, and gateways repeating it
-    re.compile(
-        r"tokens? > (\d[\d,]*) maximum"
-    ),  # Anthropic: "prompt is too long: 208010 tokens > 200000 maximum"
+    re.compile(r"maximum context length is (\d[\d,]*) tokens"),
+    re.compile(r"tokens? > (\d[\d,]*) maximum"),
 )
+"""The window in a context-length error: OpenAI's "maximum context length is 128000 tokens" (and
+gateways repeating it), Anthropic's "prompt is too long: 208010 tokens > 200000 maximum"."""
 
 
 def stated_limit(error: BaseException) -> int | None:
