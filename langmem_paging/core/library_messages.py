@@ -40,6 +40,7 @@ __all__ = [
     "CLUSTER_ID_FOR_ESTIMATES",
     "bookmark_message",
     "bookmark_safe",
+    "clip_keyword",
     "cluster_bookmark_text",
     "cluster_bookmark_tokens",
     "cluster_keywords",
@@ -67,10 +68,30 @@ estimate errs on the side of the budget."""
 
 _UNSAFE = re.compile(r"[\[\],:|\n]")
 
+MAX_KEYWORD_CHARS = 24
+"""The longest word a stand-in shows: a pasted key or hex dump has no spaces, and shown whole in a
+cluster bookmark it cost every later prompt its tokens (``max_tokens=700``, 3,000 random characters
+pasted three times: 2,424 tokens a prompt, tests/core/test_long_words.py). LoCoMo dev has 534 of its
+207,714 words longer (file names, hashes)."""
+_LONG_WORD = re.compile(rf"\S{{{MAX_KEYWORD_CHARS + 1},}}")
+
 
 def bookmark_safe(text: str) -> str:
     """`text` without the characters that delimit a bookmark (``[ ] , : |`` and newlines)."""
     return _UNSAFE.sub("", text)
+
+
+def clip_keyword(keyword: str) -> str:
+    """`keyword` with each of its words cut to `MAX_KEYWORD_CHARS`: the one rule for the length of
+    what a bookmark, a cluster bookmark or a stub shows (and of the terms keywords come from).
+
+    Example:
+        >>> clip_keyword("k" + "3f" * 40)
+        'k3f3f3f3f3f3f3f3f3f3f3f3'
+    """
+    if len(keyword) <= MAX_KEYWORD_CHARS:
+        return keyword
+    return _LONG_WORD.sub(lambda m: m.group(0)[:MAX_KEYWORD_CHARS], keyword)
 
 
 # -- page bookmarks ------------------------------------------------------------------------------
@@ -78,7 +99,7 @@ def bookmark_safe(text: str) -> str:
 
 def format_bookmark(page_id: str, keywords: Sequence[str]) -> str:
     """``format_bookmark("p3", ["Caroline", "adoption"])`` -> ``'[p3:Caroline,adoption]'``."""
-    return f"[{page_id}:{','.join(keywords)}]"
+    return f"[{page_id}:{','.join(map(clip_keyword, keywords))}]"
 
 
 def parse_bookmark(text: str) -> tuple[str, list[str]] | None:
@@ -130,7 +151,7 @@ def format_cluster_bookmark(
     cluster_id: str, keywords: Sequence[str], first: int, last: int, size: int
 ) -> str:
     """``[c2:Farid,greyhound,adoption|p1-p9]``."""
-    return f"[{cluster_id}:{','.join(keywords)}|{member_span(first, last, size)}]"
+    return f"[{cluster_id}:{','.join(map(clip_keyword, keywords))}|{member_span(first, last, size)}]"
 
 
 def cluster_message(cluster_id: str, text: str, message_id: str) -> HumanMessage:
@@ -188,7 +209,7 @@ def tool_result_stub(
 ) -> ToolMessage:
     """A large tool result paged on arrival: same id and call id, its text replaced by a
     bookmark naming the tool, the call's arguments and the size."""
-    name = (call or {}).get("name") or result.name or "tool"
+    name = clip_keyword((call or {}).get("name") or result.name or "tool")
     args = json.dumps((call or {}).get("args", {}), sort_keys=True, default=str, ensure_ascii=False)
     if len(args) > 120:
         args = args[:117] + "..."
@@ -215,14 +236,16 @@ def stub_is_shorter(
     return count_message(tool_result_stub("p999999", result, call, tokens, tool=tool)) < tokens
 
 
-def malformed_call_stub(page_id: str, message: AIMessage, tokens: int) -> AIMessage:
+def malformed_call_stub(page_id: str, message: AIMessage, tokens: int, *, tool: str) -> AIMessage:
     """An AI message whose malformed calls (`invalid_tool_calls`) went into page `page_id`: same id,
     same calls and call ids (their error results still answer them), the raw arguments left out and
-    the text replaced by a note naming the page and the size."""
-    names = ", ".join(bookmark_safe(c.get("name") or "tool") for c in message.invalid_tool_calls)
+    the text replaced by a note naming the page, the size and the recall tool (`tool`)."""
+    names = ", ".join(
+        clip_keyword(bookmark_safe(c.get("name") or "tool")) for c in message.invalid_tool_calls
+    )
     text = (
         f"[{page_id}:malformed call to {names or 'a tool'}, {tokens} tokens, paged out; "
-        f"call recall(page_ids=['{page_id}']) to read it]"
+        f"call {tool}(page_ids=['{page_id}']) to read it]"
     )
     meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
     return message.model_copy(

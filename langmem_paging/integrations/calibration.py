@@ -6,25 +6,31 @@ travel keep their own corrections:
 
 - ``ratio``: the provider's input-token count (``usage_metadata["input_tokens"]``) over the estimate
   of the same prompt, learnt when ``calibrate=True``. The next budget is divided by it.
-- ``scale``: 0.8 for each context-length error the provider raised (the safety net pages to 80% of
-  the budget that overflowed and retries once); the next turns keep the smaller budget.
+- ``scale``: what context-length errors left of the budget. The safety net pages to 80% of the
+  least of the budget, the prompt the provider refused and the limit its error states (OpenAI's
+  "maximum context length is N tokens"), and retries once; the next turns keep the smaller budget.
+  With ``max_tokens`` above the model's window, 80% of the budget would page nothing and send the
+  refused prompt again.
 
 Example:
     >>> c = Calibration().observed(estimate=1000, provider=1300)
     >>> c.ratio, c.budget(4000)
     (1.3, 3076)
-    >>> c.shrunk().budget(4000)
+    >>> c.shrunk(4000).budget(4000)
     2461
+    >>> Calibration().shrunk(100_000, refused=10_000).budget(100_000)  # 80% of what was refused
+    8000
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.exceptions import ContextOverflowError
 
-__all__ = ["CALIBRATION_KEY", "Calibration", "is_context_overflow", "provider_input_tokens"]
+__all__ = ["CALIBRATION_KEY", "Calibration", "is_context_overflow", "provider_input_tokens", "stated_limit"]
 
 CALIBRATION_KEY = "paging_calibration"
 """The state key of a thread's `Calibration`."""
@@ -33,7 +39,8 @@ RATIO_BOUNDS = (0.5, 2.0)
 SHRINK = 0.8
 """What a context-length error leaves of the budget that overflowed."""
 MIN_SCALE = 0.2
-"""Repeated overflows never shrink the budget below this share of `max_tokens`."""
+"""Repeated overflows never shrink the budget below this share of `max_tokens` by 80% steps alone
+(what the provider refused, or the limit it states, may take it lower)."""
 SMOOTHING = 0.5
 """Weight of a new observation in the ratio (one odd response moves it half way)."""
 
@@ -45,7 +52,7 @@ class Calibration:
     ratio: float = 1.0
     """Provider input tokens per estimated token (1.0: not calibrated)."""
     scale: float = 1.0
-    """Share of the budget left by context-length errors (0.8 per error, at least `MIN_SCALE`)."""
+    """Share of the budget left by context-length errors (`shrunk`)."""
 
     @classmethod
     def from_value(cls, value: Any) -> Calibration:
@@ -70,9 +77,13 @@ class Calibration:
         ratio = seen if self.ratio == 1.0 else self.ratio + SMOOTHING * (seen - self.ratio)
         return replace(self, ratio=round(ratio, 4))
 
-    def shrunk(self) -> Calibration:
-        """After a context-length error."""
-        return replace(self, scale=round(max(MIN_SCALE, self.scale * SHRINK), 4))
+    def shrunk(self, max_tokens: int, *, refused: int = 0, limit: int | None = None) -> Calibration:
+        """After a context-length error on a prompt of `refused` estimated tokens, `max_tokens`
+        configured: `SHRINK` of the least of the budget (not under `MIN_SCALE` by this alone), the
+        refused prompt in the provider's tokens and the provider's stated `limit`."""
+        sizes = [n for n in (refused * self.ratio, limit) if n]
+        scale = min([max(MIN_SCALE, self.scale * SHRINK), *(SHRINK * n / max_tokens for n in sizes)])
+        return replace(self, scale=max(round(scale, 6), 1e-6))
 
 
 _OVERFLOW_TEXTS = (
@@ -104,6 +115,29 @@ def is_context_overflow(error: BaseException) -> bool:
         return False
     text = str(error).lower()
     return any(t in text for t in _OVERFLOW_TEXTS)
+
+
+_STATED_LIMITS = (
+    re.compile(r"maximum context length is (\d[\d,]*) tokens"),
+    re.compile(r"tokens? > (\d[\d,]*) maximum"),
+)
+"""The window in a context-length error: OpenAI's "maximum context length is 128000 tokens" (and
+gateways repeating it), Anthropic's "prompt is too long: 208010 tokens > 200000 maximum"."""
+
+
+def stated_limit(error: BaseException) -> int | None:
+    """The context window a provider's context-length error states, in its tokens, or None.
+
+    Example:
+        >>> stated_limit(ValueError("This model's maximum context length is 8,192 tokens. However, ..."))
+        8192
+    """
+    text = str(error)
+    for pattern in _STATED_LIMITS:
+        match = pattern.search(text)
+        if match:
+            return int(match.group(1).replace(",", ""))
+    return None
 
 
 def provider_input_tokens(message: Any) -> int | None:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, NotRequired, Unpack, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
 from langgraph.store.base import BaseStore
@@ -25,10 +25,10 @@ from langmem_paging.core.tokens import TokenCounter, foreign_model_warning
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.integrations.calibration import (
     CALIBRATION_KEY,
-    SHRINK,
     Calibration,
     is_context_overflow,
     provider_input_tokens,
+    stated_limit,
 )
 from langmem_paging.integrations.engine import OnStoreError, warn
 from langmem_paging.integrations.graph_state import (
@@ -69,11 +69,25 @@ class _Call:
     configured: int
     """`max_tokens` as configured (resolved for this call's model)."""
 
-    def shrunk(self) -> _Call:
-        """The call again after the provider refused its prompt as too long: 80% of the budget."""
-        return replace(
-            self, calibration=self.calibration.shrunk(), max_tokens=max(1, int(self.max_tokens * SHRINK))
-        )
+    def step_options(self, model: Any) -> dict[str, Any]:
+        """What the step of this call takes beside the graph's view."""
+        return {"store": self.store, "overhead": self.overhead, "model": model, "max_tokens": self.max_tokens}
+
+    def refused(self, result: PagingResult, error: BaseException) -> _Call:
+        """The call again after the provider refused its prompt (`result`) as too long: 80% of the
+        least of the budget, the refused prompt and the limit the error states (`Calibration.shrunk`).
+        A refused prompt within the budget means ``max_tokens`` is above the model's window: warned
+        (once, as Python shows a warning)."""
+        refused, limit = result.tokens + self.overhead, stated_limit(error)
+        if refused <= self.max_tokens:
+            stated = f" (its limit: {limit} tokens)" if limit else ""
+            warn(
+                f"langmem-paging: the provider refused a prompt within max_tokens={self.configured} as too "
+                f"long{stated}: max_tokens is above the model's context window. This thread now pages to 80% "
+                "of what was refused; set max_tokens below the model's window (or calibrate=True)."
+            )
+        calibration = self.calibration.shrunk(self.configured, refused=refused, limit=limit)
+        return replace(self, calibration=calibration, max_tokens=calibration.budget(self.configured))
 
 
 class PagingMiddleware(AgentMiddleware):
@@ -88,8 +102,9 @@ class PagingMiddleware(AgentMiddleware):
 
     When the provider still refuses a prompt as too long (LangChain's `ContextOverflowError`,
     OpenAI's ``context_length_exceeded``, Anthropic's "prompt is too long"), the call is paged to
-    80% of its budget and retried once; the thread keeps the smaller budget (a second refusal is
-    raised as the provider's error).
+    80% of the least of its budget, the refused prompt and the limit the error states, and retried
+    once; the thread keeps the smaller budget (a second refusal is raised as the provider's error).
+    A refused prompt within the budget warns that ``max_tokens`` is above the model's window.
 
     Args:
         config: A `PagingConfig`; or pass its options as keywords (``max_tokens=...``).
@@ -209,62 +224,32 @@ class PagingMiddleware(AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, self.pager.counter_for(request.model))
-        result = self.paging.step(
-            call.graph,
-            store=call.store,
-            overhead=call.overhead,
-            model=request.model,
-            max_tokens=call.max_tokens,
-        )
-        try:
-            with traced(result, call):
-                response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
-        except Exception as error:
-            if not is_context_overflow(error):
-                raise
-            call = call.shrunk()  # once: a second refusal is the provider's error, raised as is
-            result = self.paging.step(
-                call.graph,
-                store=call.store,
-                overhead=call.overhead,
-                model=request.model,
-                max_tokens=call.max_tokens,
-            )
-            with traced(result, call, retried=True):
-                response = handler(request.override(messages=_as_any_messages(result.view, request.model)))
+        for retried in (False, True):  # once: a second refusal is the provider's error, raised as is
+            result = self.paging.step(call.graph, **call.step_options(request.model))
+            try:
+                with traced(result, call, retried=retried):
+                    response = handler(_paged(request, result))
+                break
+            except Exception as error:
+                if retried or not is_context_overflow(error):
+                    raise
+                call = call.refused(result, error)
         return self._respond(request, response, result, call)
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, await self.pager.acounter_for(request.model))
-        result = await self.paging.astep(
-            call.graph,
-            store=call.store,
-            overhead=call.overhead,
-            model=request.model,
-            max_tokens=call.max_tokens,
-        )
-        try:
-            with traced(result, call):
-                response = await handler(
-                    request.override(messages=_as_any_messages(result.view, request.model))
-                )
-        except Exception as error:
-            if not is_context_overflow(error):
-                raise
-            call = call.shrunk()
-            result = await self.paging.astep(
-                call.graph,
-                store=call.store,
-                overhead=call.overhead,
-                model=request.model,
-                max_tokens=call.max_tokens,
-            )
-            with traced(result, call, retried=True):
-                response = await handler(
-                    request.override(messages=_as_any_messages(result.view, request.model))
-                )
+        for retried in (False, True):  # once: a second refusal is the provider's error, raised as is
+            result = await self.paging.astep(call.graph, **call.step_options(request.model))
+            try:
+                with traced(result, call, retried=retried):
+                    response = await handler(_paged(request, result))
+                break
+            except Exception as error:
+                if retried or not is_context_overflow(error):
+                    raise
+                call = call.refused(result, error)
         return self._respond(request, response, result, call)
 
 
@@ -381,10 +366,11 @@ def traced(result: PagingResult, call: _Call, *, retried: bool = False) -> Itera
         var_child_runnable_config.reset(token)
 
 
-def _as_any_messages(view: list[BaseMessage], model: Any) -> list[AnyMessage]:
-    """The view as the request's message type (every message the step makes is a concrete one), with
-    placeholders for the images and files the model's profile says it cannot read."""
-    return cast(list[AnyMessage], for_model(view, model))
+def _paged(request: ModelRequest, result: PagingResult) -> ModelRequest:
+    """The request with the paged view as its messages (the request's message type: every message the
+    step makes is a concrete one), with placeholders for the images and files the model's profile
+    says it cannot read."""
+    return request.override(messages=cast(list[AnyMessage], for_model(result.view, request.model)))
 
 
 def _store_of(request: ModelRequest) -> BaseStore | None:

@@ -41,7 +41,7 @@ call carries it."""
 SCHEMA_HELP = MISSING_STATE
 """The error for a graph state without the ``paging`` key (one text: `graph_step.MISSING_STATE`)."""
 
-_NO_THREAD = "recall is unavailable: this run has no thread_id, so there is no paged-out history."
+_NO_THREAD = "{tool} is unavailable: this run has no thread_id, so there is no paged-out history."
 
 
 def _thread_id(runtime: ToolRuntime) -> str | None:
@@ -161,7 +161,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
     ) -> Command[Any] | str:
         thread_id = _thread_id(runtime)
         if thread_id is None:
-            return _NO_THREAD
+            return _NO_THREAD.format(tool=name)
         state = _paging_state(runtime)
         answer = pager.recall(
             thread_id,
@@ -185,7 +185,7 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
     ) -> Command[Any] | str:
         thread_id = _thread_id(runtime)
         if thread_id is None:
-            return _NO_THREAD
+            return _NO_THREAD.format(tool=name)
         state = _paging_state(runtime)
         answer = await pager.arecall(
             thread_id,

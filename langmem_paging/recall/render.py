@@ -20,12 +20,13 @@ content is rebuilt exactly from the store (`expand_recall_copy`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from langmem_paging.core.blocks import Block, blocks_in, media_blocks
+from langmem_paging.core.blocks import Block, block_tokens, blocks_in, media_blocks
 from langmem_paging.core.messages import METADATA_KEY
 from langmem_paging.core.records import ClusterNode, Page
 from langmem_paging.core.rendering import INDENT, escape_tags, render_message
@@ -36,6 +37,7 @@ __all__ = [
     "clip_note",
     "expand_recall_copy",
     "items_tokens",
+    "media_shown",
     "member_line",
     "page_parts",
     "passage_header",
@@ -253,16 +255,17 @@ def render_recall_shown(
 ) -> tuple[str, list[str]]:
     """`render_recall`, and the ids of the items that fit (pages and clusters).
 
-    The whole text fits ``spec.max_tokens``: the note (clipped), the items that fit, and the
-    notice naming those that did not (room for it is kept when something is left out)."""
+    The whole result fits ``spec.max_tokens``: the note (clipped), the items that fit with the
+    image and file blocks they bring (`with_media`, counted by `langmem_paging.core.blocks`), and
+    the notice naming those that did not (room for it is kept when something is left out)."""
     cap = spec.max_tokens
     note = clip_note(spec.note, cap, counter)
     room = cap - (counter.count_text(note) + 1 if note else 0)
     bodies = [b for b in (_item_body(item, spec, get_page, get_node, counter) for item in spec.items) if b]
-    parts, shown, omitted = _fill(bodies, room, counter)
+    fill = _Fill(note, get_page, counter)
+    parts, shown, omitted, used = fill(bodies, room)
     if omitted:  # keep room for the notice, which may leave out more
-        parts, shown, omitted = _fill(bodies, room - _notice_reserve(cap, counter), counter)
-        used = sum(counter.count_text(p) + 1 for p in parts)
+        parts, shown, omitted, used = fill(bodies, room - _notice_reserve(cap, counter))
         notice = _cap_notice(cap, omitted, room - used, counter, spec.tool)
         parts += [notice] if notice else []
     return "\n".join([note, *parts] if note else parts), shown
@@ -270,9 +273,10 @@ def render_recall_shown(
 
 def items_tokens(spec: RecallSpec, get_page: GetPage, get_node: GetNode | None, counter: TokenCounter) -> int:
     """Tokens `spec`'s items take in a result as `render_recall_shown` counts them (each body and
-    its newline), the note aside: what is left of the cap is the room for more."""
-    bodies = (_item_body(item, spec, get_page, get_node, counter) for item in spec.items)
-    return sum(counter.count_text(body[1]) + 1 for body in bodies if body)
+    its newline, and the blocks it brings), the note aside: what is left of the cap is the room for
+    more."""
+    bodies = [b for b in (_item_body(item, spec, get_page, get_node, counter) for item in spec.items) if b]
+    return _Fill("", get_page, counter)(bodies, sys.maxsize)[3]
 
 
 def clip_note(note: str, cap: int, counter: TokenCounter) -> str:
@@ -318,24 +322,47 @@ def _cluster_body(
     return item.cluster, _header(node.id, _plural(node.size, "page")) + f"\n{inner}{tail}"
 
 
-def _fill(
-    bodies: list[tuple[str, str]], room: int, counter: TokenCounter
-) -> tuple[list[str], list[str], list[str]]:
-    """The texts that fit in `room` tokens in order (one newline each), their labels, and the labels
-    left out."""
-    parts: list[str] = []
-    shown: list[str] = []
-    omitted: list[str] = []
-    used = 0
-    for label, body in bodies:
-        cost = counter.count_text(body) + 1
-        if used + cost > room:
-            omitted.append(label)
-            continue
-        parts.append(body)
-        shown.append(label)
-        used += cost
-    return parts, shown, omitted
+class _Fill:
+    """Fits a result's bodies to its room, in order: each costs its text and newline, and the image
+    and file blocks it brings that the result does not carry yet (`media_shown` over the text so
+    far, the note included, and the pages shown so far: the blocks `with_media` attaches)."""
+
+    def __init__(self, note: str, get_page: GetPage, counter: TokenCounter) -> None:
+        self.note, self.get_page, self.counter = note, get_page, counter
+
+    def __call__(
+        self, bodies: list[tuple[str, str]], room: int
+    ) -> tuple[list[str], list[str], list[str], int]:
+        """The texts that fit in `room` tokens, their labels, the labels left out, the tokens used."""
+        parts: list[str] = []
+        shown: list[str] = []
+        omitted: list[str] = []
+        carried: list[Block] = []
+        used = 0
+        for label, body in bodies:
+            brings = self._brings([*parts, body], [*shown, label], carried)
+            cost = (
+                self.counter.count_text(body)
+                + 1
+                + sum(block_tokens(b, self.counter.count_text) for b in brings)
+            )
+            if used + cost > room:
+                omitted.append(label)
+                continue
+            parts.append(body)
+            shown.append(label)
+            carried += brings
+            used += cost
+        return parts, shown, omitted, used
+
+    def _brings(self, parts: list[str], labels: list[str], carried: list[Block]) -> list[Block]:
+        """The blocks the result with `parts` attaches that it did not carry before (none, and no
+        text joined, while no page among `labels` has any)."""
+        pages = (self.get_page(label) for label in labels if label.startswith("p"))
+        if not any(media_blocks(m.content) for page in pages if page is not None for m in page.messages):
+            return []
+        blocks = media_shown("\n".join([self.note, *parts]), labels, self.get_page)
+        return [b for b in blocks if not any(b is c for c in carried)]
 
 
 def _notice_text(cap: int, labels: str, *, short: bool, tool: str = "recall") -> str:
@@ -367,17 +394,23 @@ def _cap_notice(cap: int, omitted: list[str], room: int, counter: TokenCounter, 
 
 def with_media(content: str, page_ids: Sequence[str], get_page: GetPage) -> str | list[str | Block]:
     """The recalled text, followed by the original image and file blocks of the messages it shows
-    (by their placeholders in it, `langmem_paging.core.blocks`): the model sees the image again, not a
-    description of it. Text alone when none shows."""
+    (`media_shown`): the model sees the image again, not a description of it. Text alone when none
+    shows."""
+    blocks: list[str | Block] = [*media_shown(content, page_ids, get_page)]
+    return [{"type": "text", "text": content}, *blocks] if blocks else content
+
+
+def media_shown(content: str, labels: Sequence[str], get_page: GetPage) -> list[Block]:
+    """The image and file blocks of the pages among `labels` whose placeholders `content` shows
+    (`langmem_paging.core.blocks`), each once: what `with_media` attaches and the fit counts."""
     candidates = (
         b
-        for pid in page_ids
-        if (page := get_page(pid)) is not None
+        for label in labels
+        if label.startswith("p") and (page := get_page(label)) is not None
         for m in page.messages
         for b in media_blocks(m.content)
     )
-    blocks: list[str | Block] = [*blocks_in(content, candidates)]
-    return [{"type": "text", "text": content}, *blocks] if blocks else content
+    return blocks_in(content, candidates)
 
 
 def recall_artifact(spec: RecallSpec, page_ids: Sequence[str]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from langmem_paging.config import PagingConfig
-from langmem_paging.core.blocks import Block
+from langmem_paging.core.blocks import Block, media_tokens
 from langmem_paging.core.effects import ask
 from langmem_paging.core.errors import StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
@@ -78,9 +78,10 @@ PART_OVERHEAD = 80
 _EMPTY = Page(id="p999999", messages=[], bookmark="", keywords=[], token_count=0, boundary="", created_turn=0)
 """A page with no messages: what a passage header costs."""
 RECALL_UNAVAILABLE = (
-    "recall failed: the paged-out history is unavailable right now (the page store did not answer). "
-    "Try the same recall again in a moment; nothing was lost."
+    "{tool} failed: the paged-out history is unavailable right now (the page store did not answer). "
+    "Try the same {tool} call again in a moment; nothing was lost."
 )
+"""The error result of a recall the store did not answer (``.format(tool=tool_name)``)."""
 
 
 @dataclass(frozen=True)
@@ -169,19 +170,21 @@ class RecallService:
         branch = PagingState.from_value(state)
         request = replace(request, resident=_outside_pages(request.resident, branch))
         plan = plan_recall(request.page_ids, request.query, request.part)
-        wanted, clusters, notes = _resolve(plan, branch, request.served)
+        tool = self.config.tool_name
+        unavailable = RECALL_UNAVAILABLE.format(tool=tool)
+        wanted, clusters, notes = _resolve(plan, branch, request.served, tool)
         elsewhere = [p for p in plan.page_ids if p in request.served]
         cap = self.room_for(branch, counter, share=request.share, call_tokens=request.call_tokens)
         try:
             loaded = [*wanted, *(p for p in elsewhere if _visible(branch, p))]
             read = yield from self._read(plan, branch, loaded, clusters, cap, request.resident)
             read.pages = {pid: _edited(page, request.edits) for pid, page in read.pages.items()}
-            notes[:0] = _elsewhere_notes(elsewhere, request.served, read.pages, counter)
+            notes[:0] = _elsewhere_notes(elsewhere, request.served, read.pages, counter, tool)
         except StorageError as error:
             logger.warning(
                 "recall on thread %s: %s; the model is told to try again", thread_id, error, exc_info=error
             )
-            return RecallAnswer(RECALL_UNAVAILABLE, {}, [], branch.turn, status="error")
+            return RecallAnswer(unavailable, {}, [], branch.turn, status="error")
         try:
             answer = yield from _Composer(
                 self.config, plan, branch, read, counter, cap, request.share, request.resident, request.edits
@@ -190,7 +193,7 @@ class RecallService:
             logger.warning(
                 "recall on thread %s: %s; the model is told to try again", thread_id, error, exc_info=error
             )
-            return RecallAnswer(RECALL_UNAVAILABLE, {}, [], branch.turn, status="error")
+            return RecallAnswer(unavailable, {}, [], branch.turn, status="error")
         if answer.accessed and self.hooks:
             event = PageEvent(thread_id, list(dict.fromkeys(answer.accessed)), answer.turn)
             yield from ask(Notify(self.hooks, [("recalled", event)]))
@@ -304,12 +307,12 @@ def _outside_pages(
 
 
 def _resolve(
-    plan: RecallPlan, branch: PagingState, served: Mapping[str, Served]
+    plan: RecallPlan, branch: PagingState, served: Mapping[str, Served], tool: str
 ) -> tuple[list[str], list[str], list[str]]:
     """The pages and clusters to read, and notes on what was asked but cannot be (clusters in the
     result of another recall call of the same message; pages served elsewhere are noted once read)."""
     notes: list[str] = []  # most useful first: a small result clips the rest
-    plan = _not_served_elsewhere(plan, served, notes)
+    plan = _not_served_elsewhere(plan, served, notes, tool)
     unknown = [p for p in plan.page_ids if not branch.owns("p", page_number(p))]
     unknown += [c for c in plan.cluster_ids if not branch.owns("c", cluster_number(c))]
     resident = [p for p in plan.page_ids if p in branch.pages]
@@ -494,7 +497,10 @@ class _Composer:
             def line(i: int) -> int:
                 key = (page.id, i)
                 if key not in lines:
-                    lines[key] = counter.count_text(render_message(page.messages[i]) + "\n")
+                    message = page.messages[i]  # its line, and the blocks it brings (`with_media`)
+                    lines[key] = counter.count_text(render_message(message) + "\n") + media_tokens(
+                        message.content, counter.count_text
+                    )
                 return lines[key]
 
             return passages_cost(page, runs, counter, line)
@@ -563,7 +569,9 @@ def _edited(page: Page, edits: Mapping[str, BaseMessage]) -> Page:
     return replace(page, messages=[changed.get(m.id or "", m) for m in page.messages])
 
 
-def _not_served_elsewhere(plan: RecallPlan, served: Mapping[str, Served], notes: list[str]) -> RecallPlan:
+def _not_served_elsewhere(
+    plan: RecallPlan, served: Mapping[str, Served], notes: list[str], tool: str
+) -> RecallPlan:
     """`plan` without the ids another recall call of the same message serves; a note points to
     the clusters' call (pages: `_elsewhere_notes`, once their size is known)."""
     elsewhere = [i for i in [*plan.page_ids, *plan.cluster_ids] if i in served]
@@ -571,7 +579,7 @@ def _not_served_elsewhere(plan: RecallPlan, served: Mapping[str, Served], notes:
         return plan
     clusters = [c for c in plan.cluster_ids if c in served]
     if clusters:
-        notes.append(_pointer(clusters, served))
+        notes.append(_pointer(clusters, served, tool))
     return replace(
         plan,
         page_ids=[p for p in plan.page_ids if p not in served],
@@ -580,19 +588,23 @@ def _not_served_elsewhere(plan: RecallPlan, served: Mapping[str, Served], notes:
 
 
 def _elsewhere_notes(
-    asked: Sequence[str], served: Mapping[str, Served], pages: Mapping[str, Page], counter: TokenCounter
+    asked: Sequence[str],
+    served: Mapping[str, Served],
+    pages: Mapping[str, Page],
+    counter: TokenCounter,
+    tool: str,
 ) -> list[str]:
     """Notes on the pages another call serves: a pointer to it when its room holds the page, else
     that the page does not fit beside the others (no call shows it, so none is pointed to)."""
     elsewhere = [p for p in dict.fromkeys(asked) if p in served]
     # a page that is not paged out: the serving call's note says so
     held = [p for p in elsewhere if p not in pages or _holds(pages[p], served[p].room, counter)]
-    notes = [_pointer(held, served)] if held else []
+    notes = [_pointer(held, served, tool)] if held else []
     lost = [p for p in elsewhere if p not in held]
     if lost:
         notes.append(
-            f"{_listed(lost)} does not fit the room your recall calls made at once share: "
-            "recall fewer pages at a time."
+            f"{_listed(lost)} does not fit the room your {tool} calls made at once share: "
+            f"call {tool} with fewer pages at a time."
         )
     return notes
 
@@ -602,9 +614,9 @@ def _holds(page: Page, room: int, counter: TokenCounter) -> bool:
     return counter.count_text(render_page(page)) + 1 <= room - 16 or holds_text(room, 1)
 
 
-def _pointer(ids: Sequence[str], served: Mapping[str, Served]) -> str:
+def _pointer(ids: Sequence[str], served: Mapping[str, Served], tool: str) -> str:
     calls = ", ".join(dict.fromkeys(served[i].call for i in ids))
-    return f"{_listed(ids)}: in the result of your other recall call ({calls}), not repeated."
+    return f"{_listed(ids)}: in the result of your other {tool} call ({calls}), not repeated."
 
 
 def _id_notes(unknown: list[str], resident: list[str], malformed: list[str]) -> list[str]:

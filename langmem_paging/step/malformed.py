@@ -39,7 +39,7 @@ def shrink_malformed(ctx: StepContext) -> Flow[None]:
         if over <= 0:
             break
         saved = ctx.counts[i] - ctx.options.count_message(
-            malformed_call_stub(STUB_ID_FOR_ESTIMATES, message, ctx.counts[i])
+            malformed_call_stub(STUB_ID_FOR_ESTIMATES, message, ctx.counts[i], tool=ctx.options.tool_name)
         )
         if saved > 0:
             chosen.append((i, message))
@@ -49,7 +49,7 @@ def shrink_malformed(ctx: StepContext) -> Flow[None]:
     drafts = [Draft([Unit(i, (message,))], kind="tool_result") for i, message in chosen]
     pages = yield from form_pages(ctx, drafts)
     for (i, message), page in zip(chosen, pages, strict=True):
-        stub = malformed_call_stub(page.id, message, page.token_count)
+        stub = malformed_call_stub(page.id, message, page.token_count, tool=ctx.options.tool_name)
         ctx.replace[ctx.keys[i]] = stub
         ctx.state.pages.pop(page.id)  # the stub shows it: it is evicted as it forms
         ctx.total += ctx.options.count_message(stub) - ctx.counts[i]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.background import BACKGROUND, stem
+from langmem_paging.core.library_messages import bookmark_safe, clip_keyword
 from langmem_paging.core.text import STOPWORDS
 from langmem_paging.core.tokens import message_text
 
@@ -36,7 +37,6 @@ __all__ = ["FILLER", "PageTerms", "background_weight", "is_date", "page_terms", 
 
 _WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")  # a time of day: rarely what a question is about
-_UNSAFE = re.compile(r"[\[\],:|\n]")
 _ESCAPE = re.compile(r"u[0-9a-f]{4}")  # a JSON escape (\u05d5) read as a word: never a keyword
 _NUMERIC_DATE = re.compile(
     r"(1[89]|20)\d\d|\d{1,4}[/.\-]\d{1,2}([/.\-]\d{1,4})?"
@@ -244,14 +244,14 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
 def _term(text: str, match: re.Match[str]) -> tuple[str, str, bool] | None:
     """A word as a candidate keyword: ``(stem key, surface form, salient)``, or None when it tells
     nothing (a stopword, filler, a JSON escape, a time of day, a bare small number)."""
-    word = match.group(0)
+    word = clip_keyword(match.group(0))
     if word.endswith(("'s", "’s")):
         word = word[:-2]
     lower = word.lower().replace("’", "'")
     digit = lower[0].isdigit()
     if (len(lower) < 2 and not digit) or lower in STOPWORDS or lower in FILLER or _ESCAPE.fullmatch(lower):
         return None
-    form = _UNSAFE.sub("", word)
+    form = bookmark_safe(word)
     if digit:
         return _number_term(text, match, lower, form)
     if not form:

@@ -89,3 +89,57 @@ def test_a_rebuilt_recall_result_keeps_the_tool_name() -> None:
     assert (
         RecallSpec.from_dict(RecallSpec(items=[], max_tokens=100, part_tokens=50).to_dict()).tool == "recall"
     )
+
+
+STRAY = re.compile(r"(?<!memory_)recall\(|call recall |(?<![\w_])recall (call|failed|is unavailable)")
+
+
+def test_a_paged_malformed_call_names_the_renamed_tool() -> None:
+    """Correctness v5, bug 3: the malformed-call stub said ``call recall(page_ids=['p1'])`` whatever
+    `tool_name` was."""
+    from tests.core.test_malformed_units import MALFORMED_AT, _malformed_call
+    from tests.support.scenario_helpers import FACTS, scripted_agent
+
+    responses: list[object] = ["Noted."] * MALFORMED_AT + [_malformed_call(2500)] + ["Noted."] * 8
+    agent, _paging, model = scripted_agent(1500, responses=responses, tool_name="memory_recall")
+    for i in range(MALFORMED_AT + 2):
+        agent.invoke({"messages": [FACTS[i]]}, {"configurable": {"thread_id": "t"}})
+    stubs = [
+        str(m.content)
+        for prompt in model.prompts
+        for m in prompt
+        if isinstance(m, AIMessage) and m.invalid_tool_calls and "paged out" in str(m.content)
+    ]
+    assert stubs and all("call memory_recall(page_ids=['p" in s for s in stubs), stubs
+    assert not [s for s in stubs if STRAY.search(s)]
+
+
+def test_every_library_text_names_the_renamed_tool() -> None:
+    """Each text the library writes for the model, rendered with a custom tool name: none names the
+    default tool."""
+    from langmem_paging.core.library_messages import (
+        copy_reference,
+        digest_message,
+        malformed_call_stub,
+        tool_result_stub,
+    )
+    from langmem_paging.core.tokens import TokenCounter
+    from langmem_paging.integrations.recall_tool import _NO_THREAD
+    from langmem_paging.recall.service import RECALL_UNAVAILABLE, Served, _elsewhere_notes, _pointer
+
+    tool = "memory_recall"
+    bad = AIMessage("", invalid_tool_calls=[{"name": "lookup", "args": "{", "id": "b", "error": "x"}])
+    result = ToolMessage("x" * 50, tool_call_id="c", name="lookup", id="r")
+    served = {"p1": Served("c7", 0)}
+    texts = [
+        str(malformed_call_stub("p1", bad, 2380, tool=tool).content),
+        str(tool_result_stub("p1", result, {"name": "lookup", "args": {}}, 900, tool=tool).content),
+        str(digest_message("p1", "key lines", 4, "m", tool=tool).content),
+        copy_reference(["p1"], tool),
+        RECALL_UNAVAILABLE.format(tool=tool),
+        _NO_THREAD.format(tool=tool),
+        _pointer(["p1"], served, tool),
+        *_elsewhere_notes(["p1"], served, {}, TokenCounter(), tool),
+    ]
+    assert all(tool in t for t in texts), texts
+    assert not [t for t in texts if STRAY.search(t)], texts
