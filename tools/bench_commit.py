@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(folder: str, turns: int) -> dict[str, float]:
+def measure(folder: str, turns: int, wal: bool = False) -> dict[str, float]:
     """Median milliseconds of a paging turn and of a plain turn (run in a child process)."""
     from langchain.agents import create_agent
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -41,7 +41,10 @@ def measure(folder: str, turns: int) -> dict[str, float]:
     from langmem_paging.testing import ScriptedChatModel
 
     def connect(name: str) -> sqlite3.Connection:
-        return sqlite3.connect(str(Path(folder) / name), check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(str(Path(folder) / name), check_same_thread=False, isolation_level=None)
+        if wal:  # the files in write-ahead-log mode: one sync per commit, at most
+            conn.execute("PRAGMA journal_mode=WAL")
+        return conn
 
     store = SqliteStore(connect("store.db"))
     store.setup()
@@ -71,11 +74,14 @@ def measure(folder: str, turns: int) -> dict[str, float]:
     }
 
 
-def _child(library: Path, folder: str, turns: int) -> dict[str, float]:
+def _child(library: Path, folder: str, turns: int, wal: bool) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": f"{library}{os.pathsep}{ROOT}"}
-    code = "import json, sys; from tools.bench_commit import measure; print(json.dumps(measure(sys.argv[1], int(sys.argv[2]))))"
+    code = (
+        "import json, sys; from tools.bench_commit import measure; "
+        "print(json.dumps(measure(sys.argv[1], int(sys.argv[2]), sys.argv[3] == 'wal')))"
+    )
     out = subprocess.run(
-        [sys.executable, "-c", code, folder, str(turns)],
+        [sys.executable, "-c", code, folder, str(turns), "wal" if wal else "delete"],
         env=env,
         capture_output=True,
         text=True,
@@ -99,6 +105,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="main", help="git revision to compare with (default: main)")
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--reps", type=int, default=3, help="runs of each version, alternating")
+    parser.add_argument("--wal", action="store_true", help="put both files in write-ahead-log mode")
     args = parser.parse_args()
     rows: dict[str, list[dict[str, float]]] = {args.baseline: [], "working tree": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,7 +115,7 @@ def main() -> None:
             for name, library in libraries.items():
                 folder = Path(tmp) / f"{name.replace(' ', '_')}-{rep}"
                 folder.mkdir()
-                rows[name].append(_child(library, str(folder), args.turns))
+                rows[name].append(_child(library, str(folder), args.turns, args.wal))
     print(
         "| library | paging turn p50 (ms) | plain turn p50 (ms) | paging / plain | turns (paging + plain) |"
     )
