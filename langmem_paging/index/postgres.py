@@ -393,12 +393,21 @@ class PostgresSearchIndex(SearchIndex):
         return f"-- setup {version}" + (" follows store" if self._follows_store else "")
 
     def _set_up(self) -> Work[bool]:
+        """Whether this version's setup is done: its tables exist and the search function has its mark."""
         rows = yield _Statement(
-            "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(%s)",
-            (f"{self.function}(text,text,integer,integer,double precision)",),
+            "SELECT (SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(%s)) AS src, "
+            "to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
+            "AS tables",
+            (
+                f"{self.function}(text,text,integer,integer,double precision)",
+                self.table,
+                self.terms,
+                self.threads,
+            ),
             fetch=True,
         )
-        return bool(rows) and self._mark() in _first(rows[0])
+        source, tables = _values(rows[0])
+        return bool(tables) and source is not None and self._mark() in source
 
     def _setup_triggers(self) -> Work[None]:
         """The triggers that keep the thread's frequencies with its passages (made once)."""

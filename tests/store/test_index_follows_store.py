@@ -253,3 +253,27 @@ async def test_a_sync_call_on_the_async_stores_own_loop_is_refused_naming_the_as
     assert await index.asearch("t", "heron", limit=3, allow=lambda p: True) == []
     with pytest.raises(asyncio.InvalidStateError, match="asearch"):
         index.search("t", "heron", limit=3, allow=lambda p: True)
+
+
+def test_a_passage_table_made_from_a_uri_before_gets_the_key_and_loses_rows_of_gone_records(postgres_store):
+    import psycopg
+
+    from tests.support.backends import DATABASE_OF
+
+    uri = DATABASE_OF[postgres_store]
+    PageStore(postgres_store).put("t", _page(1, "heron"))  # p9's record never existed (or was deleted)
+    by_hand = PostgresSearchIndex(uri)  # what the README had users build
+    by_hand.add("t", [_page(1, "heron")] + [_page(n, "otter") for n in range(2, 10)])
+    by_hand.close()
+    with psycopg.connect(uri, autocommit=True) as conn:  # as the previous release left the table
+        conn.execute("DROP FUNCTION langmem_paging_passages_search")
+        conn.execute("DROP TRIGGER langmem_paging_passages_ins ON langmem_paging_passages")
+        conn.execute("DROP TRIGGER langmem_paging_passages_del ON langmem_paging_passages")
+        conn.execute("ALTER TABLE langmem_paging_passages DROP COLUMN prefix")
+    assert _postgres_rows(postgres_store, "t") == (18, 18)
+    index = default_index(postgres_store)
+    assert [h.page_id for h in index.search("t", "heron", limit=3, allow=lambda p: True)] == ["p1"]
+    assert _postgres_rows(postgres_store, "t") == (2, 2)  # the passages of records that are gone went
+    assert index.search("t", "otter", limit=3, allow=lambda p: True) == []
+    postgres_store.delete(thread_namespace("t", "pages"), "p1")
+    assert _postgres_rows(postgres_store, "t") == (0, 0)  # the key is in place
