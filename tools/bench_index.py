@@ -3,9 +3,13 @@
 For each thread size it writes one thread's pages into a page store and its index as they form:
 a SQLite store file (with the FTS5 table in the same file; the in-process index reads the same
 store) and a PostgreSQL database on a throwaway server (`tests/support/postgres_server.py`: the
-store's table and `PostgresSearchIndex`'s passages). Then, in a new process per index (a restarted
-worker), it measures the first search of the thread (cold), more searches (warm: p50/p95), and
-recall by id (`PageStore.get_many` of one page, p95). `InMemoryBM25Index` rebuilds the thread from
+store's table and the passages of its own index, `PostgresSearchIndex.for_store`: what a store with no
+``index=`` gets). Then, in a new process per index (a restarted worker; ``--reps`` of them, the
+median of each figure reported), after the process's first store read (a turn reads the store
+before any recall), it measures the first search of the thread (cold), the first search of the
+thread once the process has searched and forgot what it held of it (what a worker pays per thread it
+has not searched yet), more searches
+(warm: p50/p95), and recall by id (`PageStore.get_many` of one page, p95). `InMemoryBM25Index` rebuilds the thread from
 the store on its first search; the SQLite and Postgres indexes read their tables. Prints a table
 (with each size's ingest time) and JSON; no target is asserted (these machines are shared: compare
 the ratios of one run).
@@ -13,6 +17,7 @@ the ratios of one run).
 Usage (from the repository root)::
 
     python tools/bench_index.py --pages 1000,10000,100000 --json results/bench_index.json
+    python tools/bench_index.py --pages 10000 --indexes postgres --reps 5
 """
 
 from __future__ import annotations
@@ -132,25 +137,20 @@ def write_sqlite(path: str, n_pages: int) -> None:
 
 
 def write_postgres(uri: str, n_pages: int) -> None:
-    from langmem_paging.index.postgres import PostgresSearchIndex
+    from langmem_paging.index.defaults import default_index
 
-    index = PostgresSearchIndex(uri)
-    try:
-        with _postgres_store(uri) as store:
-            _write(store, index, n_pages)
-    finally:
-        index.close()
+    with _postgres_store(uri) as store:
+        _write(store, default_index(store), n_pages)  # the store's own index, on its pool
 
 
 def measure(where: str, kind: str, n_pages: int, searches: int = 100) -> dict:
     """One fresh process's timings (run as a child process)."""
     with contextlib.ExitStack() as stack:
         if kind == "postgres":
-            from langmem_paging.index.postgres import PostgresSearchIndex
+            from langmem_paging.index.defaults import default_index
 
             store = stack.enter_context(_postgres_store(where))
-            index: Any = PostgresSearchIndex(where)
-            stack.callback(index.close)
+            index: Any = default_index(store)
         else:
             from langmem_paging.index.base import InMemoryBM25Index
             from langmem_paging.index.sqlite import SqliteSearchIndex
@@ -158,6 +158,15 @@ def measure(where: str, kind: str, n_pages: int, searches: int = 100) -> dict:
             store = _sqlite_store(where)
             index = SqliteSearchIndex(where) if kind == "sqlite" else InMemoryBM25Index()
         return _timings(store, index, kind, n_pages, searches)
+
+
+def _forget_thread(index: Any, kind: str) -> None:
+    """Drop what the process holds of thread ``t`` (as for a thread it never searched): the
+    in-process index's rows; the Postgres index's cached `indexed_through`; nothing for SQLite."""
+    if kind == "memory":
+        index.drop("t")
+    elif kind == "postgres":
+        index._through.clear()
 
 
 def _timings(store: Any, index: Any, kind: str, n_pages: int, searches: int) -> dict:
@@ -174,9 +183,9 @@ def _timings(store: Any, index: Any, kind: str, n_pages: int, searches: int) -> 
         index.search("t", query, limit=64, allow=lambda p: True)
         return (time.perf_counter() - start) * 1000
 
+    page_store.get_many("t", ["p1"])  # the worker's first store read (a turn reads before any recall)
     cold = search()
     warm = sorted(search() for _ in range(searches))
-    page_store.get_many("t", ["p1"])  # the first read of the process (connections, prepared statements)
     by_id = []
     for _ in range(searches):
         page_id = f"p{rng.randint(1, n_pages)}"
@@ -185,15 +194,19 @@ def _timings(store: Any, index: Any, kind: str, n_pages: int, searches: int) -> 
         by_id.append((time.perf_counter() - start) * 1000)
         assert page_id in found, f"{page_id} missing from the {kind} store"
     by_id.sort()
+    _forget_thread(index, kind)  # a thread this worker never searched, in a process that has searched
+    thread_cold = search()
     return {
         "index": kind,
         "pages": n_pages,
         "first_search_ms": round(cold, 1),
+        "thread_first_search_ms": round(thread_cold, 1),
         "warm_p50_ms": round(statistics.median(warm), 2),
         "warm_p95_ms": round(_p95(warm), 2),
         "recall_by_id_p50_ms": round(statistics.median(by_id), 2),
         "recall_by_id_p95_ms": round(_p95(by_id), 2),
         "cold_over_warm": round(cold / max(statistics.median(warm), 1e-9), 1),
+        "thread_cold_over_warm": round(thread_cold / max(statistics.median(warm), 1e-9), 1),
     }
 
 
@@ -212,7 +225,21 @@ def _child(where: str, kind: str, n_pages: int, timeout: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(sizes: list[int], kinds: list[str], timeout: float) -> tuple[list[dict], list[dict]]:
+def _median_of(runs: list[dict]) -> dict:
+    """The median of each figure over fresh processes (the first search varies most)."""
+    if len(runs) == 1 or any("timed_out_s" in r for r in runs):
+        return runs[0]
+    row = dict(runs[0])
+    for key, value in runs[0].items():
+        if isinstance(value, float):
+            row[key] = round(statistics.median(r[key] for r in runs), 2)
+    row["cold_over_warm"] = round(row["first_search_ms"] / max(row["warm_p50_ms"], 1e-9), 1)
+    row["thread_cold_over_warm"] = round(row["thread_first_search_ms"] / max(row["warm_p50_ms"], 1e-9), 1)
+    row["reps"] = len(runs)
+    return row
+
+
+def run(sizes: list[int], kinds: list[str], timeout: float, reps: int = 1) -> tuple[list[dict], list[dict]]:
     """Rows per (size, index), and the ingest time of each size per store."""
     rows, ingest = [], []
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
@@ -241,26 +268,33 @@ def run(sizes: list[int], kinds: list[str], timeout: float) -> tuple[list[dict],
                 )
                 where["postgres"] = uri
             for kind in kinds:  # each in a fresh process: a restarted worker
-                try:
-                    rows.append(_child(where[kind], kind, n_pages, timeout))
-                except subprocess.TimeoutExpired:
-                    rows.append({"index": kind, "pages": n_pages, "timed_out_s": timeout})
+                runs = []
+                for _ in range(reps):
+                    try:
+                        runs.append(_child(where[kind], kind, n_pages, timeout))
+                    except subprocess.TimeoutExpired:
+                        runs.append({"index": kind, "pages": n_pages, "timed_out_s": timeout})
+                        break
+                rows.append(_median_of(runs))
     return rows, ingest
 
 
 def table(rows: list[dict], ingest: list[dict]) -> str:
     lines = [
-        "| index | pages | first search (ms) | warm p50 | warm p95 | first/warm | recall by id p50 | p95 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| index | pages | first search in the process (ms) | first/warm | first search of the thread, "
+        "warm process | first/warm | warm p50 | warm p95 | recall by id p50 | p95 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "timed_out_s" in r:
-            lines.append(f"| {r['index']} | {r['pages']} | timed out after {r['timed_out_s']} s | | | | | |")
+            lines.append(
+                f"| {r['index']} | {r['pages']} | timed out after {r['timed_out_s']} s | | | | | | | |"
+            )
             continue
         lines.append(
-            f"| {r['index']} | {r['pages']} | {r['first_search_ms']} | {r['warm_p50_ms']} | "
-            f"{r['warm_p95_ms']} | {r['cold_over_warm']}x | {r['recall_by_id_p50_ms']} | "
-            f"{r['recall_by_id_p95_ms']} |"
+            f"| {r['index']} | {r['pages']} | {r['first_search_ms']} | {r['cold_over_warm']}x | "
+            f"{r['thread_first_search_ms']} | {r['thread_cold_over_warm']}x | {r['warm_p50_ms']} | "
+            f"{r['warm_p95_ms']} | {r['recall_by_id_p50_ms']} | {r['recall_by_id_p95_ms']} |"
         )
     lines += ["", "| store | pages | ingest (s) |", "|---|---|---|"]
     lines += [f"| {i['store']} | {i['pages']} | {i['seconds']} |" for i in ingest]
@@ -277,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--timeout", type=float, default=1800, help="seconds one index's measurement may take"
     )
+    parser.add_argument("--reps", type=int, default=1, help="fresh processes per index and size (medians)")
     parser.add_argument("--child", nargs=3, metavar=("WHERE", "INDEX", "PAGES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -286,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [k for k in kinds if k not in INDEXES]
     if unknown:
         parser.error(f"Unknown index {unknown[0]!r}. Available: {', '.join(repr(k) for k in INDEXES)}.")
-    rows, ingest = run([int(x) for x in args.pages.split(",")], kinds, args.timeout)
+    rows, ingest = run([int(x) for x in args.pages.split(",")], kinds, args.timeout, args.reps)
     print(table(rows, ingest))
     print(json.dumps({"rows": rows, "ingest": ingest}))
     if args.json:

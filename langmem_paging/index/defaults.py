@@ -1,5 +1,6 @@
 """The process's default search index for each store: FTS5 in a file-backed SQLite store's own file,
-an in-process BM25 index otherwise (hybrid when an embedder is configured). One per store and
+PostgreSQL full-text search in a Postgres store's own database (on its connection), an in-process
+BM25 index otherwise (hybrid when an embedder is configured). One per store and
 embedder, so pagers over different stores never share one."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from langgraph.store.base import BaseStore
 
 from langmem_paging.index.base import InMemoryBM25Index, SearchIndex
+from langmem_paging.index.postgres import PostgresSearchIndex
 from langmem_paging.index.sqlite import SqliteSearchIndex
 
 __all__ = ["default_index", "store_indexes"]
@@ -23,7 +25,8 @@ _DEFAULT_INDEXES_LOCK = threading.Lock()
 def default_index(store: BaseStore, embedder: Any = None) -> SearchIndex:
     """The process's search index for a store (one per store and embedder): for a file-backed
     SQLite store, an FTS5 index in the store's own file (`SqliteSearchIndex`: nothing to rebuild
-    after a restart); else an in-process BM25 index, rebuilt from the store on a process's first
+    after a restart); for a `PostgresStore` or `AsyncPostgresStore`, a `PostgresSearchIndex` on the
+    store's own connection (one index for every worker); else an in-process BM25 index, rebuilt from the store on a process's first
     search of a thread; hybrid (in-process) when an embedder is configured. Keyed by the store, so
     pagers over different stores never share one (the same thread id in two stores is two threads).
     A store that wraps another (``__wrapped__``, as the command line's TTL-preserving view does) gets
@@ -52,7 +55,9 @@ def store_indexes(store: BaseStore) -> list[SearchIndex]:
 
 def _new_index(store: BaseStore, embedder: Any) -> SearchIndex:
     if embedder is None:
-        return SqliteSearchIndex.for_store(store) or InMemoryBM25Index()
+        return (
+            SqliteSearchIndex.for_store(store) or PostgresSearchIndex.for_store(store) or InMemoryBM25Index()
+        )
     from langmem_paging.strategies.embeddings import get_embedder
 
     return InMemoryBM25Index(embedder=get_embedder(embedder))

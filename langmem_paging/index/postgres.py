@@ -11,7 +11,12 @@ store instead, so every worker searches the same, current index::
     langmem_paging_passages_terms(thread_id, lexeme, docs)   -- per-thread document frequencies
     langmem_paging_passages_threads(thread_id, through)      -- the threads it holds, and how far
 
-with a GIN index on ``tsv``. A passage is one message of a page (`message_text`), as in the
+with a GIN index on ``tsv``. It is the default index of a `PostgresStore` or `AsyncPostgresStore`
+(`for_store`, picked by `langmem_paging.index.defaults.default_index`): on the store's own connection
+or pool, each passage tied to its page record in the store's table (a generated ``prefix`` column and
+a foreign key with ``ON DELETE CASCADE``, `langmem_paging.index.store_tables`), so a record deleted by
+anyone (the store's API, the Agent Server deleting a thread, the TTL sweep) takes its passages along.
+A passage is one message of a page (`message_text`), as in the
 in-process index, its text escaped by `records.escape_text` (PostgreSQL text refuses NUL and
 surrogates; the escape keeps every other character, so nothing is dropped). A query matches a
 passage holding any of its selective words (stemmed, stopwords dropped; a word in more than
@@ -21,10 +26,13 @@ kept); passages matching the whole query as `websearch_to_tsquery` reads it (all
 prepared statement, one round trip, and ranks only those candidates.
 
 The frequency table is the thread's own (one tenant's words never change which of another's are
-"common"), moved by the same statement that adds or removes passages, so it always agrees with
-them. Writes to one thread are serialized by a transaction-scoped advisory lock and insert with
+"common"), moved by statement triggers on the passage table (`_COUNT_ADDED`, `_COUNT_REMOVED`), so it
+agrees with the passages whoever adds or removes them (the cascade included). Writes to one thread
+are serialized by a transaction-scoped advisory lock and insert with
 ``ON CONFLICT DO NOTHING``: two workers indexing the same page (several processes stepping one
-thread) both succeed, and the page is indexed once.
+thread) both succeed, and the page is indexed once. The tables, triggers and key are made on first
+use under an advisory lock (workers starting at once queue); the search function made last carries a
+mark of this version's setup, so a worker's first call reads one row and skips the rest.
 
 The threads table records each thread the index holds and the highest page number up to which it
 holds every stored page (`indexed_through`), written in the same transaction as the passages: a
@@ -53,7 +61,7 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -62,6 +70,12 @@ from langmem_paging.core.effects import adrive, drive
 from langmem_paging.core.records import Page, escape_text, page_number
 from langmem_paging.core.tokens import message_text
 from langmem_paging.index.base import Hit, SearchIndex
+from langmem_paging.index.store_tables import (
+    STORE_TABLE,
+    check_postgres_store,
+    pages_prefix_sql,
+    postgres_store_check,
+)
 
 __all__ = ["COMMON_MIN", "COMMON_SHARE", "MAX_PASSAGE_CHARS", "PostgresSearchIndex"]
 
@@ -122,36 +136,58 @@ END
 $body$
 """
 
-# Removing passages and adding them each move the thread's frequencies in the same statement, so the
-# table always agrees with the passages, and a removed word leaves no row behind (forget means gone).
-_REMOVE = """
-WITH gone AS (
-    DELETE FROM {table} WHERE thread_id = %(thread)s AND page_id = ANY(%(ids)s) RETURNING tsv
-), delta AS (
-    SELECT lexeme, count(*) AS n FROM gone, unnest(tsvector_to_array(tsv)) AS lexeme GROUP BY lexeme
-    UNION ALL SELECT '', count(*) FROM gone
-), dead AS (
-    DELETE FROM {terms} f USING delta
-     WHERE f.thread_id = %(thread)s AND f.lexeme = delta.lexeme AND f.docs <= delta.n
-)
-UPDATE {terms} f SET docs = f.docs - delta.n FROM delta
- WHERE f.thread_id = %(thread)s AND f.lexeme = delta.lexeme AND f.docs > delta.n
+# The thread's frequencies follow its passages by triggers on the passage table (one statement per
+# insert or delete, over the rows it touched), so they agree with the passages whoever removes them: the
+# library, or the store deleting a page record (the foreign key's cascade). A removed word leaves no row
+# behind (forget means gone).
+_COUNT_ADDED = """
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+    INSERT INTO {terms} AS f (thread_id, lexeme, docs)
+    SELECT d.thread_id, d.lexeme, d.n FROM (
+        SELECT thread_id, lexeme, count(*) AS n FROM new_rows, unnest(tsvector_to_array(tsv)) AS lexeme
+         GROUP BY thread_id, lexeme
+        UNION ALL SELECT thread_id, '', count(*) FROM new_rows GROUP BY thread_id) d
+     ORDER BY d.thread_id, d.lexeme
+    ON CONFLICT (thread_id, lexeme) DO UPDATE SET docs = f.docs + excluded.docs;
+    RETURN NULL;
+END
+$body$
 """
 
+_COUNT_REMOVED = """
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+    WITH delta AS (
+        SELECT thread_id, lexeme, count(*) AS n FROM old_rows, unnest(tsvector_to_array(tsv)) AS lexeme
+         GROUP BY thread_id, lexeme
+        UNION ALL SELECT thread_id, '', count(*) FROM old_rows GROUP BY thread_id
+    ), dead AS (
+        DELETE FROM {terms} f USING delta
+         WHERE f.thread_id = delta.thread_id AND f.lexeme = delta.lexeme AND f.docs <= delta.n
+    )
+    UPDATE {terms} f SET docs = f.docs - delta.n FROM delta
+     WHERE f.thread_id = delta.thread_id AND f.lexeme = delta.lexeme AND f.docs > delta.n;
+    RETURN NULL;
+END
+$body$
+"""
+
+_TRIGGER = """
+CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {rows} TABLE AS {alias}
+FOR EACH STATEMENT EXECUTE FUNCTION {name}()
+"""
+
+_REMOVE = "DELETE FROM {table} WHERE thread_id = %(thread)s AND page_id = ANY(%(ids)s)"
+
+# Bound to a store (`for_store`), a passage is written only while its page record exists (the foreign
+# key would refuse it otherwise: a record deleted since it was read).
 _INSERT = """
-WITH new AS (
-    INSERT INTO {table} (thread_id, page_id, position, body)
-    SELECT %(thread)s, r.page_id, r.position, r.body
-      FROM unnest(%(pages)s::text[], %(positions)s::int[], %(bodies)s::text[]) AS r(page_id, position, body)
-    ON CONFLICT (thread_id, page_id, position) DO NOTHING
-    RETURNING tsv
-), delta AS (
-    SELECT lexeme, count(*) AS n FROM new, unnest(tsvector_to_array(tsv)) AS lexeme GROUP BY lexeme
-    UNION ALL SELECT '', count(*) FROM new
-)
-INSERT INTO {terms} AS f (thread_id, lexeme, docs)
-SELECT %(thread)s, lexeme, n FROM delta WHERE n > 0 ORDER BY lexeme
-ON CONFLICT (thread_id, lexeme) DO UPDATE SET docs = f.docs + excluded.docs
+INSERT INTO {table} (thread_id, page_id, position, body)
+SELECT %(thread)s, r.page_id, r.position, r.body
+  FROM unnest(%(pages)s::text[], %(positions)s::int[], %(bodies)s::text[]) AS r(page_id, position, body)
+ {where}
+ON CONFLICT (thread_id, page_id, position) DO NOTHING
 """
 
 # A thread is known once loaded or once its first page is added (a thread whose earlier pages the
@@ -255,6 +291,9 @@ class PostgresSearchIndex(SearchIndex):
         self.threads = f"{table}_threads"
         self.function = f"{table}_search"
         self._setup_pending = setup
+        self._follows_store = False  # `for_store`: passages tied to the store's page records
+        self._only_stored = ""
+        self._loop: asyncio.AbstractEventLoop | None = None  # an async store's loop, for the sync methods
         self._guard = threading.Lock()
         self._conn_lock = threading.Lock()  # one transaction at a time on a single connection you passed
         self._aconn_lock: asyncio.Lock | None = None
@@ -264,6 +303,32 @@ class PostgresSearchIndex(SearchIndex):
         self._through: OrderedDict[str, int] = OrderedDict()
 
     # -- connections ------------------------------------------------------------------
+    @classmethod
+    def for_store(cls, store: Any) -> PostgresSearchIndex | None:
+        """The index in a LangGraph `PostgresStore`'s or `AsyncPostgresStore`'s own database, on the
+        store's own connection or pool (and its lock, for a single connection): nothing to open or close
+        beside the store. Its passages are tied to the store's page records (a foreign key with ``ON
+        DELETE CASCADE``, `store_tables`), so a record deleted by anyone takes them along. On an async
+        store the async methods await its connection natively and the sync ones run there, on the
+        store's loop, as the store's own sync methods do. None for any other store."""
+        kind = type(store).__name__
+        if kind not in ("PostgresStore", "AsyncPostgresStore") or not hasattr(store, "conn"):
+            return None
+        index = cls(store.conn)
+        index._follows_store = True
+        index._only_stored = (
+            f"WHERE EXISTS (SELECT 1 FROM {STORE_TABLE} s WHERE s.prefix = {pages_prefix_sql('%(thread)s', placeholders=True)} "
+            "AND s.key = r.page_id)"
+        )
+        single = not hasattr(store.conn, "getconn")
+        if kind == "AsyncPostgresStore":
+            index._loop = store.loop
+            if single:
+                index._aconn_lock = store.lock
+        elif single:
+            index._conn_lock = store.lock
+        return index
+
     def _setup(self) -> Work[None]:
         t, terms = self.table, self.terms
         yield _Statement(
@@ -276,6 +341,11 @@ class PostgresSearchIndex(SearchIndex):
                     body text NOT NULL,
                     tsv tsvector GENERATED ALWAYS AS (to_tsvector('{self.config}'::regconfig, body)) STORED,
                     PRIMARY KEY (thread_id, page_id, position))""")
+        # the page record's key in the store (`store_tables`): what the foreign key of `for_store` uses
+        yield _Statement(
+            f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS prefix text "
+            f"GENERATED ALWAYS AS ({pages_prefix_sql('thread_id')}) STORED"
+        )
         # No pending list: GIN's fast update defers new entries to a list every search reads in full
         # until a vacuum merges it (12 ms for a 10-row match after 1k pages were added).
         yield _Statement(f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv) WITH (fastupdate = off)")
@@ -302,17 +372,84 @@ class PostgresSearchIndex(SearchIndex):
                     thread_id text PRIMARY KEY,
                     through integer NOT NULL)""")
             yield _Statement(_BACKFILL_THREADS.format(table=t, threads=self.threads))
-        definition = _SEARCH_FUNCTION.format(
-            function=self.function, table=t, terms=terms, config=f"'{self.config}'::regconfig"
+        yield from self._setup_triggers()
+        if self._follows_store:
+            yield from self._setup_foreign_key()
+        if not (yield from self._set_up()):  # the function last: its mark says the rest is made
+            marked = self._definition().replace("$body$\n", f"$body$\n{self._mark()}\n", 1)
+            yield _Statement(marked)
+
+    def _definition(self) -> str:
+        return _SEARCH_FUNCTION.format(
+            function=self.function, table=self.table, terms=self.terms, config=f"'{self.config}'::regconfig"
         )
-        version = hashlib.blake2b(definition.encode(), digest_size=8).hexdigest()
+
+    def _mark(self) -> str:
+        """The comment in the search function saying this version's setup is done (with the foreign
+        key, for an index that follows a store): a worker's first call reads it, one statement,
+        and skips the setup."""
+        made = (self._definition(), _COUNT_ADDED, _COUNT_REMOVED, _TRIGGER, pages_prefix_sql("thread_id"))
+        version = hashlib.blake2b("".join(made).encode(), digest_size=8).hexdigest()
+        return f"-- setup {version}" + (" follows store" if self._follows_store else "")
+
+    def _set_up(self) -> Work[bool]:
+        """Whether this version's setup is done: its tables exist and the search function has its mark."""
         rows = yield _Statement(
-            "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(%s)",
-            (f"{self.function}(text,text,integer,integer,double precision)",),
+            "SELECT (SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(%s)) AS src, "
+            "to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
+            "AS tables",
+            (
+                f"{self.function}(text,text,integer,integer,double precision)",
+                self.table,
+                self.terms,
+                self.threads,
+            ),
             fetch=True,
         )
-        if not rows or version not in _first(rows[0]):  # replaced only when this version changed it
-            yield _Statement(definition.replace("$body$\n", f"$body$\n-- version {version}\n", 1))
+        source, tables = _values(rows[0])
+        return bool(tables) and source is not None and self._mark() in source
+
+    def _setup_triggers(self) -> Work[None]:
+        """The triggers that keep the thread's frequencies with its passages (made once)."""
+        t = self.table
+        for suffix, body, event, rows, alias in (
+            ("_ins", _COUNT_ADDED, "INSERT", "NEW", "new_rows"),
+            ("_del", _COUNT_REMOVED, "DELETE", "OLD", "old_rows"),
+        ):
+            name = f"{t}{suffix}"
+            yield _Statement(body.format(function=name, terms=self.terms))
+            rows_found = yield _Statement(
+                "SELECT count(*) FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname = %s",
+                (t, name),
+                fetch=True,
+            )
+            if not _first(rows_found[0]):
+                yield _Statement(_TRIGGER.format(name=name, event=event, table=t, rows=rows, alias=alias))
+
+    def _setup_foreign_key(self) -> Work[None]:
+        """Tie each passage to its page record in the store's table, so a record deleted by anyone (the
+        store's API, the server deleting a thread, the TTL sweep) takes its passages, and by the
+        triggers their frequencies, along (`store_tables`). A table made before (by hand, from a URI)
+        loses the passages of records that are gone first."""
+        t = self.table
+        query, params = postgres_store_check()
+        rows = yield _Statement(query, params, fetch=True)
+        check_postgres_store(_first(rows[0]) if rows else None)
+        yield _Statement(f"CREATE INDEX IF NOT EXISTS {t}_key ON {t} (prefix, page_id)")
+        rows = yield _Statement(
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = %s::regclass AND conname = %s",
+            (t, f"{t}_fk"),
+            fetch=True,
+        )
+        if not _first(rows[0]):
+            yield _Statement(
+                f"DELETE FROM {t} p WHERE NOT EXISTS (SELECT 1 FROM {STORE_TABLE} s "
+                "WHERE s.prefix = p.prefix AND s.key = p.page_id)"
+            )
+            yield _Statement(
+                f"ALTER TABLE {t} ADD CONSTRAINT {t}_fk FOREIGN KEY (prefix, page_id) "
+                f"REFERENCES {STORE_TABLE} (prefix, key) ON DELETE CASCADE"
+            )
 
     @contextmanager
     def _connection(self, *, write: bool = True) -> Iterator[Any]:
@@ -335,8 +472,9 @@ class PostgresSearchIndex(SearchIndex):
         holder = source.connection() if hasattr(source, "getconn") else _borrowed(source, self._conn_lock)
         with holder as conn:
             if self._setup_pending:
-                with conn.transaction():
-                    drive(self._setup(), lambda statement: _execute(conn, statement))
+                if not drive(self._set_up(), lambda statement: _execute(conn, statement)):
+                    with conn.transaction():
+                        drive(self._setup(), lambda statement: _execute(conn, statement))
                 self._setup_pending = False
             if write or not conn.autocommit:
                 with conn.transaction():
@@ -352,8 +490,9 @@ class PostgresSearchIndex(SearchIndex):
         holder = source.connection() if hasattr(source, "getconn") else _aborrowed(source, self._aconn_lock)
         async with holder as conn:
             if self._setup_pending:
-                async with conn.transaction():
-                    await adrive(self._setup(), lambda statement: _aexecute(conn, statement))
+                if not await adrive(self._set_up(), lambda statement: _aexecute(conn, statement)):
+                    async with conn.transaction():
+                        await adrive(self._setup(), lambda statement: _aexecute(conn, statement))
                 self._setup_pending = False
             if write or not conn.autocommit:
                 async with conn.transaction():
@@ -371,6 +510,8 @@ class PostgresSearchIndex(SearchIndex):
     # The statements note the thread's `through` as they read or write it; a transaction that fails
     # (its commit included) leaves nothing noted: the next call reads the database.
     def _transact(self, work: Work[T], thread_id: str, *, write: bool = True) -> T:
+        if self._async is not None and self._loop is not None:  # an async store's index, called sync
+            return _on_loop(self._atransact(work, thread_id, write=write), self._loop)
         try:
             with self._connection(write=write) as conn:
                 return drive(work, lambda statement: _execute(conn, statement))
@@ -509,7 +650,7 @@ class PostgresSearchIndex(SearchIndex):
             yield self._lock(thread_id)
         ids = [page.id for page in pages]
         yield _Statement(
-            _REMOVE.format(table=self.table, terms=self.terms),
+            _REMOVE.format(table=self.table),
             {"thread": thread_id, "ids": ids},
             prepare=True,
         )
@@ -519,7 +660,7 @@ class PostgresSearchIndex(SearchIndex):
         _, columns = _passages(pages)
         if columns["pages"]:
             yield _Statement(
-                _INSERT.format(table=self.table, terms=self.terms),
+                _INSERT.format(table=self.table, where=self._only_stored),
                 {"thread": thread_id, **columns},
                 prepare=True,
             )
@@ -651,6 +792,22 @@ def _values(row: Any) -> list[Any]:
 def _pair(row: Any) -> tuple[str, int]:
     values = _values(row)
     return values[0], int(values[1])
+
+
+def _on_loop(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> T:
+    """Run `coroutine` on `loop` from another thread, as `AsyncPostgresStore`'s sync methods do; on the
+    loop's own thread that would wait forever: refused."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        coroutine.close()
+        raise asyncio.InvalidStateError(
+            "A sync method of the search index of an AsyncPostgresStore was called on the store's own event "
+            "loop, where it would wait for itself: call the async method (`asearch`, `aadd`, ...)."
+        )
+    return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
 
 @contextmanager

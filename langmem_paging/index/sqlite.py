@@ -37,6 +37,12 @@ from langmem_paging.core.records import Page, page_number
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
 from langmem_paging.index.base import Hit, SearchIndex, bm25_scores
+from langmem_paging.index.store_tables import (
+    STORE_TABLE,
+    check_sqlite_store,
+    sqlite_is_pages_prefix_sql,
+    sqlite_thread_of_prefix_sql,
+)
 
 __all__ = ["SqliteSearchIndex", "sqlite_file_of"]
 
@@ -47,11 +53,43 @@ _DDL = [
     "PRIMARY KEY (thread_id, page_id))",
     "CREATE TABLE IF NOT EXISTS langmem_paging_fts_threads (thread_id TEXT PRIMARY KEY, "
     "docs INTEGER NOT NULL DEFAULT 0, length INTEGER NOT NULL DEFAULT 0)",
+    # scratch rows of `_FOLLOW_STORE` (empty between statements)
+    "CREATE TABLE IF NOT EXISTS langmem_paging_fts_gone (fts_rowid INTEGER PRIMARY KEY, thread_id TEXT, body TEXT)",
 ]
 _DF = (
     "CREATE TABLE IF NOT EXISTS langmem_paging_fts_df (thread_id TEXT NOT NULL, term TEXT NOT NULL, "
     "docs INTEGER NOT NULL, PRIMARY KEY (thread_id, term)) WITHOUT ROWID"
 )
+# The rows of a page whose store record was deleted (by anyone): its messages (one scan of the FTS5
+# table, as `_delete_page`), their term counts, the thread's totals, then the rows themselves. A message's
+# body is its terms joined by spaces (no quote or backslash in a term: read as a JSON array).
+_TERMS_OF = (
+    "json_each(CASE WHEN g.body = '' THEN '[]' ELSE '[\"' || replace(g.body, ' ', '\",\"') || '\"]' END)"
+)
+_GONE = "langmem_paging_fts_gone"
+_FOLLOW_STORE = f"""
+CREATE TRIGGER IF NOT EXISTS langmem_paging_fts_follow AFTER DELETE ON {STORE_TABLE}
+WHEN {sqlite_is_pages_prefix_sql("old.prefix")}
+BEGIN
+    INSERT INTO {_GONE} (fts_rowid, thread_id, body)
+    SELECT rowid, thread_id, body FROM langmem_paging_fts
+     WHERE thread_id = {sqlite_thread_of_prefix_sql("old.prefix")} AND page_id = old.key;
+    UPDATE langmem_paging_fts_df SET docs = docs - (
+        SELECT count(DISTINCT g.fts_rowid) FROM {_GONE} g, {_TERMS_OF} t WHERE t.value = langmem_paging_fts_df.term)
+     WHERE thread_id = {sqlite_thread_of_prefix_sql("old.prefix")}
+       AND term IN (SELECT t.value FROM {_GONE} g, {_TERMS_OF} t);
+    DELETE FROM langmem_paging_fts_df
+     WHERE thread_id = {sqlite_thread_of_prefix_sql("old.prefix")} AND docs <= 0;
+    UPDATE langmem_paging_fts_threads
+       SET docs = docs - (SELECT count(*) FROM {_GONE}),
+           length = length - (SELECT count(*) FROM {_GONE} g, {_TERMS_OF} t)
+     WHERE thread_id = {sqlite_thread_of_prefix_sql("old.prefix")};
+    DELETE FROM langmem_paging_fts WHERE rowid IN (SELECT fts_rowid FROM {_GONE});
+    DELETE FROM langmem_paging_fts_pages
+     WHERE thread_id = {sqlite_thread_of_prefix_sql("old.prefix")} AND page_id = old.key;
+    DELETE FROM {_GONE};
+END
+"""
 COMMON_SHARE = 0.02
 """A query term in more than this share of the thread's messages (and more than `COMMON_MIN` of them) is
 left out of the match when rarer terms remain: it adds little to BM25 and makes FTS5 visit every
@@ -179,14 +217,28 @@ class SqliteSearchIndex(SearchIndex):
     def for_store(cls, store: Any) -> SqliteSearchIndex | None:
         """The index in a LangGraph `SqliteStore`'s file, on the store's own connection and lock (or,
         for an `AsyncSqliteStore`, a connection of its own to the file); None for an in-memory
-        database or another store."""
+        database or another store. Its rows follow the store's page records: a trigger on the store's
+        table (`store_tables`) removes a page's rows when anyone deletes its record (the store's API,
+        the TTL sweep)."""
         conn = getattr(store, "conn", None)
         if isinstance(conn, sqlite3.Connection) and isinstance(
             getattr(store, "lock", None), type(threading.Lock())
         ):
-            return cls(conn=conn, lock=store.lock) if sqlite_file_of(store) else None
-        path = sqlite_file_of(store)
-        return cls(path) if path else None
+            index = cls(conn=conn, lock=store.lock) if sqlite_file_of(store) else None
+        else:
+            path = sqlite_file_of(store)
+            index = cls(path) if path else None
+        if index is not None:
+            if not getattr(store, "is_setup", True):
+                store.setup()
+            index._follow_store()
+        return index
+
+    def _follow_store(self) -> None:
+        """The trigger that takes a page's rows along when its store record is deleted (made once)."""
+        with self._lock:
+            check_sqlite_store(self._conn)
+            self._conn.execute(_FOLLOW_STORE)
 
     def has(self, thread_id: str) -> bool:
         return self.indexed_through(thread_id) is not None

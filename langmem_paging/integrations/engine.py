@@ -1,8 +1,9 @@
 """The step engine: a paging step with its I/O, for the middleware, the node and the test driver.
 
 A step is two flows: under the thread's lock, the pure step (`langmem_paging.step`) and the
-commit of what it made (reserve -> decide -> commit, so two runs at once on a thread never take
-the same number); then, outside the lock, indexing the new pages, warnings, tracing and hooks.
+commit of what it made (reserve -> decide -> commit: the commit claims the numbers with the records,
+and a step whose number another writer claimed meanwhile runs again, so two runs at once on a thread
+never write one number twice); then, outside the lock, indexing the new pages, warnings, tracing and hooks.
 `step` and `astep` differ only in the lock and the driver. Only failures of the page store and
 the index fall under `on_store_error`; anything else propagates with its own type.
 """
@@ -25,7 +26,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.config import PagingConfig
 from langmem_paging.core.effects import arun, ask, run
-from langmem_paging.core.errors import SearchIndexError, StorageError
+from langmem_paging.core.errors import PageStoreError, SearchIndexError, StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import encoding_for_model, warm_up
@@ -37,6 +38,8 @@ __all__ = ["OnStoreError", "StepEngine"]
 logger = logging.getLogger("langmem_paging")
 
 OnStoreError = Literal["raise", "continue"]
+COMMIT_TRIES = 8
+"""Steps tried in one call when other writers keep claiming the numbers a step reserved."""
 
 
 class _Locks:
@@ -124,11 +127,18 @@ class StepEngine:
     def _decide_and_commit(
         view: Sequence[BaseMessage], state: Any, options: StepOptions
     ) -> ThreadFlow[PagingResult]:
-        result = yield from paging_step(view, state, options)
-        touched, result.state.touched = result.state.touched, []
-        keep_terms = options.tiers is not None
-        yield from ask(Commit(result.pages, result.nodes, result.state, touched, keep_terms))
-        return result
+        for _ in range(COMMIT_TRIES):
+            result = yield from paging_step(view, state, options)
+            touched, result.state.touched = result.state.touched, []
+            keep_terms = options.tiers is not None
+            if (yield from ask(Commit(result.pages, result.nodes, result.state, touched, keep_terms))):
+                return result
+            # another writer (a worker stepping another branch of the thread) claimed one of the numbers
+            # since the step reserved it: step again, past them
+        raise PageStoreError(
+            f"the step's page numbers were taken by other writers {COMMIT_TRIES} times in a row; "
+            "the next turn steps again (nothing was written)"
+        )
 
     def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> ThreadFlow[None]:
         if result.pages:

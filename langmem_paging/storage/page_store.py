@@ -37,7 +37,7 @@ from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_
 from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import store_indexes
-from langmem_paging.storage.claims import NumberClaims, claims_for
+from langmem_paging.storage.claims import NumberClaims, Wanted, claims_for
 from langmem_paging.storage.lifecycle import (
     FORGOTTEN,
     Forgotten,
@@ -64,21 +64,27 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Claim:
-    """A request of a store operation: claim `numbers` of `kind` on a thread for these digests
-    (`langmem_paging.storage.claims`); answered with one bool per number."""
+class Claimed:
+    """A request of a store operation: the digests holding `numbers` of `kind` on a thread
+    (`langmem_paging.storage.claims`, a read); answered with ``[{number: digest}]``."""
 
     thread_id: str
     kind: str
     numbers: list[int]
-    digests: list[str]
-
-    @property
-    def args(self) -> tuple[str, str, list[int], list[str]]:
-        return self.thread_id, self.kind, self.numbers, self.digests
 
 
-Batches = Generator["Sequence[Op] | Claim", list[Any], T]
+@dataclass(frozen=True)
+class ClaimedWrite:
+    """A request of a store operation: claim `wanted` and write `ops` (`NumberClaims.write`: one
+    transaction where the store allows it); answered with ``[True]``, or ``[False]`` when another
+    writer holds one of the numbers (nothing written)."""
+
+    thread_id: str
+    wanted: list[Wanted]
+    ops: list[Op]
+
+
+Batches = Generator["Sequence[Op] | Claimed | ClaimedWrite", list[Any], T]
 """An operation written once: it yields store batches and receives their results."""
 
 NAMESPACE_ROOT = "langmem_paging"
@@ -167,9 +173,11 @@ class PageStore:
         self.retries = retries
 
     # -- the only I/O: batch / abatch, retried ----------------------------------------
-    def _batch(self, ops: Sequence[Op] | Claim) -> list[Any]:
-        if isinstance(ops, Claim):
-            return self._claim(lambda claims: claims.claim(*ops.args))
+    def _batch(self, ops: Sequence[Op] | Claimed | ClaimedWrite) -> list[Any]:
+        if isinstance(ops, Claimed):
+            return self._claim(lambda claims: [claims.held(ops.thread_id, ops.kind, ops.numbers)])
+        if isinstance(ops, ClaimedWrite):
+            return self._claim(lambda claims: [claims.write(ops.thread_id, ops.wanted, ops.ops, self._batch)])
         if not ops:
             return []
         for attempt in range(self.retries + 1):
@@ -181,10 +189,15 @@ class PageStore:
                 time.sleep(self._backoff(attempt, error))
         raise AssertionError("unreachable")
 
-    async def _abatch(self, ops: Sequence[Op] | Claim) -> list[Any]:
-        if isinstance(ops, Claim):
+    async def _abatch(self, ops: Sequence[Op] | Claimed | ClaimedWrite) -> list[Any]:
+        if isinstance(ops, (Claimed, ClaimedWrite)):
             try:
-                return await claims_for(self.store).aclaim(*ops.args)
+                claims = claims_for(self.store)
+                if isinstance(ops, Claimed):
+                    return [await claims.aheld(ops.thread_id, ops.kind, ops.numbers)]
+                return [await claims.awrite(ops.thread_id, ops.wanted, ops.ops, self._abatch)]
+            except PageStoreError:
+                raise
             except Exception as error:  # noqa: BLE001 - the claims live in the store's database
                 raise self._failed(error) from error
         if not ops:
@@ -210,9 +223,11 @@ class PageStore:
         logger.warning("page store call failed (%s: %s); retrying", type(error).__name__, error)
         return 0.01 * 2.0**attempt
 
-    def _claim(self, call: Callable[[NumberClaims], list[bool]]) -> list[bool]:
+    def _claim(self, call: Callable[[NumberClaims], list[Any]]) -> list[Any]:
         try:
             return call(claims_for(self.store))
+        except PageStoreError:
+            raise
         except Exception as error:  # noqa: BLE001 - the claims live in the store's database
             raise self._failed(error) from error
 
@@ -449,9 +464,10 @@ class PageStore:
     ) -> list[int]:
         """Allocate numbers for new records on `state`'s branch (see the module docstring).
 
-        Hold the thread's lock from here to `commit` (the engine does). The numbers are claimed
-        atomically (`langmem_paging.storage.claims`): a writer without that lock (another worker process)
-        stepping another branch of the thread at the same moment gets other numbers."""
+        Hold the thread's lock from here to `commit` (the engine does). A number whose record or claim
+        holds another digest is skipped; nothing is claimed here: `commit` claims the numbers with its
+        records (`langmem_paging.storage.claims`), so a writer without that lock (another worker process)
+        stepping another branch of the thread at the same moment never writes over this one."""
         return self._run(self._reserve(thread_id, kind, digests, state))
 
     async def areserve(
@@ -463,26 +479,19 @@ class PageStore:
     def _reserve(
         self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
     ) -> Batches[list[int]]:
-        while True:
-            numbers = yield from self._free_numbers(thread_id, kind, digests, state)
-            granted = yield Claim(thread_id, kind, numbers, list(digests))
-            if all(granted):
-                return numbers  # (refused: another writer holds some; the branch allocates past them)
-
-    def _free_numbers(
-        self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
-    ) -> Batches[list[int]]:
         start = state.next[kind]
         records = thread_namespace(thread_id, "pages" if kind == "p" else "clusters")
         while True:
             items = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
                 GetOp(records, f"{kind}{start + i}") for i in range(len(digests))
             ]
+            (held,) = yield Claimed(thread_id, kind, [start + i for i in range(len(digests))])
             high = items[0].value.get(kind, 1) if items[0] is not None else 1
             taken = [
                 i
                 for i, (item, digest) in enumerate(zip(items[1:], digests, strict=True))
-                if item is not None and item.value.get("digest") != digest
+                if (item is not None and item.value.get("digest") != digest)
+                or held.get(start + i, digest) != digest
             ]
             if not taken:  # free, or holding these very records (a retry)
                 return state.allocate(kind, len(digests), floor=start)
@@ -497,11 +506,13 @@ class PageStore:
         state: PagingState,
         stats: Iterable[str] = (),
         sketch: TermSketch | None = None,
-    ) -> None:
+    ) -> bool:
         """Write a step's new records, the parent pointers of its unions, mirrored access
         statistics, the high-water mark and the thread's keyword `sketch` with the new pages
-        counted (the step read it before), in one batch. Idempotent."""
-        self._run(self._commit(thread_id, pages, nodes, state, list(stats), sketch))
+        counted (the step read it before), in one batch, with the claims of the new records'
+        numbers (one transaction where the store allows it). Idempotent. False, with nothing
+        written, when another writer claimed one of the numbers since `reserve`: step again."""
+        return self._run(self._commit(thread_id, pages, nodes, state, list(stats), sketch))
 
     async def acommit(
         self,
@@ -512,9 +523,9 @@ class PageStore:
         state: PagingState,
         stats: Iterable[str] = (),
         sketch: TermSketch | None = None,
-    ) -> None:
+    ) -> bool:
         """Async `commit`."""
-        await self._arun(self._commit(thread_id, pages, nodes, state, list(stats), sketch))
+        return await self._arun(self._commit(thread_id, pages, nodes, state, list(stats), sketch))
 
     def _commit(
         self,
@@ -524,9 +535,9 @@ class PageStore:
         state: PagingState,
         stats: list[str],
         sketch: TermSketch | None = None,
-    ) -> Batches[None]:
+    ) -> Batches[bool]:
         if not (pages or nodes or stats):
-            return
+            return True
         children = list(dict.fromkeys(c for node in nodes for c in node.children))
         reads = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
             GetOp(thread_namespace(thread_id, "parents"), c) for c in children
@@ -544,7 +555,13 @@ class PageStore:
             ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
         if sketch is not None and pages:
             ops.append(self._put(thread_id, "meta", _SKETCH_KEY, sketch.to_record()))
-        yield ops
+        wanted = [("p", page_number(p.id), p.digest) for p in pages if p.digest]
+        wanted += [("c", cluster_number(n.id), n.digest) for n in nodes if n.digest]
+        if not wanted:
+            yield ops
+            return True
+        (written,) = yield ClaimedWrite(thread_id, wanted, ops)
+        return bool(written)
 
     # -- the page lifecycle: forgetting one message, deleting a thread -------------------
     def forget(

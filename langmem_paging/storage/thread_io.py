@@ -58,9 +58,9 @@ class PagingIO(StepIO, Protocol):
     """The handlers of every request a paging flow makes (the step's, and those of the engine
     and the recall service), each sync and async: `ThreadIO` implements it for one thread."""
 
-    def commit(self, request: Commit) -> None: ...
+    def commit(self, request: Commit) -> bool: ...
 
-    async def acommit(self, request: Commit) -> None: ...
+    async def acommit(self, request: Commit) -> bool: ...
 
     def index_pages(self, request: IndexPages) -> None: ...
 
@@ -108,9 +108,10 @@ ThreadFlow = Generator[Request[Any, PagingIO], object, T]
 
 
 @dataclass
-class Commit(Request[None, PagingIO]):
+class Commit(Request[bool, PagingIO]):
     """Store a step's new records (see `PageStore.commit`), and the thread's keyword sketch with its
-    new pages counted (`state.pending_sketch`), in one batch. Answer: None."""
+    new pages counted (`state.pending_sketch`), in one batch. Answer: whether they were written (False:
+    another writer claimed one of their numbers since the step reserved it; nothing was written)."""
 
     pages: list[Page]
     """The new pages."""
@@ -125,10 +126,10 @@ class Commit(Request[None, PagingIO]):
     them on every call: reading them back would cost a call that pages nothing a store read);
     otherwise the records hold them and a folding step reads them back."""
 
-    def answer(self, io: PagingIO) -> None:
+    def answer(self, io: PagingIO) -> bool:
         return io.commit(self)
 
-    def aanswer(self, io: PagingIO) -> Awaitable[None]:
+    def aanswer(self, io: PagingIO) -> Awaitable[bool]:
         return io.acommit(self)
 
 
@@ -307,9 +308,9 @@ class ThreadIO(ComputeIO, PagingIO):
         )
         return _entry_terms(pages, nodes)
 
-    def commit(self, request: Commit) -> None:
+    def commit(self, request: Commit) -> bool:
         request.state.terms_stored = not request.keep_terms  # else the records hold them
-        self.page_store.commit(
+        return self.page_store.commit(
             self.thread_id,
             pages=request.pages,
             nodes=request.nodes,
@@ -318,9 +319,9 @@ class ThreadIO(ComputeIO, PagingIO):
             sketch=_stored_sketch(request.state),
         )
 
-    async def acommit(self, request: Commit) -> None:
+    async def acommit(self, request: Commit) -> bool:
         request.state.terms_stored = not request.keep_terms
-        await self.page_store.acommit(
+        return await self.page_store.acommit(
             self.thread_id,
             pages=request.pages,
             nodes=request.nodes,

@@ -84,11 +84,16 @@ def truncate_store_tables(uri: str) -> None:
     import psycopg
 
     with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute("TRUNCATE store")
-        # the page-number claims live beside the store (langmem_paging.storage.claims): a wiped store starts
-        # with none, as delete_thread leaves a thread
-        if conn.execute("SELECT to_regclass('langmem_paging_claims') IS NOT NULL").fetchone()[0]:
-            conn.execute("TRUNCATE langmem_paging_claims")
+        conn.execute("TRUNCATE store CASCADE")  # the store's search index references its records
+        # the page-number claims and the search index live beside the store (langmem_paging.storage.claims,
+        # PostgresSearchIndex.for_store): a wiped store starts with none, as delete_thread leaves a thread
+        for table in (
+            "langmem_paging_claims",
+            "langmem_paging_passages_terms",
+            "langmem_paging_passages_threads",
+        ):
+            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
+                conn.execute(f"TRUNCATE {table}")
 
 
 def store_rows(store: BaseStore, sql: str) -> list[tuple]:

@@ -1,0 +1,131 @@
+"""A paging turn against a plain turn on a SQLite file store, side by side for two versions of the library.
+
+A turn is one `invoke` of an agent (`create_agent`, a scripted model, `PagingMiddleware` with no
+`index=`) on SQLite files: a `SqliteStore` (its default index: FTS5 in the same file) and a
+`SqliteSaver`, a pair of files per run. A paging turn forms a page (its numbers claimed, its
+records written, its passages indexed); a plain turn forms none. Each version runs in a process of
+its own, on the same conversation, alternating in the same run: the current working tree and the
+library of ``--baseline`` (a git revision, extracted to a temporary folder). Prints a table of the
+median turn of each kind and their ratio; no target is asserted (a shared machine: compare the
+rows of one run).
+
+Usage (from the repository root)::
+
+    python tools/bench_commit.py --baseline main --turns 200 --reps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def measure(folder: str, turns: int, wal: bool = False) -> dict[str, float]:
+    """Median milliseconds of a paging turn and of a plain turn (run in a child process)."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.store.sqlite import SqliteStore
+
+    from langmem_paging import PagingMiddleware
+    from langmem_paging.core.state import PagingState
+    from langmem_paging.testing import ScriptedChatModel
+
+    def connect(name: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(Path(folder) / name), check_same_thread=False, isolation_level=None)
+        if wal:  # the files in write-ahead-log mode: one sync per commit, at most
+            conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    store = SqliteStore(connect("store.db"))
+    store.setup()
+    saver = SqliteSaver(connect("checkpoints.db"))
+    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store)
+    model = ScriptedChatModel(responses=[f"Noted, day {i}." for i in range(turns)])
+    agent = create_agent(model, middleware=[paging], checkpointer=saver, store=store)
+    config = {"configurable": {"thread_id": "t"}}
+    paged: list[float] = []
+    plain: list[float] = []
+    formed = 1
+    for i in range(turns):
+        start = time.perf_counter()
+        state = agent.invoke(
+            {"messages": [f"Day {i}: Mirela{i} counted {i * 7} swans on Lake Bohinj{i}."]}, config
+        )
+        elapsed = (time.perf_counter() - start) * 1000
+        now = PagingState.from_value(state.get("paging")).next["p"]
+        if i >= 10:  # past the first pages (connections, statements, the tables made)
+            (paged if now > formed else plain).append(elapsed)
+        formed = now
+    return {
+        "paging_ms": statistics.median(paged),
+        "plain_ms": statistics.median(plain),
+        "paging_turns": len(paged),
+        "plain_turns": len(plain),
+    }
+
+
+def _child(library: Path, folder: str, turns: int, wal: bool) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": f"{library}{os.pathsep}{ROOT}"}
+    code = (
+        "import json, sys; from tools.bench_commit import measure; "
+        "print(json.dumps(measure(sys.argv[1], int(sys.argv[2]), sys.argv[3] == 'wal')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, folder, str(turns), "wal" if wal else "delete"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=library,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _extract(revision: str, into: Path) -> Path:
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision, "langmem_paging"], capture_output=True, check=True
+    ).stdout
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default="main", help="git revision to compare with (default: main)")
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=3, help="runs of each version, alternating")
+    parser.add_argument("--wal", action="store_true", help="put both files in write-ahead-log mode")
+    args = parser.parse_args()
+    rows: dict[str, list[dict[str, float]]] = {args.baseline: [], "working tree": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline = _extract(args.baseline, Path(tmp) / "baseline")
+        libraries = {args.baseline: baseline, "working tree": ROOT}
+        for rep in range(args.reps):
+            for name, library in libraries.items():
+                folder = Path(tmp) / f"{name.replace(' ', '_')}-{rep}"
+                folder.mkdir()
+                rows[name].append(_child(library, str(folder), args.turns, args.wal))
+    print(
+        "| library | paging turn p50 (ms) | plain turn p50 (ms) | paging / plain | turns (paging + plain) |"
+    )
+    print("|---|---|---|---|---|")
+    for name, runs in rows.items():
+        paging = statistics.median(r["paging_ms"] for r in runs)
+        plain = statistics.median(r["plain_ms"] for r in runs)
+        count = f"{int(runs[0]['paging_turns'])} + {int(runs[0]['plain_turns'])}"
+        print(f"| {name} | {paging:.1f} | {plain:.1f} | {paging / plain:.2f} | {count} x {len(runs)} runs |")
+
+
+if __name__ == "__main__":
+    main()
