@@ -186,7 +186,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "where",
         parents=[common, json_flag],
-        help="list every place the thread still holds a text: store records, search index, state",
+        help="list every place the thread still holds a text (store records, search index, state) and the stored "
+        "message (page id, message id) that holds it: words another message quoted stay with that message",
     )
     p.add_argument("thread")
     p.add_argument("--text", required=True, help="the text to look for (a card number, a name)")
@@ -507,7 +508,9 @@ def _where(args: argparse.Namespace, out: TextIO) -> int:
             f"{', checkpointed state' if latest else ''})\n"
         )
     else:
-        out.write(format_table([p.to_dict() for p in places], ["place", "where", "excerpt"]) + "\n")
+        out.write(
+            format_table([p.to_dict() for p in places], ["place", "where", "held_by", "excerpt"]) + "\n"
+        )
     return 1 if places else 0
 
 

@@ -30,7 +30,17 @@ from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import encoding_for_model, warm_up
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
-from langmem_paging.storage.thread_io import Commit, HookName, IndexPages, Notify, ThreadFlow, ThreadIO, Trace
+from langmem_paging.storage.lifecycle_step import follow_lifecycle, with_replaced
+from langmem_paging.storage.thread_io import (
+    Commit,
+    HookName,
+    IndexPages,
+    Notify,
+    ReadLifecycle,
+    ThreadFlow,
+    ThreadIO,
+    Trace,
+)
 
 __all__ = ["OnStoreError", "StepEngine"]
 
@@ -124,7 +134,11 @@ class StepEngine:
     def _decide_and_commit(
         view: Sequence[BaseMessage], state: Any, options: StepOptions
     ) -> ThreadFlow[PagingResult]:
+        lifecycle = yield from ask(ReadLifecycle())  # a forget since this state was built: follow it
+        view, state, replaced = yield from follow_lifecycle(view, state, lifecycle)
         result = yield from paging_step(view, state, options)
+        result.state.lifecycle = lifecycle.generation if lifecycle is not None else None
+        result.updates = with_replaced(result.updates, replaced)
         touched, result.state.touched = result.state.touched, []
         keep_terms = options.tiers is not None
         yield from ask(Commit(result.pages, result.nodes, result.state, touched, keep_terms))
