@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.config import PagingConfig
 from langmem_paging.core.effects import arun, ask, run
-from langmem_paging.core.errors import SearchIndexError, StorageError
+from langmem_paging.core.errors import LifecycleChanged, SearchIndexError, StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import encoding_for_model, warm_up
@@ -47,6 +47,8 @@ __all__ = ["OnStoreError", "StepEngine"]
 logger = logging.getLogger("langmem_paging")
 
 OnStoreError = Literal["raise", "continue"]
+_LIFECYCLE_TRIES = 3
+"""Tries of a step whose commit a forget landing meanwhile refused (`LifecycleChanged`)."""
 
 
 class _Locks:
@@ -134,6 +136,15 @@ class StepEngine:
     def _decide_and_commit(
         view: Sequence[BaseMessage], state: Any, options: StepOptions
     ) -> ThreadFlow[PagingResult]:
+        for _ in range(_LIFECYCLE_TRIES - 1):
+            try:
+                return (yield from StepEngine._attempt(view, state, options))
+            except LifecycleChanged:  # a forget landed while it ran: step again, from the records
+                continue
+        return (yield from StepEngine._attempt(view, state, options))
+
+    @staticmethod
+    def _attempt(view: Sequence[BaseMessage], state: Any, options: StepOptions) -> ThreadFlow[PagingResult]:
         lifecycle = yield from ask(ReadLifecycle())  # a forget since this state was built: follow it
         view, state, replaced = yield from follow_lifecycle(view, state, lifecycle)
         result = yield from paging_step(view, state, options)

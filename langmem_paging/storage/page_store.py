@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeVar
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 
 from langmem_paging.core.effects import adrive, drive
-from langmem_paging.core.errors import PageStoreError
+from langmem_paging.core.errors import LifecycleChanged, PageStoreError
 from langmem_paging.core.forest import walk_members, walk_root
 from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.core.state import PagingState, TermSketch
@@ -561,6 +561,7 @@ class PageStore:
             ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
         if sketch is not None and pages:
             ops.append(self._put(thread_id, "meta", _SKETCH_KEY, sketch.to_record()))
+        _check_lifecycle(reads[1], state)
         if reads[0] is None and reads[1] is None and pages:  # the thread's first pages start its lifecycle
             born = Lifecycle.new()
             ops.append(self._put(thread_id, "meta", _LIFECYCLE_KEY, born.to_record()))
@@ -706,6 +707,18 @@ class PageStore:
         for i in range(0, len(ops), 500):
             yield ops[i : i + 500]
         return len(ops)
+
+
+def _check_lifecycle(item: Item | None, state: PagingState) -> None:
+    """Refuse a commit whose step started before a forget landed (see `LifecycleChanged`)."""
+    if item is None:
+        return
+    current = Lifecycle.from_record(item.value)
+    if current.forgotten and current.generation != state.lifecycle:
+        raise LifecycleChanged(
+            f"a message of this thread was forgotten while the step ran (lifecycle {state.lifecycle} -> "
+            f"{current.generation}); its records were not written"
+        )
 
 
 def _next_lifecycle(

@@ -24,6 +24,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.base import BaseStore, GetOp
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
@@ -34,6 +35,7 @@ from langmem_paging.core.errors import PageStoreError
 from langmem_paging.index.base import InMemoryBM25Index
 from langmem_paging.index.sqlite import SqliteSearchIndex
 from langmem_paging.ops.where import where_text
+from langmem_paging.storage.page_store import PageStore
 from langmem_paging.storage.thread_io import Search, ThreadIO
 from langmem_paging.testing import ScriptedChatModel
 from langmem_paging.testing.faults import FaultInjectingStore
@@ -355,6 +357,56 @@ def test_a_forget_while_another_thread_pages_the_same_thread_stays_consistent():
     worker.join()
     assert errors == []
     assert _hits(_store_text(store)) == []
+    assert [w for w in ONLY_IN_CARD if _searched(paging, w)] == []
+    assert _hits(_next_prompt(agent, model)) == []
+    assert _hits(_checkpoint_text(agent)) == []
+
+
+class _ForgetDuringStep(BaseStore):
+    """A store on which a forget lands while a step runs: just before the step's commit reads."""
+
+    def __init__(self, inner):
+        self.inner, self.armed, self.landed = inner, False, 0
+
+    def batch(self, ops):
+        ops = list(ops)
+        keys = {op.key for op in ops if isinstance(op, GetOp)}
+        if self.armed and {"next", "lifecycle"} <= keys:  # the commit's read
+            self.armed, self.landed = False, self.landed + 1
+            PageStore(self.inner).forget(THREAD, "card")
+        return self.inner.batch(ops)
+
+    async def abatch(self, ops):
+        return self.batch(ops)
+
+
+def _card_late(agent, store=None, arm_at=None) -> int | None:
+    """Facts, then the card, then facts: the turn whose step first pages the card (pages exist then)."""
+    texts = [*FACTS, CARD, *(f"Later {i}: the tram to Gorica{i} runs at {i}." for i in range(16))]
+    for turn, text in enumerate(texts):
+        if store is not None and turn == arm_at:
+            store.armed = True
+        agent.invoke({"messages": [HumanMessage(text, id="card" if text == CARD else f"m{turn}")]}, CONFIG)
+        if arm_at is None and _hits(_store_text(agent_store(agent))):
+            return turn
+    return None
+
+
+def agent_store(agent):
+    return agent.store
+
+
+def test_a_forget_landing_while_a_step_pages_the_message_is_not_undone_by_the_steps_commit():
+    """The step pages the card; the forget lands between the step's start and its commit. Before: the
+    commit wrote the card's page after the forget (the forget had found no page holding it)."""
+    dry, _, _ = _agent(InMemoryStore())
+    paged_at = _card_late(dry)
+    assert paged_at is not None
+    store = _ForgetDuringStep(InMemoryStore())
+    agent, paging, model = _agent(store)
+    _card_late(agent, store, arm_at=paged_at)
+    assert store.landed == 1
+    assert _hits(_store_text(store.inner)) == []
     assert [w for w in ONLY_IN_CARD if _searched(paging, w)] == []
     assert _hits(_next_prompt(agent, model)) == []
     assert _hits(_checkpoint_text(agent)) == []
