@@ -580,21 +580,28 @@ class PageStore:
         checkpointer: Any = None,
     ) -> list[str]:
         """Remove one message's text from everywhere the thread keeps it, for privacy (a card number
-        typed by mistake). One write path (`langmem_paging.storage.lifecycle`), idempotent (run it again after
-        a crash and it converges):
+        typed by mistake). The lifecycle's one implementation (`PagingMiddleware.forget`, `PagingNode.forget`,
+        the command line and the server call it); written once (`langmem_paging.storage.lifecycle`),
+        idempotent, and converging after a crash at any point (a re-run derives what to correct
+        from the records as they are):
 
         1. the store, in one batch: the message stays in its page as a tombstone (same id, type and
            tool-call ids; its text, tool arguments and metadata gone), so pages keep their shape and
            every other message still rebuilds exactly; the page's bookmark, keywords and terms and
            every cluster bookmark above it are re-derived from what remains (a neutral mark, ``[p3:]``,
            when nothing remains); the thread's keyword sketch loses the terms gone from every page;
-        2. the search index (`index`, and the store's default index): the pages' rows are replaced;
-        3. the state the next prompt is built from, when you pass the compiled `graph` (with its
-           `config`, default the thread's) or its `checkpointer`: bookmarks, cluster bookmarks,
-           the keyword sketch of an old checkpoint, warm digests and recall results that carried the page, and the message
-           itself if it is still in the state (tombstoned in place). Without them, the checkpointed
-           state keeps the old bookmarks until the pages are forgotten with it.
+           and the thread's lifecycle record gets a new generation listing the message;
+        2. the search index (`index`, and every default index this process made for the store): the
+           pages' rows are replaced; an in-process index elsewhere sees the new generation before its
+           next search and loads the thread again from the records;
+        3. the state the next prompt is built from: the next step of every branch sees the new
+           generation and corrects what its state shows from the records (bookmarks, cluster bookmarks,
+           warm digests, an old checkpoint's sketch, recall results that carried the page, the message
+           itself if it is still in the state, tombstoned in place; replace mode), no graph needed.
+           With the compiled `graph` (and its `config`, default the thread's) or its `checkpointer`,
+           the latest checkpoint is corrected now as well.
 
+        Words another message quoted stay with that message (`langmem-paging where --text` names it).
         Recall results kept in older checkpoints (time travel) are the checkpointer's to delete.
         Returns the ids of the pages changed.
 

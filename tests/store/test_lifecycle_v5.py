@@ -320,7 +320,9 @@ def test_aforget_and_adelete_thread():
     async def go():
         assert await paging.aforget(THREAD, "card")
         assert _hits(_store_text(store)) == []
-        assert _hits(_next_prompt(agent, model)) == []
+        await agent.ainvoke({"messages": ["Anything else?"]}, CONFIG)  # the async step follows too
+        assert _hits(" ".join(str(m.content) for m in model.prompts[-1])) == []
+        assert _hits(_checkpoint_text(agent)) == []
         assert await paging.adelete_thread(THREAD) > 0
 
     asyncio.run(go())
@@ -409,4 +411,20 @@ def test_a_forget_landing_while_a_step_pages_the_message_is_not_undone_by_the_st
     assert _hits(_store_text(store.inner)) == []
     assert [w for w in ONLY_IN_CARD if _searched(paging, w)] == []
     assert _hits(_next_prompt(agent, model)) == []
+    assert _hits(_checkpoint_text(agent)) == []
+
+
+def test_view_mode_the_next_prompt_and_the_paging_state_follow_without_a_graph():
+    """View mode keeps the whole history in the state: the next prompt and the paging state follow the
+    forget; the history's copy of the message goes with `graph=`/`checkpointer=` (documented)."""
+    store = InMemoryStore()
+    paging = PagingMiddleware(max_tokens=600, boundary="fixed_2", store=store, mode="view")
+    model = ScriptedChatModel(responses=["Noted."] * 40)
+    agent = create_agent(model, middleware=[paging], store=store, checkpointer=InMemorySaver())
+    _converse(agent)
+    assert _hits(" ".join(str(m.content) for m in model.prompts[-1]))
+    paging.forget(THREAD, "card")
+    assert _hits(_next_prompt(agent, model)) == []
+    assert _hits(json.dumps(agent.get_state(CONFIG).values["paging"])) == []
+    paging.forget(THREAD, "card", graph=agent)
     assert _hits(_checkpoint_text(agent)) == []
