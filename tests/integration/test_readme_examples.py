@@ -116,20 +116,9 @@ def test_readme_legacy_pre_model_hook_leaves_the_history_whole():
 
 
 def test_readme_forget_and_delete_run_on_an_agent():
-    from langchain.agents import create_agent
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.store.memory import InMemoryStore
+    from tests.support.scenario_helpers import scripted_agent
 
-    from langmem_paging import PagingMiddleware
-
-    store = InMemoryStore()
-    paging = PagingMiddleware(max_tokens=500, boundary="fixed_2", store=store)
-    agent = create_agent(
-        ScriptedChatModel(responses=["Noted."] * 20),
-        middleware=[paging],
-        store=store,
-        checkpointer=InMemorySaver(),
-    )
+    agent, paging, _ = scripted_agent(500)
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("My card is 4929 1234.", id="card")]}, config)
     for fact in FACTS:
@@ -138,7 +127,7 @@ def test_readme_forget_and_delete_run_on_an_agent():
     _run(
         snippet_after(FORGET), "forget and delete", {"paging": paging, "thread_id": "t", "message_id": "card"}
     )
-    assert store.search(("langmem_paging",), limit=5) == []
+    assert paging.page_store.store.search(("langmem_paging",), limit=5) == []
 
 
 def test_readme_import_paths_import():

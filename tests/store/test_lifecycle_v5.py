@@ -21,14 +21,11 @@ import threading
 from contextlib import closing
 
 import pytest
-from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.base import BaseStore, GetOp
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from langmem_paging import PagingMiddleware
 from langmem_paging.cli import main as cli
 from langmem_paging.core.effects import ask, run
 from langmem_paging.core.errors import PageStoreError
@@ -37,10 +34,10 @@ from langmem_paging.index.sqlite import SqliteSearchIndex
 from langmem_paging.ops.where import where_text
 from langmem_paging.storage.page_store import PageStore
 from langmem_paging.storage.thread_io import Search, ThreadIO
-from langmem_paging.testing import ScriptedChatModel
 from langmem_paging.testing.faults import FaultInjectingStore
 from tests.support.backends import DATABASE_OF
 from tests.support.indexes import empty_postgres_index
+from tests.support.scenario_helpers import scripted_agent
 
 SECRET = "Quixotrix"
 CARD = f"My card is 4929 1234 5678 9012, under the name {SECRET}. Keep it."
@@ -75,11 +72,8 @@ def backend(request, tmp_path):
     return store, (index if kind.endswith("index") else None), dsn
 
 
-def _agent(store, index=None, responses=("Noted.",) * 40, saver=None):
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_2", store=store, index=index)
-    model = ScriptedChatModel(responses=list(responses))
-    agent = create_agent(model, middleware=[paging], store=store, checkpointer=saver or InMemorySaver())
-    return agent, paging, model
+def _agent(store, index=None, responses=("Noted.",) * 40):
+    return scripted_agent(600, store=store, index=index, responses=list(responses))
 
 
 def _converse(agent, *, quote: bool = False) -> None:
@@ -417,10 +411,7 @@ def test_a_forget_landing_while_a_step_pages_the_message_is_not_undone_by_the_st
 def test_view_mode_the_next_prompt_and_the_paging_state_follow_without_a_graph():
     """View mode keeps the whole history in the state: the next prompt and the paging state follow the
     forget; the history's copy of the message goes with `graph=`/`checkpointer=` (documented)."""
-    store = InMemoryStore()
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_2", store=store, mode="view")
-    model = ScriptedChatModel(responses=["Noted."] * 40)
-    agent = create_agent(model, middleware=[paging], store=store, checkpointer=InMemorySaver())
+    agent, paging, model = scripted_agent(600, mode="view", responses=["Noted."] * 40)
     _converse(agent)
     assert _hits(" ".join(str(m.content) for m in model.prompts[-1]))
     paging.forget(THREAD, "card")
