@@ -103,8 +103,9 @@ class Lifecycle:
 
     @classmethod
     def new(cls, forgotten: Mapping[str, list[str]] | None = None) -> Lifecycle:
-        """A record with a fresh generation."""
-        return cls(uuid.uuid4().hex, dict(forgotten or {}))
+        """A record with a fresh generation (64 random bits: it only has to differ from the thread's
+        earlier ones, and the checkpoint carries it at every step)."""
+        return cls(uuid.uuid4().hex[:16], dict(forgotten or {}))
 
 
 @dataclass
