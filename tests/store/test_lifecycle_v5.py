@@ -177,20 +177,21 @@ def test_delete_thread_leaves_no_row_of_the_thread(backend):
     assert _hits(_database_text(database), ("Zarko", "4929")) == []
 
 
-def test_the_cli_forget_is_the_same_entry_point(tmp_path, capsys):
-    path = tmp_path / "pages.sqlite"
-    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-    with closing(conn):
-        store = SqliteStore(conn)
-        store.setup()
-        agent, paging, model = _agent(store)
-        _converse(agent)
-        assert cli(["forget", THREAD, "card", "--store", f"sqlite:///{path}", "--yes"]) == 0
-        capsys.readouterr()
-        # the CLI had no checkpointer of the agent's (an InMemorySaver): the next step follows
-        assert _hits(_next_prompt(agent, model)) == []
-        assert _hits(_checkpoint_text(agent)) == []
-    assert _hits(_database_text(str(path))) == []
+def test_the_cli_forget_is_the_same_entry_point(backend, capsys):
+    store, index, database = backend
+    if database is None:
+        pytest.skip("the command line opens a store by URI: an InMemoryStore has none")
+    agent, paging, model = _agent(store, index)
+    _converse(agent)
+    uri = database if database.startswith("postgres") else f"sqlite:///{database}"
+    assert cli(["forget", THREAD, "card", "--store", uri, "--checkpoints", "none", "--yes"]) == 0
+    assert "next step corrects its state" in capsys.readouterr().out
+    assert _hits(_store_text(store)) == []
+    assert _hits(_database_text(database)) == []
+    assert [w for w in ONLY_IN_CARD if _searched(paging, w)] == []
+    assert _hits(_next_prompt(agent, model)) == []  # the agent's checkpoints were never opened
+    assert _hits(_checkpoint_text(agent)) == []
+    assert cli(["where", THREAD, "--text", "4929", "--store", uri, "--checkpoints", "none"]) == 0
 
 
 # -- convergence: cut short anywhere, run again ------------------------------------------------------
@@ -217,9 +218,9 @@ def _state_places(agent, paging, word):
     return [p for p in places if p.place.startswith("state")]
 
 
-def test_a_rerun_after_a_failed_state_write_corrects_the_state_cluster_bookmarks():
-    store = InMemoryStore()
-    agent, paging, model = _agent(store)
+def test_a_rerun_after_a_failed_state_write_corrects_the_state_cluster_bookmarks(backend):
+    store, index, database = backend
+    agent, paging, model = _agent(store, index)
     _converse(agent)
     assert _state_places(agent, paging, SECRET), "the state showed it"
     with pytest.raises(RuntimeError, match="checkpointer down"):
@@ -229,6 +230,7 @@ def test_a_rerun_after_a_failed_state_write_corrects_the_state_cluster_bookmarks
     paging.forget(THREAD, "card", graph=agent)  # the re-run: nothing left to remove from the records
 
     assert _state_places(agent, paging, SECRET) == []
+    assert _hits(_store_text(store)) == [] and _hits(_database_text(database)) == []
     assert _hits(_next_prompt(agent, model)) == []
 
 
