@@ -687,7 +687,9 @@ class PageStore:
 
     def delete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:
         """Delete every record of a thread (pages, clusters, statistics, number claims) and its rows
-        in the search index (`index`, and the store's default index); returns how many store records.
+        in the search index (`index`, and every default index this process made for the store; an
+        in-process index of another process drops the thread at its next search: its lifecycle record
+        is gone); returns how many store records.
         Idempotent. A new conversation under the same thread id starts empty and is searchable."""
         deleted = self._run(self._delete_thread(thread_id))
         self._claim(lambda claims: _dropped(claims, thread_id))
