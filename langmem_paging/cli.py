@@ -177,7 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "forget",
         parents=[common],
-        help="remove one message's text from the thread's pages and search index (privacy)",
+        help="remove one message's text from the thread's pages, bookmarks, sketch and search index; the agent's next step "
+        "follows (privacy)",
     )
     p.add_argument("thread")
     p.add_argument("message_id", help="the id of the message to forget")
@@ -186,7 +187,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "where",
         parents=[common, json_flag],
-        help="list every place the thread still holds a text: store records, search index, state",
+        help="list every place the thread still holds a text (store records, search index, state) and the stored "
+        "message (page id, message id) that holds it: words another message quoted stay with that message",
     )
     p.add_argument("thread")
     p.add_argument("--text", required=True, help="the text to look for (a card number, a name)")
@@ -480,7 +482,7 @@ def _forget(args: argparse.Namespace, out: TextIO) -> int:
         changed = PageStore(store).forget(args.thread, args.message_id, index=passages, checkpointer=saver)
     if not changed:
         raise _Fail(f"no page of thread {args.thread!r} holds message {args.message_id!r}", 1)
-    state = "" if saver is not None else " (no checkpoints given: the thread's state was not updated)"
+    state = "" if saver is not None else " (no checkpoints given: the agent's next step corrects its state)"
     out.write(f"forgot message {args.message_id} in {', '.join(changed)} of thread {args.thread}{state}\n")
     return 0
 
@@ -507,7 +509,9 @@ def _where(args: argparse.Namespace, out: TextIO) -> int:
             f"{', checkpointed state' if latest else ''})\n"
         )
     else:
-        out.write(format_table([p.to_dict() for p in places], ["place", "where", "excerpt"]) + "\n")
+        out.write(
+            format_table([p.to_dict() for p in places], ["place", "where", "held_by", "excerpt"]) + "\n"
+        )
     return 1 if places else 0
 
 

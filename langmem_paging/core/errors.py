@@ -7,7 +7,7 @@ original error is the ``__cause__``.
 
 from __future__ import annotations
 
-__all__ = ["PageStoreError", "SearchIndexError", "StorageError"]
+__all__ = ["LifecycleChanged", "PageStoreError", "SearchIndexError", "StorageError"]
 
 
 class StorageError(Exception):
@@ -20,3 +20,9 @@ class PageStoreError(StorageError):
 
 class SearchIndexError(StorageError):
     """A call to the search index failed."""
+
+
+class LifecycleChanged(PageStoreError):
+    """A forget landed on the thread while a step ran (its lifecycle generation moved between the
+    step's start and its commit): the step's new records may hold what was forgotten, so none is
+    written. The engine steps again from the records; after a few such races it reports this."""

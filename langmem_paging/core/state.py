@@ -200,6 +200,10 @@ class PagingState:
     """Ids of recall results the last recall added; the next step keeps them resident."""
     touched: list[str] = field(default_factory=list)
     """Pages recalled since the last step, whose statistics the next step mirrors to the store."""
+    lifecycle: str | None = None
+    """The thread's lifecycle generation in the store when this state was built (a forget writes a
+    new one): a step finding another in the store rebuilds what this state shows from the records
+    (`langmem_paging.storage.lifecycle_step.follow_lifecycle`)."""
 
     pending_sketch: TermSketch | None = field(default=None, repr=False, compare=False)
     """The thread's sketch after this step counted its new pages (`keep_sketch`); never
@@ -325,6 +329,7 @@ class PagingState:
             "encoding": self.encoding,
             "recalled": list(self.recalled),
             "touched": list(self.touched),
+            "lifecycle": self.lifecycle,
             **self._sketch_value(),
         }
 
@@ -381,6 +386,7 @@ class PagingState:
             encoding=value["encoding"],
             recalled=list(value["recalled"]),
             touched=list(value["touched"]),
+            lifecycle=value["lifecycle"],
         )
 
 

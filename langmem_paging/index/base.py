@@ -94,6 +94,14 @@ class SearchIndex(ABC):
         passages overrides this."""
         self.drop(thread_id)
 
+    def follow(self, thread_id: str, generation: str | None) -> None:
+        """Agree with the thread's lifecycle generation in the store (None: no record, the thread was
+        deleted or has none yet), read before each search. An index living in one process drops a
+        thread it holds at another generation (a forget or delete by another worker), so the search
+        loads it again from the records. By default nothing: a shared index (a database's) has its
+        rows rewritten by the forget or delete itself. Called on the event loop too: never block."""
+        return None
+
     def score(self, thread_id: str, query: str, texts: Sequence[str]) -> list[float]:
         """BM25 scores of `texts` (messages still in the context) for `query`, on the scale of
         `search`'s hits where the index can (a recall ranks the resident turns beside the paged
@@ -145,6 +153,7 @@ class _ThreadIndex:
     seen: set[str] = field(default_factory=set)
     digests: dict[str, str] = field(default_factory=dict)
     through: int = 0
+    generation: str | None = None
     total_length: float = 0.0
     size: int = 0
     norm: Any = None
@@ -210,6 +219,7 @@ class InMemoryBM25Index(SearchIndex):
         self.max_postings = max_postings
         self.k1, self.b = k1, b
         self._threads: OrderedDict[str, _ThreadIndex] = OrderedDict()
+        self._generations: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def has(self, thread_id: str) -> bool:
@@ -221,8 +231,18 @@ class InMemoryBM25Index(SearchIndex):
             index = self._threads.get(thread_id)
             return None if index is None else index.through
 
+    def follow(self, thread_id: str, generation: str | None) -> None:
+        """Drop the thread if it is held at another lifecycle generation; a load that follows holds
+        it at `generation`."""
+        with self._lock:
+            index = self._threads.get(thread_id)
+            if index is not None and index.generation != generation:
+                self._threads.pop(thread_id)
+            self._generations[thread_id] = generation
+
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
-        index = _ThreadIndex()
+        with self._lock:
+            index = _ThreadIndex(generation=self._generations.get(thread_id))
         for page in pages:  # streamed: a thread's pages need not all be in memory at once
             self._index_page(index, page)
         with self._lock:
@@ -253,6 +273,7 @@ class InMemoryBM25Index(SearchIndex):
     def drop(self, thread_id: str) -> None:
         with self._lock:
             self._threads.pop(thread_id, None)
+            self._generations.pop(thread_id, None)
 
     def _index_page(self, index: _ThreadIndex, page: Page) -> None:
         index.through = max(index.through, page_number(page.id))
@@ -286,6 +307,7 @@ class InMemoryBM25Index(SearchIndex):
         while total > self.max_postings and len(self._threads) > 1:
             oldest = next(t for t in self._threads if t != keep)
             total -= self._threads.pop(oldest).size
+            self._generations.pop(oldest, None)
 
     def _append_vectors(self, index: _ThreadIndex, texts: list[str]) -> None:
         """Add the passages' vectors in document order; amortized O(new passages) (the matrix doubles)."""

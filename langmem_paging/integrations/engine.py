@@ -26,12 +26,22 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.config import PagingConfig
 from langmem_paging.core.effects import arun, ask, run
-from langmem_paging.core.errors import PageStoreError, SearchIndexError, StorageError
+from langmem_paging.core.errors import LifecycleChanged, PageStoreError, SearchIndexError, StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import encoding_for_model, warm_up
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
-from langmem_paging.storage.thread_io import Commit, HookName, IndexPages, Notify, ThreadFlow, ThreadIO, Trace
+from langmem_paging.storage.lifecycle_step import follow_lifecycle, with_replaced
+from langmem_paging.storage.thread_io import (
+    Commit,
+    HookName,
+    IndexPages,
+    Notify,
+    ReadLifecycle,
+    ThreadFlow,
+    ThreadIO,
+    Trace,
+)
 
 __all__ = ["OnStoreError", "StepEngine"]
 
@@ -39,7 +49,8 @@ logger = logging.getLogger("langmem_paging")
 
 OnStoreError = Literal["raise", "continue"]
 COMMIT_TRIES = 8
-"""Steps tried in one call when other writers keep claiming the numbers a step reserved."""
+"""Steps tried in one call when other writers keep claiming the numbers a step reserved, or a forget
+lands while a step runs (`LifecycleChanged`)."""
 
 
 class _Locks:
@@ -128,17 +139,34 @@ class StepEngine:
         view: Sequence[BaseMessage], state: Any, options: StepOptions
     ) -> ThreadFlow[PagingResult]:
         for _ in range(COMMIT_TRIES):
-            result = yield from paging_step(view, state, options)
-            touched, result.state.touched = result.state.touched, []
-            keep_terms = options.tiers is not None
-            if (yield from ask(Commit(result.pages, result.nodes, result.state, touched, keep_terms))):
+            try:
+                result = yield from StepEngine._attempt(view, state, options)
+            except LifecycleChanged:  # a forget landed while it ran: step again, from the records
+                continue
+            if result is not None:
                 return result
             # another writer (a worker stepping another branch of the thread) claimed one of the numbers
             # since the step reserved it: step again, past them
         raise PageStoreError(
-            f"the step's page numbers were taken by other writers {COMMIT_TRIES} times in a row; "
-            "the next turn steps again (nothing was written)"
+            f"the step's commit was refused {COMMIT_TRIES} times in a row (other writers took its page "
+            "numbers, or forgets kept landing); the next turn steps again (nothing was written)"
         )
+
+    @staticmethod
+    def _attempt(
+        view: Sequence[BaseMessage], state: Any, options: StepOptions
+    ) -> ThreadFlow[PagingResult | None]:
+        """One step and its commit; None when the commit was refused for a number another writer took."""
+        lifecycle = yield from ask(ReadLifecycle())  # a forget since this state was built: follow it
+        view, state, replaced = yield from follow_lifecycle(view, state, lifecycle)
+        result = yield from paging_step(view, state, options)
+        result.state.lifecycle = lifecycle.generation if lifecycle is not None else None
+        result.updates = with_replaced(result.updates, replaced)
+        touched, result.state.touched = result.state.touched, []
+        keep_terms = options.tiers is not None
+        if (yield from ask(Commit(result.pages, result.nodes, result.state, touched, keep_terms))):
+            return result
+        return None
 
     def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> ThreadFlow[None]:
         if result.pages:

@@ -26,7 +26,7 @@ from langmem_paging.integrations.recall_tool import make_recall_tool
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 
-__all__ = ["GraphStep"]
+__all__ = ["GraphStep", "ThreadLifecycle"]
 
 Mode = Literal["replace", "view"]
 
@@ -132,3 +132,42 @@ class GraphStep:
             model=model,
             max_tokens=max_tokens,
         )
+
+
+class ThreadLifecycle:
+    """`forget` and `delete_thread` on a middleware or node: thin, over `PageStore.forget` /
+    `delete_thread` (the lifecycle's one implementation), with the index the agent searches."""
+
+    paging: GraphStep
+    _owner = "PagingMiddleware"
+
+    def _lifecycle(self) -> tuple[PageStore, Any]:
+        page_store = self.paging.page_store(self._owner)
+        return page_store, self.paging.pager.index_for(page_store)
+
+    def forget(self, thread_id: str, message_id: str, **state: Any) -> list[str]:
+        """Remove one message's text from everything the agent pages into: the page records, the
+        cluster bookmarks, the keyword sketch, every search index (the one given as ``index=``, the
+        store's default, and, through the thread's lifecycle generation, any other worker's
+        in-process one) and the state the next prompt is built from (its next step follows the
+        generation: no graph needed; ``graph=``/``checkpointer=`` correct the latest checkpoint now).
+        Idempotent: run it again after a crash and it converges. Returns the ids of the pages that
+        hold the message (see `PageStore.forget`). Words another message quotes stay with it."""
+        page_store, index = self._lifecycle()
+        return page_store.forget(thread_id, message_id, index=index, **state)
+
+    async def aforget(self, thread_id: str, message_id: str, **state: Any) -> list[str]:
+        """Async `forget`."""
+        page_store, index = self._lifecycle()
+        return await page_store.aforget(thread_id, message_id, index=index, **state)
+
+    def delete_thread(self, thread_id: str) -> int:
+        """Delete every record of the thread and its rows in every index (see `PageStore.delete_thread`);
+        returns how many store records. Its checkpoints are the checkpointer's."""
+        page_store, index = self._lifecycle()
+        return page_store.delete_thread(thread_id, index=index)
+
+    async def adelete_thread(self, thread_id: str) -> int:
+        """Async `delete_thread`."""
+        page_store, index = self._lifecycle()
+        return await page_store.adelete_thread(thread_id, index=index)

@@ -38,7 +38,7 @@ from langmem_paging.integrations.graph_state import (
     state_update,
     thread_id_of,
 )
-from langmem_paging.integrations.graph_step import GraphStep
+from langmem_paging.integrations.graph_step import GraphStep, ThreadLifecycle
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 
@@ -90,7 +90,7 @@ class _Call:
         return replace(self, calibration=calibration, max_tokens=calibration.budget(self.configured))
 
 
-class PagingMiddleware(AgentMiddleware):
+class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
     """Cooperative memory paging for `create_agent`: bookmarks in place, `recall` to bring pages back.
 
     Before each model call, when what the model would receive (system prompt, tool schemas,

@@ -17,7 +17,7 @@ from langmem_paging.core.tokens import foreign_model_warning
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.integrations.engine import OnStoreError, warn
 from langmem_paging.integrations.graph_state import GraphCall, paging_value, thread_id_of
-from langmem_paging.integrations.graph_step import GraphStep
+from langmem_paging.integrations.graph_step import GraphStep, ThreadLifecycle
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 
@@ -40,7 +40,7 @@ def _graph_store() -> BaseStore | None:
         return None
 
 
-class PagingNode(Runnable[dict[str, Any], dict[str, Any]]):
+class PagingNode(ThreadLifecycle, Runnable[dict[str, Any], dict[str, Any]]):
     """Pages the messages of a graph state before the model node.
 
     The state needs a ``paging`` key (`PagingMessagesState`), where the node keeps what decides
@@ -81,6 +81,8 @@ class PagingNode(Runnable[dict[str, Any], dict[str, Any]]):
         >>> [m.content for m in state["messages"]]  # four pages folded into one cluster bookmark
         ['[c7:Kyoto,Lisbon,Oslo,Quito,fly,Noted|p1-p4]', 'I will fly to Rome.', 'Noted.', 'I will fly to Lima.', 'Noted.']
     """
+
+    _owner = "PagingNode"
 
     def __init__(
         self,

@@ -21,6 +21,8 @@ Example:
     ...                     keywords=["card", "4111"], token_count=5, boundary="fixed_2", created_turn=1))
     >>> [(p.place, p.where) for p in where_text(pages, "t", "4111 1111", index=InMemoryBM25Index())]
     [('page message', 'p1 m1'), ('page bookmark', 'p1'), ('page keywords', 'p1'), ('index row', 'p1 #0')]
+    >>> {p.held_by for p in where_text(pages, "t", "4111 1111", index=InMemoryBM25Index())}
+    {'p1 m1'}
     >>> _ = pages.forget("t", "m1")
     >>> where_text(pages, "t", "4111 1111", index=InMemoryBM25Index())
     []
@@ -35,6 +37,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.messages import load_messages
+from langmem_paging.core.records import Page
 from langmem_paging.core.state import PagingState, ResidentPage, ShownPage
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
@@ -59,6 +62,10 @@ class Place:
     """Which one: a page or cluster id (and message id or passage position)."""
     excerpt: str
     """What it holds there (cut to 120 characters)."""
+    held_by: str = ""
+    """The stored messages that still hold the text or one of its words, as ``page-id message-id``
+    (comma-separated): what keeps this place holding it. A word another message quoted stays with
+    that message when the one that said it is forgotten; forget that one too if it must go."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe."""
@@ -99,28 +106,27 @@ def where_text(
     words = vocabulary([text])
     out: list[Place] = []
     pages = page_store.list_pages(thread_id)
-    for page in pages:
-        out += [
-            Place("page message", f"{page.id} {m.id}", _cut(message_text(m)))
+    holders = {
+        page.id: [
+            f"{page.id} {m.id}"
             for m in page.messages
-            if _holds(message_text(m), text)
+            if _holds(message_text(m), text) or not vocabulary([message_text(m)]).isdisjoint(words)
         ]
-        if _holds(page.bookmark, text) or _terms_hit(page.bookmark.strip("[]").split(","), words):
-            out.append(Place("page bookmark", page.id, page.bookmark))
-        if hit := _terms_hit(page.keywords, words):
-            out.append(Place("page keywords", page.id, ",".join(hit)))
-        if hit := _terms_hit((page.features.get("terms") or {}).keys(), words):
-            out.append(Place("page terms", page.id, ",".join(hit)))
+        for page in pages
+    }
+    anywhere = ", ".join(h for found in holders.values() for h in found)
+    for page in pages:
+        out += _page_places(page, text, words, ", ".join(holders[page.id]))
     for node in page_store.list_clusters(thread_id):
         if _holds(node.bookmark, text) or _terms_hit(node.keywords, words):
-            out.append(Place("cluster bookmark", node.id, node.bookmark))
+            out.append(Place("cluster bookmark", node.id, node.bookmark, anywhere))
         if hit := _terms_hit(node.terms, words):
-            out.append(Place("cluster terms", node.id, ",".join(hit)))
+            out.append(Place("cluster terms", node.id, ",".join(hit), anywhere))
     sketch = page_store.get_sketch(thread_id)
     if sketch is not None and (hit := _terms_hit(sketch.doc_freq, words)):
-        out.append(Place("store sketch", "sketch", ",".join(hit)))
+        out.append(Place("store sketch", "sketch", ",".join(hit), anywhere))
     if index is not None:
-        out += _index_rows(page_store, thread_id, text, index)
+        out += _index_rows(page_store, thread_id, text, index, {p.id: p for p in pages})
     if paging:
         out += _state_places(PagingState.from_value(dict(paging)), words, text)
     for m in messages:
@@ -129,7 +135,24 @@ def where_text(
     return out
 
 
-def _index_rows(page_store: PageStore, thread_id: str, text: str, index: SearchIndex) -> list[Place]:
+def _page_places(page: Page, text: str, words: set[str], held: str) -> list[Place]:
+    out = [
+        Place("page message", f"{page.id} {m.id}", _cut(message_text(m)), f"{page.id} {m.id}")
+        for m in page.messages
+        if _holds(message_text(m), text)
+    ]
+    if _holds(page.bookmark, text) or _terms_hit(page.bookmark.strip("[]").split(","), words):
+        out.append(Place("page bookmark", page.id, page.bookmark, held))
+    if hit := _terms_hit(page.keywords, words):
+        out.append(Place("page keywords", page.id, ",".join(hit), held))
+    if hit := _terms_hit((page.features.get("terms") or {}).keys(), words):
+        out.append(Place("page terms", page.id, ",".join(hit), held))
+    return out
+
+
+def _index_rows(
+    page_store: PageStore, thread_id: str, text: str, index: SearchIndex, pages: Mapping[str, Page]
+) -> list[Place]:
     """Passages holding every word of `text`: one search per word, intersected."""
     if not index.has(thread_id):  # read first, then write: no index lock held across a store read
         index.load(thread_id, page_store.list_pages(thread_id))
@@ -140,7 +163,17 @@ def _index_rows(page_store: PageStore, thread_id: str, text: str, index: SearchI
             for h in index.search(thread_id, term, limit=_INDEX_LIMIT, allow=lambda p: True)
         }
         found = hits if found is None else found & hits
-    return [Place("index row", f"{pid} #{pos}", text) for pid, pos in sorted(found or ())]
+    return [
+        Place("index row", f"{pid} #{pos}", text, _message_at(pages, pid, pos))
+        for pid, pos in sorted(found or ())
+    ]
+
+
+def _message_at(pages: Mapping[str, Page], page_id: str, position: int) -> str:
+    page = pages.get(page_id)
+    if page is None or position >= len(page.messages):
+        return f"{page_id} (no such stored message: a stale index row)"
+    return f"{page_id} {page.messages[position].id}"
 
 
 def _state_places(state: PagingState, words: set[str], text: str) -> list[Place]:

@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,7 @@ from langmem_paging.core.tokens import message_text
 __all__ = [
     "FORGOTTEN",
     "Forgotten",
+    "Lifecycle",
     "forget_in_cluster",
     "forget_in_page",
     "forget_in_records",
@@ -77,17 +79,55 @@ _WORD = re.compile(r"\w+")
 
 
 @dataclass
+class Lifecycle:
+    """A thread's lifecycle record (``meta``/``lifecycle``), the one a state or an in-process index
+    compares with what it was built from. Written with the thread's first pages, rewritten with a new
+    `generation` by every forget in the batch of its scrub, deleted with the thread (no record: the
+    thread has nothing, or predates the record)."""
+
+    generation: str
+    """Changes with every forget (a random token: a thread deleted and started again never repeats
+    one)."""
+    forgotten: dict[str, list[str]] = field(default_factory=dict)
+    """Each forgotten message id and the pages that hold it (derived again by every forget, so a
+    re-run writes the same)."""
+
+    def to_record(self) -> dict[str, Any]:
+        """The store value."""
+        return {"generation": self.generation, "forgotten": self.forgotten}
+
+    @classmethod
+    def from_record(cls, value: Mapping[str, Any]) -> Lifecycle:
+        """From a store value."""
+        return cls(str(value["generation"]), {k: list(v) for k, v in value.get("forgotten", {}).items()})
+
+    @classmethod
+    def new(cls, forgotten: Mapping[str, list[str]] | None = None) -> Lifecycle:
+        """A record with a fresh generation (64 random bits: it only has to differ from the thread's
+        earlier ones, and the checkpoint carries it at every step)."""
+        return cls(uuid.uuid4().hex[:16], dict(forgotten or {}))
+
+
+@dataclass
 class Forgotten:
     """What forgetting one message changed in the store, and what the state must lose."""
 
     message_id: str
     """The forgotten message."""
     pages: list[Page] = field(default_factory=list)
-    """The pages that held it, scrubbed (tombstone, bookmark, terms)."""
+    """The pages that hold it, scrubbed (tombstone, bookmark, terms), whether this run changed them
+    or an earlier one did."""
     nodes: list[ClusterNode] = field(default_factory=list)
-    """The cluster nodes above those pages whose bookmark or terms changed."""
+    """The cluster nodes above those pages whose bookmark or terms this run changed (written)."""
     gone: set[str] = field(default_factory=set)
     """Terms of the forgotten text no page of the thread holds any more (for the keyword sketch)."""
+    above: list[ClusterNode] = field(default_factory=list)
+    """Every cluster node above those pages as the store now holds it (what a state's cluster
+    bookmarks are corrected from, on a re-run too)."""
+    earlier: list[str] = field(default_factory=list)
+    """Messages forgotten before (the lifecycle record's), tombstoned in the state too."""
+    generation: str | None = None
+    """The lifecycle generation the corrected state records."""
 
 
 def vocabulary(texts: Iterable[str]) -> set[str]:
@@ -220,6 +260,7 @@ def forget_in_records(pages: Sequence[Page], nodes: Sequence[ClusterNode], messa
             continue
         kept = vocabulary(t for pid in under if pid in by_id for t in _texts(by_id[pid].messages))
         new = forget_in_cluster(node, said - kept)
+        result.above.append(new)
         if new.to_dict() != node.to_dict():
             result.nodes.append(new)
     return result
@@ -254,17 +295,20 @@ def forget_in_state(values: Mapping[str, Any], forgot: Forgotten) -> dict[str, A
     value = values.get(STATE_KEY)
     state = PagingState.from_value(value)
     pages = {p.id: p for p in forgot.pages}
-    nodes = {n.id: n for n in forgot.nodes}
+    nodes = {n.id: n for n in [*forgot.above, *forgot.nodes]}
+    ids = {forgot.message_id, *forgot.earlier}
     lost = set(forgot.gone)
     for pid, page in pages.items():
         _scrub_page_entries(state, pid, page, lost)
     _scrub_cluster_roots(state, nodes, lost)
     state.doc_freq = {t: n for t, n in state.doc_freq.items() if not _is_gone(t, lost)}
-    _scrub_skeleton(state, pages, nodes, forgot.message_id)
+    _scrub_skeleton(state, pages, nodes, ids)
+    if forgot.generation is not None:
+        state.lifecycle = forgot.generation
     replaced = [
         new
         for m in values.get("messages") or []
-        if (new := _scrubbed_message(m, state, pages, nodes, forgot.message_id)) is not None
+        if (new := _scrubbed_message(m, state, pages, nodes, ids)) is not None
     ]
     update: dict[str, Any] = {}
     new_value = state.to_value()
@@ -304,14 +348,14 @@ def _scrub_cluster_roots(state: PagingState, nodes: Mapping[str, ClusterNode], l
 
 
 def _scrub_skeleton(
-    state: PagingState, pages: Mapping[str, Page], nodes: Mapping[str, ClusterNode], message_id: str
+    state: PagingState, pages: Mapping[str, Page], nodes: Mapping[str, ClusterNode], ids: set[str]
 ) -> None:
     """Replace, in place, the skeleton's stored messages that show what changed."""
     if state.skeleton is None:
         return
     for i, entry in enumerate(state.skeleton):
         if isinstance(entry, dict):
-            new = _scrubbed_message(load_messages([entry])[0], state, pages, nodes, message_id)
+            new = _scrubbed_message(load_messages([entry])[0], state, pages, nodes, ids)
             if new is not None:
                 state.skeleton[i] = dump_messages([new])[0]
 
@@ -321,7 +365,7 @@ def _scrubbed_message(
     state: PagingState,
     pages: Mapping[str, Page],
     nodes: Mapping[str, ClusterNode],
-    message_id: str,
+    ids: set[str],
 ) -> BaseMessage | None:
     """What `message` becomes once the records are scrubbed (None: it stays as it is)."""
     # (a stand-in takes the id of its page's first message: the library's marks are read first)
@@ -329,14 +373,16 @@ def _scrubbed_message(
     shown = mark.get("bookmark")
     if shown is not None:
         changed = shown in pages and shown in state.shown
-        return bookmark_message(shown, state.shown[shown].bookmark, message.id or "") if changed else None
+        new = bookmark_message(shown, state.shown[shown].bookmark, message.id or "") if changed else None
+        return new if new is not None and new.content != message.content else None
     if mark.get("cluster") is not None:
         cid = mark["cluster"]
-        return cluster_message(cid, nodes[cid].bookmark, message.id or "") if cid in nodes else None
+        new = cluster_message(cid, nodes[cid].bookmark, message.id or "") if cid in nodes else None
+        return new if new is not None and new.content != message.content else None
     if isinstance(message, ToolMessage) and recall_copy_pages(message):
         stale = not mark.get("shrunk") and not set(recall_copy_pages(message)).isdisjoint(pages)
         return shrink_recall_copy(message) if stale else None
-    if message.id == message_id and not mark.get("forgotten") and not mark.get("paged_result"):
+    if message.id in ids and not mark.get("forgotten") and not mark.get("paged_result"):
         return tombstone(message)
     return None
 

@@ -1,12 +1,20 @@
-"""Writing what a forget changed into the thread's checkpointed state (the next prompt's source).
+"""Making the state the next prompt is built from agree with a forget (the next prompt's source).
 
-Forgetting is rare and the step is hot, so the state is corrected at forget time, not checked at
-every step: with the compiled graph, through ``graph.update_state`` (what an app does to edit a
-thread); with only a checkpointer (the command line, which has no graph), as one new checkpoint on
-top of the latest, with the changed channels' versions advanced, as ``update_state`` writes it. A
-step therefore pays nothing for forgetting: no store read, no marker to check.
+Two paths, one rule (`forget_in_state`, fed from the records as they now are, never from what one
+run removed, so a re-run after a crash converges):
 
-Sync and async differ only at the I/O calls (`_plan` and `_checkpoint` are shared).
+- **The next step** (`langmem_paging.storage.lifecycle_step.follow_lifecycle`, every step, no graph needed): the step reads the thread's
+  lifecycle record (one read); when its generation is not the one the branch's state was built at,
+  a forget happened since, and the step corrects what the state shows (bookmarks, cluster bookmarks,
+  warm digests, the sketch of an old checkpoint, recall results that carried a forgotten page, the
+  forgotten messages themselves) from the records of the pages holding the forgotten messages and
+  of the cluster roots shown, before it pages. Its cost follows what it shows, never the history.
+- **At forget time** (optional): with the compiled graph, through ``graph.update_state``; with only
+  a checkpointer (the command line), as one new checkpoint on top of the latest, with the changed
+  channels' versions advanced as ``update_state`` writes them. Old checkpoints (time travel) stay the
+  checkpointer's; a branch resumed from one is corrected by its next step like any other.
+
+This module is the second; sync and async differ only at the I/O calls (`_checkpoint` is shared).
 """
 
 from __future__ import annotations

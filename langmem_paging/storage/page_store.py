@@ -15,8 +15,10 @@ Namespaces under ``("langmem_paging", <thread>)``:
 - ``clusters``: `ClusterNode` records by cluster id (``c2``), written when made;
 - ``parents``: for a page or cluster id, the clusters that joined it (union-find pointers);
 - ``stats``: access counts mirrored from the checkpoint for operators;
-- ``meta``: the high-water mark of page and cluster numbers (``next``) and the thread's keyword
-  sketch (``sketch``, `langmem_paging.core.sketch`), written with the pages it counts.
+- ``meta``: the high-water mark of page and cluster numbers (``next``), the thread's keyword
+  sketch (``sketch``, `langmem_paging.core.sketch`), written with the pages it counts, and its
+  lifecycle record (``lifecycle``, `langmem_paging.storage.lifecycle.Lifecycle`): written with the
+  thread's first pages, given a new generation by every forget.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any, Literal, TypeVar
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 
 from langmem_paging.core.effects import adrive, drive
-from langmem_paging.core.errors import PageStoreError
+from langmem_paging.core.errors import LifecycleChanged, PageStoreError
 from langmem_paging.core.forest import walk_members, walk_root
 from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
 from langmem_paging.core.state import PagingState, TermSketch
@@ -41,6 +43,7 @@ from langmem_paging.storage.claims import NumberClaims, Wanted, claims_for
 from langmem_paging.storage.lifecycle import (
     FORGOTTEN,
     Forgotten,
+    Lifecycle,
     forget_in_records,
     forget_in_sketch,
     forgotten,
@@ -93,6 +96,7 @@ KINDS: tuple[Kind, ...] = ("pages", "clusters", "parents", "stats", "meta")
 _LIST_BATCH = 200
 _NEXT_KEY = "next"
 _SKETCH_KEY = "sketch"
+_LIFECYCLE_KEY = "lifecycle"
 _MISUSE = (asyncio.InvalidStateError,)
 """Errors of how the store is called, not failures of the store: raised as they are, never retried
 (a sync call to an `AsyncPostgresStore` on its own event loop)."""
@@ -337,6 +341,18 @@ class PageStore:
         (item,) = yield [GetOp(thread_namespace(thread_id, "meta"), _SKETCH_KEY)]
         return TermSketch.from_record(item.value) if item is not None else None
 
+    def get_lifecycle(self, thread_id: str) -> Lifecycle | None:
+        """The thread's lifecycle record, or None (no pages, or none since the record came; one read)."""
+        return self._run(self._get_lifecycle(thread_id))
+
+    async def aget_lifecycle(self, thread_id: str) -> Lifecycle | None:
+        """Async `get_lifecycle`."""
+        return await self._arun(self._get_lifecycle(thread_id))
+
+    def _get_lifecycle(self, thread_id: str) -> Batches[Lifecycle | None]:
+        (item,) = yield [GetOp(thread_namespace(thread_id, "meta"), _LIFECYCLE_KEY)]
+        return Lifecycle.from_record(item.value) if item is not None else None
+
     def _high_water(self, thread_id: str) -> Batches[int | None]:
         (item,) = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)]
         return item.value.get("p", 1) if item is not None else None
@@ -539,12 +555,13 @@ class PageStore:
         if not (pages or nodes or stats):
             return True
         children = list(dict.fromkeys(c for node in nodes for c in node.children))
-        reads = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
-            GetOp(thread_namespace(thread_id, "parents"), c) for c in children
-        ]
+        reads = yield [
+            GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY),
+            GetOp(thread_namespace(thread_id, "meta"), _LIFECYCLE_KEY),
+        ] + [GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
         ops: list[Op] = [self._put(thread_id, "pages", p.id, p.to_dict()) for p in pages]
         ops += [self._put(thread_id, "clusters", n.id, n.to_dict()) for n in nodes]
-        parents = _joined({c: _parents(item) for c, item in zip(children, reads[1:], strict=True)}, nodes)
+        parents = _joined({c: _parents(item) for c, item in zip(children, reads[2:], strict=True)}, nodes)
         ops += [self._put(thread_id, "parents", c, {"parents": p}) for c, p in parents.items()]
         for page_id in stats:
             count, last = state.access(page_id)
@@ -555,6 +572,11 @@ class PageStore:
             ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
         if sketch is not None and pages:
             ops.append(self._put(thread_id, "meta", _SKETCH_KEY, sketch.to_record()))
+        _check_lifecycle(reads[1], state)
+        if reads[0] is None and reads[1] is None and pages:  # the thread's first pages start its lifecycle
+            born = Lifecycle.new()
+            ops.append(self._put(thread_id, "meta", _LIFECYCLE_KEY, born.to_record()))
+            state.lifecycle = born.generation
         wanted = [("p", page_number(p.id), p.digest) for p in pages if p.digest]
         wanted += [("c", cluster_number(n.id), n.digest) for n in nodes if n.digest]
         if not wanted:
@@ -575,21 +597,28 @@ class PageStore:
         checkpointer: Any = None,
     ) -> list[str]:
         """Remove one message's text from everywhere the thread keeps it, for privacy (a card number
-        typed by mistake). One write path (`langmem_paging.storage.lifecycle`), idempotent (run it again after
-        a crash and it converges):
+        typed by mistake). The lifecycle's one implementation (`PagingMiddleware.forget`, `PagingNode.forget`,
+        the command line and the server call it); written once (`langmem_paging.storage.lifecycle`),
+        idempotent, and converging after a crash at any point (a re-run derives what to correct
+        from the records as they are):
 
         1. the store, in one batch: the message stays in its page as a tombstone (same id, type and
            tool-call ids; its text, tool arguments and metadata gone), so pages keep their shape and
            every other message still rebuilds exactly; the page's bookmark, keywords and terms and
            every cluster bookmark above it are re-derived from what remains (a neutral mark, ``[p3:]``,
            when nothing remains); the thread's keyword sketch loses the terms gone from every page;
-        2. the search index (`index`, and the store's default index): the pages' rows are replaced;
-        3. the state the next prompt is built from, when you pass the compiled `graph` (with its
-           `config`, default the thread's) or its `checkpointer`: bookmarks, cluster bookmarks,
-           the keyword sketch of an old checkpoint, warm digests and recall results that carried the page, and the message
-           itself if it is still in the state (tombstoned in place). Without them, the checkpointed
-           state keeps the old bookmarks until the pages are forgotten with it.
+           and the thread's lifecycle record gets a new generation listing the message;
+        2. the search index (`index`, and every default index this process made for the store): the
+           pages' rows are replaced; an in-process index elsewhere sees the new generation before its
+           next search and loads the thread again from the records;
+        3. the state the next prompt is built from: the next step of every branch sees the new
+           generation and corrects what its state shows from the records (bookmarks, cluster bookmarks,
+           warm digests, an old checkpoint's sketch, recall results that carried the page, the message
+           itself if it is still in the state, tombstoned in place; replace mode), no graph needed.
+           With the compiled `graph` (and its `config`, default the thread's) or its `checkpointer`,
+           the latest checkpoint is corrected now as well.
 
+        Words another message quoted stay with that message (`langmem-paging where --text` names it).
         Recall results kept in older checkpoints (time travel) are the checkpointer's to delete.
         Returns the ids of the pages changed.
 
@@ -652,23 +681,32 @@ class PageStore:
             for ids in _chunks(high, 500):
                 found = yield from self._get_many(thread_id, ids)
                 pages += found.values()
-        if not any(m.id == message_id for page in pages for m in page.messages):
+        if not pages:
             return Forgotten(message_id)
         items = yield from self._list_items(thread_id, "clusters")
         forgot = forget_in_records(pages, [ClusterNode.from_dict(it.value) for it in items], message_id)
         sketch = yield from self._get_sketch(thread_id)
+        known = yield from self._get_lifecycle(thread_id)
+        lifecycle = _next_lifecycle(known, message_id, forgot, {p.id: p for p in pages})
+        forgot.earlier = [m for m in lifecycle.forgotten if m != message_id]
+        forgot.generation = lifecycle.generation
         ops: list[Op] = [self._put(thread_id, "pages", page.id, page.to_dict()) for page in forgot.pages]
         ops += [self._put(thread_id, "clusters", node.id, node.to_dict()) for node in forgot.nodes]
         if sketch is not None:
             ops.append(
                 self._put(thread_id, "meta", _SKETCH_KEY, forget_in_sketch(sketch, forgot.gone).to_record())
             )
-        yield ops  # one batch: a page, the cluster bookmarks above it and the sketch never disagree
+        ops.append(self._put(thread_id, "meta", _LIFECYCLE_KEY, lifecycle.to_record()))
+        # one batch: a page, the cluster bookmarks above it, the sketch and the generation that tells
+        # every state and in-process index to follow never disagree
+        yield ops
         return forgot
 
     def delete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:
         """Delete every record of a thread (pages, clusters, statistics, number claims) and its rows
-        in the search index (`index`, and the store's default index); returns how many store records.
+        in the search index (`index`, and every default index this process made for the store; an
+        in-process index of another process drops the thread at its next search: its lifecycle record
+        is gone); returns how many store records.
         Idempotent. A new conversation under the same thread id starts empty and is searchable."""
         deleted = self._run(self._delete_thread(thread_id))
         self._claim(lambda claims: _dropped(claims, thread_id))
@@ -695,6 +733,32 @@ class PageStore:
         for i in range(0, len(ops), 500):
             yield ops[i : i + 500]
         return len(ops)
+
+
+def _check_lifecycle(item: Item | None, state: PagingState) -> None:
+    """Refuse a commit whose step started before a forget landed (see `LifecycleChanged`)."""
+    if item is None:
+        return
+    current = Lifecycle.from_record(item.value)
+    if current.forgotten and current.generation != state.lifecycle:
+        raise LifecycleChanged(
+            f"a message of this thread was forgotten while the step ran (lifecycle {state.lifecycle} -> "
+            f"{current.generation}); its records were not written"
+        )
+
+
+def _next_lifecycle(
+    known: Lifecycle | None, message_id: str, forgot: Forgotten, before: dict[str, Page]
+) -> Lifecycle:
+    """The lifecycle record a forget writes: a new generation, unless an earlier run already
+    scrubbed these very pages (a re-run changes nothing, so it writes the same record)."""
+    holders = [page.id for page in forgot.pages]
+    unchanged = not forgot.nodes and all(p.to_dict() == before[p.id].to_dict() for p in forgot.pages)
+    if known is not None and known.forgotten.get(message_id) == holders and unchanged:
+        return known
+    lifecycle = Lifecycle.new(known.forgotten if known is not None else {})
+    lifecycle.forgotten[message_id] = holders
+    return lifecycle
 
 
 def _dropped(claims: Any, thread_id: str) -> list[bool]:

@@ -32,6 +32,7 @@ from langmem_paging.step.io import (
     StepIO,
     page_terms,
 )
+from langmem_paging.storage.lifecycle import Lifecycle
 from langmem_paging.storage.page_store import PageStore
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "LoadClusters",
     "Notify",
     "PagingIO",
+    "ReadLifecycle",
     "ScoreTexts",
     "Search",
     "ThreadFlow",
@@ -81,6 +83,10 @@ class PagingIO(StepIO, Protocol):
     def list_members(self, request: ListMembers) -> dict[str, list[str]]: ...
 
     async def alist_members(self, request: ListMembers) -> dict[str, list[str]]: ...
+
+    def read_lifecycle(self, request: ReadLifecycle) -> Lifecycle | None: ...
+
+    async def aread_lifecycle(self, request: ReadLifecycle) -> Lifecycle | None: ...
 
     def notify(self, request: Notify) -> None:
         for hook in request.hooks:
@@ -215,6 +221,18 @@ class ListMembers(Request[dict[str, list[str]], PagingIO]):
         return io.alist_members(self)
 
 
+@dataclass
+class ReadLifecycle(Request["Lifecycle | None", PagingIO]):
+    """The thread's lifecycle record (`PageStore.get_lifecycle`), read once by each step and each
+    search. Answer: the record, or None."""
+
+    def answer(self, io: PagingIO) -> Lifecycle | None:
+        return io.read_lifecycle(self)
+
+    def aanswer(self, io: PagingIO) -> Awaitable[Lifecycle | None]:
+        return io.aread_lifecycle(self)
+
+
 HookName = Literal["formed", "evicted", "recalled"]
 """A page life event a hook is told about (`PagingHooks.on_formed`, ...)."""
 
@@ -285,6 +303,12 @@ class ThreadIO(ComputeIO, PagingIO):
             cid: await self.page_store.amembers(self.thread_id, cid, limit=request.limit)
             for cid in request.cluster_ids
         }
+
+    def read_lifecycle(self, request: ReadLifecycle) -> Lifecycle | None:
+        return self.page_store.get_lifecycle(self.thread_id)
+
+    async def aread_lifecycle(self, request: ReadLifecycle) -> Lifecycle | None:
+        return await self.page_store.aget_lifecycle(self.thread_id)
 
     def load_sketch(self, request: LoadSketch) -> TermSketch:
         return self.page_store.get_sketch(self.thread_id) or request.state.carried_sketch()
@@ -428,6 +452,8 @@ def _index_pages(request: IndexPages) -> _Reads[None]:
 
 def _search(request: Search) -> _Reads[list[Hit]]:
     try:
+        lifecycle = yield from ask(ReadLifecycle())  # a forget or delete elsewhere: reload from the records
+        yield from ask(_Follow(lifecycle.generation if lifecycle is not None else None))
         through = yield from ask(_IndexedThrough())
         if through is None:  # a cold start: the index never held this thread
             # every page is read before the index is written: no index lock is held across a store read
@@ -452,6 +478,20 @@ def _gap_pages(through: int | None, upto: int) -> _Reads[list[Page]]:
     except PageStoreError as error:  # the step's own pages wait too: the next step or search retries
         raise _index_failed(error) from error
     return [found[k] for k in sorted(found, key=page_number)]
+
+
+@dataclass
+class _Follow(Request[None, ThreadIO]):
+    """Tell the index the thread's lifecycle generation (`SearchIndex.follow`)."""
+
+    generation: str | None
+    """The store's (None: no record)."""
+
+    def answer(self, io: ThreadIO) -> None:
+        io.index.follow(io.thread_id, self.generation)
+
+    async def aanswer(self, io: ThreadIO) -> None:
+        io.index.follow(io.thread_id, self.generation)
 
 
 @dataclass

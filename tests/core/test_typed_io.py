@@ -39,6 +39,7 @@ HANDLERS: dict[type[Request[Any, Any]], str] = {
     thread_io.ScoreTexts: "score_texts",
     thread_io.LoadClusters: "load_clusters",
     thread_io.ListMembers: "list_members",
+    thread_io.ReadLifecycle: "read_lifecycle",
     thread_io.Notify: "notify",
     thread_io.Trace: "trace",
 }

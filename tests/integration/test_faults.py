@@ -49,7 +49,8 @@ class CleanRun:
 
     def first(self, kind: str) -> int:
         """The first turn that forms and evicts pages, folds bookmarks into clusters, or recalls
-        (before paging: the recall reads pages evicted in earlier turns)."""
+        (before paging: the recall reads pages evicted in earlier turns; the turn's first model call
+        is quiet, its one store call the lifecycle read)."""
         for turn, (kinds, phases) in enumerate(zip(self.kinds, self.phases, strict=False)):
             if kind == "form and evict" and {"form", "evict"} <= kinds:
                 return turn
@@ -58,7 +59,8 @@ class CleanRun:
             if (
                 kind == "recall"
                 and "recall" in kinds
-                and phases[:1] == ["recall"]
+                and "recall" in phases
+                and phases[: phases.index("recall")] == ["step"]  # (the quiet step's lifecycle read)
                 and turn > self.first("fold")
             ):
                 return turn

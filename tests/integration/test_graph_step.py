@@ -60,6 +60,13 @@ def _middleware_update(
     return dict(out.command.update or {}) if isinstance(out, ExtendedModelResponse) else {}  # type: ignore[union-attr]
 
 
+def _same_store_free(update: dict[str, Any]) -> dict[str, Any]:
+    """The update without the lifecycle generation its store drew at random (each side has its own store)."""
+    if "paging" not in update:
+        return update
+    return {**update, "paging": {k: v for k, v in update["paging"].items() if k != "lifecycle"}}
+
+
 @pytest.mark.parametrize("turns", [3, 6, 10])
 def test_middleware_and_node_give_the_same_update_for_the_same_state(turns: int) -> None:
     messages = _turns(turns)
@@ -72,7 +79,7 @@ def test_middleware_and_node_give_the_same_update_for_the_same_state(turns: int)
         n_update = node.invoke(
             {"messages": messages[:point], **n_state}, {"configurable": {"thread_id": "t"}}
         )
-        assert m_update == n_update
+        assert _same_store_free(m_update) == _same_store_free(n_update)
         if "paging" in m_update:
             m_state, n_state = {"paging": m_update["paging"]}, {"paging": n_update["paging"]}
     assert "paging" in m_state, "the budget was meant to page"

@@ -40,6 +40,7 @@ STATE_GRAPH = "**A hand-built `StateGraph`**"
 PURE = "**The pure function**"
 LEGACY = "**Legacy: `create_react_agent`'s `pre_model_hook`**"
 IMPORTS = "Every public class imports from the top level:"
+FORGET = "## Forget and delete"
 RUN_BY = {
     "## Quickstart": "test_quickstart.py",
     "**On PostgreSQL**": "postgres",
@@ -48,6 +49,7 @@ RUN_BY = {
     PURE: "pure",
     LEGACY: "legacy",
     IMPORTS: "imports",
+    FORGET: "forget",
 }
 
 
@@ -57,12 +59,13 @@ def test_every_readme_snippet_is_run():
     assert [s.splitlines()[0] for s in snippets() if s not in covered] == []
 
 
-def _run(code: str, name: str) -> tuple[dict, str]:
-    """Execute a snippet as it stands; its printed lines are returned."""
+def _run(code: str, name: str, namespace: dict | None = None) -> tuple[dict, str]:
+    """Execute a snippet as it stands (in `namespace`, for one that continues an agent); its printed
+    lines are returned."""
     import contextlib
     import io
 
-    namespace: dict = {}
+    namespace = {} if namespace is None else namespace
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, f"README.md ({name})", "exec"), namespace)  # noqa: S102 - the README's own code
@@ -110,6 +113,21 @@ def test_readme_legacy_pre_model_hook_leaves_the_history_whole():
         state = agent.invoke({"messages": [("user", f"I will fly to {city}.")]}, config)
     assert [m.content for m in state["messages"] if m.type == "human"][0] == "I will fly to Lisbon."
     assert state["paging"]  # paging ran and kept its state; the view went to the model only
+
+
+def test_readme_forget_and_delete_run_on_an_agent():
+    from tests.support.scenario_helpers import scripted_agent
+
+    agent, paging, _ = scripted_agent(500)
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("My card is 4929 1234.", id="card")]}, config)
+    for fact in FACTS:
+        agent.invoke({"messages": [fact]}, config)
+    assert any(m.id == "card" for p in paging.page_store.list_pages("t") for m in p.messages)
+    _run(
+        snippet_after(FORGET), "forget and delete", {"paging": paging, "thread_id": "t", "message_id": "card"}
+    )
+    assert paging.page_store.store.search(("langmem_paging",), limit=5) == []
 
 
 def test_readme_import_paths_import():
