@@ -23,7 +23,7 @@ from starlette.routing import Route
 from langmem_paging.core.errors import StorageError
 from langmem_paging.ops.portable import export_records, without_ttl_refresh
 from langmem_paging.ops.readiness import acheck_ready
-from langmem_paging.ops.snapshots import Snapshot, load_snapshots
+from langmem_paging.ops.snapshots import Snapshot, latest_branch, load_snapshots
 from langmem_paging.ops.verification import CannotVerify, verify_thread
 from langmem_paging.server.reach import reach_store, server_client, server_snapshots
 from langmem_paging.storage.page_store import NAMESPACE_ROOT, PageStore, abatch_any
@@ -103,12 +103,25 @@ class PagingRoutes:
 
     async def _forget(self, thread_id: str, message_id: str) -> JSONResponse:
         store = await self._known_thread(thread_id)
-        changed = await PageStore(store).aforget(thread_id, message_id)
-        if not changed:
+        pages = PageStore(store)
+        if not (await _paged(pages, thread_id, message_id) or await self._resident(thread_id, message_id)):
             raise _Refused(
-                404, "unknown_message", f"no page of thread {thread_id!r} holds message {message_id!r}"
+                404,
+                "unknown_message",
+                f"no page of thread {thread_id!r} and no message of its latest checkpoint is {message_id!r}",
             )
+        changed = await pages.aforget(thread_id, message_id)
         return JSONResponse({"thread_id": thread_id, "message_id": message_id, "pages": changed})
+
+    async def _resident(self, thread_id: str, message_id: str) -> bool:
+        """Whether the thread's latest checkpoint holds the message (forget then tombstones it in the
+        state at the next step); False where no checkpoints can be read."""
+        try:
+            snapshots = await self._snapshots(thread_id)
+        except _Refused:
+            return False
+        latest = latest_branch(snapshots)
+        return bool(latest) and any(m.id == message_id for m in latest[-1].messages)
 
     async def delete_pages(self, request: Request) -> JSONResponse:
         """``DELETE .../pages``: every record, index row and claim of the thread."""
@@ -161,6 +174,13 @@ class PagingRoutes:
                 "(or run the app inside a LangGraph server)",
             )
         return await server_snapshots(client, thread_id)
+
+
+async def _paged(pages: PageStore, thread_id: str, message_id: str) -> bool:
+    async for page in pages.ascan(thread_id):
+        if any(m.id == message_id for m in page.messages):
+            return True
+    return False
 
 
 _UNREACHABLE = (

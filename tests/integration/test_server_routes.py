@@ -316,3 +316,16 @@ def test_the_server_app_without_starlette_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "starlette", None)
     with pytest.raises(ImportError, match=r'pip install "langmem-paging\[server\]"'):
         importlib.import_module("langmem_paging.server")
+
+
+async def test_a_message_still_in_the_context_is_forgotten_over_http_not_refused(paged):
+    """A message of the latest checkpoint that no page holds yet is known: the route forgets it (the
+    lifecycle record names it, so the next step tombstones it in the state) instead of answering 404."""
+    store, saver = paged
+    latest = saver.get_tuple({"configurable": {"thread_id": THREAD}})
+    resident = latest.checkpoint["channel_values"]["messages"][-1]
+    async with client_of(paging_app(store, checkpointer=saver)) as client:
+        answer = await client.post(f"/paging/threads/{THREAD}/forget", json={"message_id": resident.id})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["pages"] == []
+    assert resident.id in PageStore(store).get_lifecycle(THREAD).forgotten

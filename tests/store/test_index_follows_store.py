@@ -261,6 +261,12 @@ def test_a_passage_table_made_from_a_uri_before_gets_the_key_and_loses_rows_of_g
     from tests.support.backends import DATABASE_OF
 
     uri = DATABASE_OF[postgres_store]
+    with psycopg.connect(uri, autocommit=True) as conn:  # the tables as no release of this one made them
+        conn.execute(
+            "DROP TABLE IF EXISTS langmem_paging_passages, langmem_paging_passages_terms, "
+            "langmem_paging_passages_threads CASCADE"
+        )
+        conn.execute("DROP FUNCTION IF EXISTS langmem_paging_passages_search CASCADE")
     PageStore(postgres_store).put("t", _page(1, "heron"))  # p9's record never existed (or was deleted)
     by_hand = PostgresSearchIndex(uri)  # what the README had users build
     by_hand.add("t", [_page(1, "heron")] + [_page(n, "otter") for n in range(2, 10)])
