@@ -253,7 +253,7 @@ def test_pages_whose_index_write_failed_are_found_by_search_later(tmp_path, fail
     FlakyIndex.adds, FlakyIndex.fail_adds = 0, {2} if failed == "a middle step" else set()
     index = FlakyIndex(conn=store.conn, lock=store.lock)
     paging = PagingMiddleware(
-        max_tokens=320, boundary="fixed_2", store=store, index=index, on_store_error="continue"
+        max_tokens=196, boundary="fixed_2", store=store, index=index, on_store_error="continue"
     )
     agent = create_agent(
         ScriptedChatModel(responses=["Noted."] * 40),
