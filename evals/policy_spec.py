@@ -61,13 +61,19 @@ class PolicySpec:
 
 class FrequentBookmarker(KeywordBookmarker):
     """The ablation's heuristic: a page's most frequent words, with no weight for how rare they are
-    in the thread (every term's thread frequency is taken as zero). Beside `KeywordBookmarker`
-    it measures what keyword specificity is worth; it is not meant for use."""
+    in the thread (every term's thread frequency is taken as zero). Beside the default bookmarker
+    it measures what keyword specificity is worth, so it shows its words in the default's form
+    (``separator=" "``, the compact bookmark, counting terms linearly as it does; the comma form
+    until the default changed, so the committed ablation data compares comma with comma); it is not
+    meant for use."""
 
     name = "frequent"
 
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**{"separator": " ", **options})
+
     def _scored(self, terms: PageTerms, context: BookmarkContext) -> list[tuple[str, float]]:
-        return score_terms(terms, {}, context.n_docs, background=False)
+        return score_terms(terms, {}, context.n_docs, background=False, linear_tf=self.separator == " ")
 
 
 ABLATION_BOOKMARKERS = {**BOOKMARKERS, "frequent": FrequentBookmarker}

@@ -128,9 +128,9 @@ class _Options(BaseModel):
     `get_num_tokens_from_messages`: the provider's own tokenizer where the integration has one)."""
     bookmarker: Any = None
     """A `Bookmarker`, a function ``(page_id, messages, context) -> (text, keywords)``, or a name:
-    ``"keywords"`` (the default, ``[p3:Bailey,adopted,dog,May]``), ``"compact"`` (words
-    space-separated, the date after a comma: about twice the words in the same tokens),
-    ``"discriminative"``."""
+    ``"compact"`` (the default, ``[p3:Bailey adopted dog,May]``: words space-separated, the date
+    after a comma, about twice the words of the comma form in the same tokens), ``"keywords"``
+    (the comma form, ``[p3:Bailey,adopted,dog,May]``), ``"discriminative"``."""
     recall_max_tokens: int | None = Field(default=None, gt=0)
     """Size cap of one recall result. By default a result may fill the room the budget leaves
     beside what nothing may evict (the next step pages the rest out)."""

@@ -5,7 +5,7 @@ What it does, exactly (change it only in a commit of its own, and report the cha
    never the text of evicted pages, plus the question. When bookmarks alone push the
    view over the budget, the harness first cuts it from the front to fit (as a hard
    context limit would); the reader sees what is left.
-2. Each bookmark ``[pN:kw1,kw2,...]`` is a document of its keywords, lower-cased and
+2. Each bookmark ``[pN:kw1 kw2 ...]`` (or ``[pN:kw1,kw2,...]``) is a document of its keywords, lower-cased and
    split into content words (`langmem_paging.core.text.content_terms`).
    A cluster bookmark ``[cN:kw,...|p1-p9]`` is a document of its keywords too; when it
    ranks, its member pages take its place, ranked by their own bookmarks (what a model

@@ -44,7 +44,7 @@ ANSWER_PROMPT = (
 )
 PAGING_HINT = (
     " Older parts of the conversation were moved out of the context; each one is marked, where it "
-    "was, by a bookmark like [p3:keyword,keyword]. If a bookmark may hold the answer, call `recall` "
+    "was, by a bookmark like [p3:keyword keyword]. If a bookmark may hold the answer, call `recall` "
     "with its page ids to read it before answering."
 )
 SEARCH_HINT = (

@@ -2,7 +2,7 @@
 
 Evicted text is replaced, at its place, by a short stand-in the model can read and act on:
 
-- a **bookmark** ``[p3:Farid,greyhound]`` for an evicted page (under the id of its first message);
+- a **bookmark** ``[p3:Farid greyhound]`` for an evicted page (under the id of its first message);
 - a **cluster bookmark** ``[c2:honey,Bled|p1-p9]`` for a cluster of evicted pages;
 - a **warm digest** (the page's key lines) for an evicted page in the warm tier;
 - a **tool-result stub** for a large tool result paged as it arrived (same id and call id);

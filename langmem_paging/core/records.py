@@ -139,7 +139,7 @@ class Page:
     A `recall` result inside the page is kept as a reference to the pages it copied, and a
     tool result paged on arrival as its stub: `reconstruct_history` expands both."""
     bookmark: str
-    """The bookmark that stands in the context where the page was, ``[p3:kw1,kw2]``."""
+    """The bookmark that stands in the context where the page was, ``[p3:kw1 kw2]``."""
     keywords: list[str]
     """The bookmark's keywords, most distinctive first."""
     token_count: int

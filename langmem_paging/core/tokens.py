@@ -397,9 +397,8 @@ class TokenCounter:
         return sum(self.count_message(m) for m in messages)
 
     def count_tools(self, tools: Sequence[Any]) -> int:
-        """Tokens of tool schemas as a chat API receives them (JSON of the OpenAI tool format)."""
-        from langchain_core.utils.function_calling import convert_to_openai_tool
-
+        """Tokens of tool schemas as OpenAI bills them (`function_tokens` per tool, remembered per
+        tool, and `TOOLS_END` once for the request)."""
         total = 0
         for tool in tools:
             key = id(tool) if not isinstance(tool, dict) else None
@@ -407,18 +406,112 @@ class TokenCounter:
             if cached is not None and cached[0] is tool:  # the entry keeps its tool alive: no recycled id
                 total += cached[1]
                 continue
-            try:
-                schema = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
-            except Exception:  # noqa: BLE001 - an unusual tool still counts by its description
-                schema = {"name": getattr(tool, "name", ""), "description": getattr(tool, "description", "")}
-            n = self.count_text(json.dumps(schema, sort_keys=True, default=str)) + PER_MESSAGE_OVERHEAD
+            n = function_tokens(_function_schema(tool), self.count_text, self.encoding.name)
             if key is not None:
                 with self._lock:
                     self._tool_cache[key] = (tool, n)
                     while len(self._tool_cache) > MAX_CACHED_TOOLS:
                         self._tool_cache.popitem(last=False)
             total += n
-        return total
+        return total + (TOOLS_END if tools else 0)
+
+
+TOOLS_END = 12
+"""Tokens a request with tools pays once, after its functions (OpenAI's rule, see `function_tokens`)."""
+_FUNCTION_INIT = {"o200k_base": 7, "cl100k_base": 10}
+"""Tokens each function pays before its name, by encoding (gpt-4o and later / gpt-4, gpt-3.5)."""
+_PROPERTIES_INIT, _PROPERTY_KEY, _ENUM_INIT, _ENUM_ITEM = 3, 3, -3, 3
+
+
+def function_tokens(function: dict[str, Any], count_text: Callable[[str], int], encoding: str) -> int:
+    """Tokens one function's schema costs in a request, by OpenAI's function-token rule as the
+    OpenAI cookbook counts them ("How to count tokens with tiktoken", section 7,
+    ``num_tokens_for_tools``): the function pays a fixed start (7 tokens with o200k_base, 10 with
+    cl100k_base) and ``name:description``; its properties pay 3 once, then 3 each plus
+    ``key:type:description`` (an enum 3 per value beside its text, less 3). A description's final
+    full stop is not counted. OpenAI shows the model TypeScript types, so a property's type is
+    counted as written there: ``string[] | string | null``, ``number`` for an integer. A nested
+    object's properties count as properties. `TOOLS_END` is paid once per request.
+
+    Example:
+        >>> counter = TokenCounter(encoding="o200k_base")
+        >>> function_tokens({"name": "ping", "description": "Ping the host.",
+        ...     "parameters": {"type": "object", "properties": {}}}, counter.count_text, "o200k_base")
+        12
+    """
+    n = _FUNCTION_INIT.get(encoding, _FUNCTION_INIT["cl100k_base"])
+    n += count_text(f"{function.get('name', '')}:{_sentence(function.get('description'))}")
+    properties = (function.get("parameters") or {}).get("properties") or {}
+    return n + (_PROPERTIES_INIT + _properties_tokens(properties, count_text) if properties else 0)
+
+
+def _properties_tokens(properties: dict[str, Any], count_text: Callable[[str], int]) -> int:
+    n = 0
+    for key, prop in properties.items():
+        prop = prop if isinstance(prop, dict) else {}
+        n += _PROPERTY_KEY + count_text(f"{key}:{_type_text(prop)}:{_sentence(prop.get('description'))}")
+        if isinstance(prop.get("enum"), list):
+            n += _ENUM_INIT + sum(_ENUM_ITEM + count_text(str(item)) for item in prop["enum"])
+        nested = _nested_properties(prop)
+        if nested:
+            n += _properties_tokens(nested, count_text)
+    return n
+
+
+def _nested_properties(prop: dict[str, Any]) -> dict[str, Any]:
+    """The properties of an object property, or of an array's object items."""
+    items = prop.get("items")
+    inner = items if prop.get("type") == "array" and isinstance(items, dict) else prop
+    nested = inner.get("properties")
+    return nested if isinstance(nested, dict) else {}
+
+
+_TS_TYPES = {
+    "integer": "number",
+    "number": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "null": "null",
+}
+
+
+def _type_text(prop: dict[str, Any]) -> str:
+    """A JSON schema's type as OpenAI's TypeScript rendering writes it."""
+    union = prop.get("anyOf") or prop.get("oneOf")
+    if isinstance(union, list):
+        return " | ".join(_type_text(p) for p in union if isinstance(p, dict))
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_type_text({**prop, "type": k}) for k in kind)
+    if kind == "array":
+        items = prop.get("items")
+        return f"{_type_text(items)}[]" if isinstance(items, dict) else "any[]"
+    if kind == "object":
+        return "object"
+    return _TS_TYPES.get(str(kind), "any")
+
+
+def _sentence(text: Any) -> str:
+    """A description as counted: its final full stop dropped."""
+    line = str(text or "")
+    return line[:-1] if line.endswith(".") else line
+
+
+def _function_schema(tool: Any) -> dict[str, Any]:
+    """The ``function`` of a tool in OpenAI's format (a LangChain tool, a function, an OpenAI or
+    Anthropic dict); a tool that will not convert counts by its name and description."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    try:
+        schema = convert_to_openai_tool(tool)
+    except Exception:  # noqa: BLE001 - an unusual tool still counts by its description
+        schema = tool if isinstance(tool, dict) else {}
+    function = schema.get("function") if isinstance(schema, dict) else None
+    if isinstance(function, dict):
+        return function
+    if isinstance(tool, dict):  # a provider's built-in tool: its name and settings
+        return {"name": str(tool.get("name") or tool.get("type") or ""), "description": json.dumps(tool)}
+    return {"name": getattr(tool, "name", ""), "description": getattr(tool, "description", "")}
 
 
 COUNTERS = {"approximate": "langchain_core's count_tokens_approximately (about 4 characters a token)"}

@@ -91,12 +91,13 @@ def create_paging_agent(
         >>> from langgraph.store.memory import InMemoryStore
         >>> from langmem_paging.testing import ScriptedChatModel
         >>> agent = create_paging_agent(ScriptedChatModel(responses=["Noted."] * 4), store=InMemoryStore(),
-        ...                             checkpointer=InMemorySaver(), max_tokens=300, boundary="fixed_2")
+        ...                             checkpointer=InMemorySaver(), max_tokens=170, boundary="fixed_2",
+        ...                             bookmark_share=0.3)
         >>> config = {"configurable": {"thread_id": "t1"}}
         >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
         ...     state = agent.invoke({"messages": [f"I will fly to {city} on Friday."]}, config)
-        >>> [m.content for m in state["messages"]]  # the recall tool's schema takes 240 of the 300
-        ['[p1:Lisbon,fly,Noted,Friday]', '[p2:Kyoto,fly,Noted,Friday]', '[p3:Quito,fly,Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']
+        >>> [m.content for m in state["messages"]]  # the recall tool's schema takes 116 of the 170
+        ['[p1:Lisbon fly Noted,Friday]', '[p2:Kyoto fly Noted,Friday]', '[p3:Quito fly Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']
         >>> agent.paging.page_store.get("t1", "p1").messages[0].content
         'I will fly to Lisbon on Friday.'
     """

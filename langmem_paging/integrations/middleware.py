@@ -96,7 +96,7 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
     Before each model call, when what the model would receive (system prompt, tool schemas,
     messages) exceeds `max_tokens`, old messages are cut into pages, the policy evicts pages
     into the page store, and each evicted page is replaced at its place by a bookmark
-    ``[pN:kw1,kw2,...]``; old bookmarks fold into cluster bookmarks. The middleware registers
+    ``[pN:kw1 kw2 ...]``; old bookmarks fold into cluster bookmarks. The middleware registers
     a `recall` tool (named by ``tool_name``) and keeps its state in the graph (the ``paging``
     key), so forks and time travel just work.
 
@@ -130,14 +130,14 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
         >>> from langgraph.store.memory import InMemoryStore
         >>> from langmem_paging.testing import ScriptedChatModel
         >>> store = InMemoryStore()
-        >>> paging = PagingMiddleware(max_tokens=300, boundary="fixed_2", store=store)
+        >>> paging = PagingMiddleware(max_tokens=170, boundary="fixed_2", bookmark_share=0.3, store=store)
         >>> model = ScriptedChatModel(responses=["Noted."] * 8)
         >>> agent = create_agent(model, middleware=[paging], checkpointer=InMemorySaver(), store=store)
         >>> config = {"configurable": {"thread_id": "t1"}}
         >>> for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
         ...     state = agent.invoke({"messages": [f"I will fly to {city} on Friday."]}, config)
-        >>> [m.content for m in state["messages"]]  # 300 tokens: the recall tool's schema takes 240
-        ['[p1:Lisbon,fly,Noted,Friday]', '[p2:Kyoto,fly,Noted,Friday]', '[p3:Quito,fly,Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']
+        >>> [m.content for m in state["messages"]]  # 170 tokens: the recall tool's schema takes 116
+        ['[p1:Lisbon fly Noted,Friday]', '[p2:Kyoto fly Noted,Friday]', '[p3:Quito fly Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']
         >>> [m.content for m in paging.page_store.get("t1", "p1").messages]
         ['I will fly to Lisbon on Friday.', 'Noted.']
     """

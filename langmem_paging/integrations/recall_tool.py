@@ -15,6 +15,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command
+from pydantic.json_schema import SkipJsonSchema
 
 from langmem_paging.core.messages import METADATA_KEY
 from langmem_paging.core.state import STATE_KEY, PagingState, recall_delta
@@ -27,16 +28,17 @@ from langmem_paging.recall.service import RecallAnswer, Served
 __all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
 
 RECALL_DESCRIPTION = (
-    "Bring back the exact text of earlier, paged-out parts of this conversation. "
-    "A bookmark [p3:Caroline,adoption] stands for page p3 (keywords after the colon); "
-    "[c2:...|p1-p9] for a cluster of pages. page_ids=['p3'] returns pages whole (a long one "
-    "in parts: part=2, ...); page_ids=['c2'] lists a cluster's pages so you can pick. "
-    "query='words' finds excerpts in everything paged out: use it when no bookmark clearly fits."
+    "Bring back exact paged-out text of this chat. page_ids: bookmark ids, [p3:...] for page p3 "
+    "(returned whole), [c2:...|p1-p9] for cluster c2 (lists its pages). query: words to find "
+    "excerpts in all paged-out text, when no bookmark fits."
 )
-"""A search's passage groups are headed by the page id alone (recall spec version 3): this text,
-sent once per call, tells an excerpt from a whole page (``=== p3 · 12 messages ===``, which
-``page_ids`` brings), so no group pays for it; reworded to its former 114 tokens, since every
-call carries it."""
+"""Sent with every call, so every token counts: the whole schema is 116 tokens as OpenAI bills it
+(`TokenCounter.count_tools`, cl100k_base; 240 as a JSON dump counted it before). What the model
+needs and nothing its results tell it: an id's letter says what comes back (a page whole, a
+cluster's page list) and a search returns excerpts headed by the page id alone (recall spec
+version 3), so an excerpt is told from a whole page; a long page's result names the
+``part=`` call that reads on, and a ``None`` argument is accepted but not advertised (the
+schema's types leave ``null`` out)."""
 
 SCHEMA_HELP = MISSING_STATE
 """The error for a graph state without the ``paging`` key (one text: `graph_step.MISSING_STATE`)."""
@@ -153,9 +155,9 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
     """
 
     def recall(
-        page_ids: list[str] | str | None = None,
-        query: str | None = None,
-        part: int | None = None,
+        page_ids: list[str] | str | SkipJsonSchema[None] = None,
+        query: str | SkipJsonSchema[None] = None,
+        part: int | SkipJsonSchema[None] = None,
         *,
         runtime: ToolRuntime,
     ) -> Command[Any] | str:
@@ -177,9 +179,9 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         return _command(answer, runtime, name)
 
     async def arecall(
-        page_ids: list[str] | str | None = None,
-        query: str | None = None,
-        part: int | None = None,
+        page_ids: list[str] | str | SkipJsonSchema[None] = None,
+        query: str | SkipJsonSchema[None] = None,
+        part: int | SkipJsonSchema[None] = None,
         *,
         runtime: ToolRuntime,
     ) -> Command[Any] | str:

@@ -75,7 +75,7 @@ def reconstruct_history(
         >>> result = page_messages(history, max_tokens=2, boundary="fixed_2", token_counter=len,
         ...                        bookmark_share=1.0)
         >>> [m.content for m in result.view]
-        ['[p1:Booked,Lisbon]', 'Kyoto?']
+        ['[p1:Booked Lisbon user]', 'Kyoto?']
         >>> pages = {p.id: p for p in result.pages}
         >>> rebuilt = reconstruct_history(result.view, pages, state=result.state)
         >>> [m.content for m in rebuilt] == [m.content for m in history]

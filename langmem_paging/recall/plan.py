@@ -1,7 +1,7 @@
 """What the model asked `recall` for, normalized: it never raises for what the model sends.
 
 Example:
-    >>> plan = plan_recall(["[p3:Farid,greyhound]", 7, "c2", "p3", "banana"], "  Farid's dog ")
+    >>> plan = plan_recall(["[p3:Farid greyhound]", 7, "c2", "p3", "banana"], "  Farid's dog ")
     >>> plan.page_ids, plan.cluster_ids, plan.malformed, plan.query
     (['p3', 'p7'], ['c2'], ["'banana'"], "Farid's dog")
 """

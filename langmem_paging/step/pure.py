@@ -75,7 +75,7 @@ def page_messages(
         >>> result = page_messages(history, max_tokens=8, low_water_tokens=6,
         ...                        boundary="fixed_2", token_counter=len, bookmark_share=1.0)
         >>> [m.content for m in result.view]
-        ['[p1:city0,Booked,Trip]', '[p2:city1,Booked,Trip]', '[p3:city2,Booked,Trip]', '[p4:city3,Booked,Trip]', '[p5:city4,Booked,Trip]', 'Trip 5 to city5?', 'Booked city5.']
+        ['[p1:city0 Booked Trip]', '[p2:city1 Booked Trip]', '[p3:city2 Booked Trip]', '[p4:city3 Booked Trip]', '[p5:city4 Booked Trip]', 'Trip 5 to city5?', 'Booked city5.']
         >>> [p.id for p in result.pages], result.tokens
         (['p1', 'p2', 'p3', 'p4', 'p5'], 7)
 

@@ -8,7 +8,7 @@ goes through the real `recall` tool, with a `ToolRuntime` holding the thread's s
 tool schemas (the recall tool's included), as the middleware counts them.
 
 Example:
-    >>> thread = PagingThread(max_tokens=480, boundary="fixed_2")
+    >>> thread = PagingThread(max_tokens=356, boundary="fixed_2")
     >>> cities = ["Lisbon", "Kyoto", "Quito", "Oslo", "Rome", "Lima", "Accra", "Hanoi", "Tromso", "Cusco",
     ...           "Perth", "Dakar", "Riga", "Porto", "Seoul", "Cairo", "Delhi", "Bern", "Nice", "Baku"]
     >>> for city in cities:
@@ -24,7 +24,7 @@ Example:
     assistant: Noted.
     === p3 ===
     user: I will fly to Quito on Friday.
-    >>> thread.step().over_budget, thread.tokens <= 480
+    >>> thread.step().over_budget, thread.tokens <= 356
     (False, True)
     >>> [m.content for m in thread.history()][:2]
     ['I will fly to Lisbon on Friday.', 'Noted.']

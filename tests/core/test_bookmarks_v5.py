@@ -1,8 +1,7 @@
 """Bookmarks v5 (issue 24, "bookmarks worth choosing"): one test per rule, each failing without it.
 
-- the default bookmark is the documented ``[pN:kw1,kw2,...]``, the date last;
-- the ``compact`` bookmarker: words space-separated, the date after a comma (twice the words of a
-  comma list in the same tokens);
+- the default bookmark is ``compact``: words space-separated, the date after a comma (twice the
+  words of a comma list in the same tokens); ``keywords`` is the comma form ``[pN:kw1,kw2,...]``;
 - a page's term frequency counts linearly (what the page keeps coming back to leads);
 - interjections are never keywords; a weekday's abbreviation is a date (at most one date);
 - forgetting a message drops only its words from a bookmark's run of words.
@@ -10,6 +9,7 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from langmem_paging import KeywordBookmarker, PageDraft, TokenCounter, page_messages, parse_bookmark
@@ -53,8 +53,9 @@ def _date_page() -> list:
     return [*history, HumanMessage("and now?", id="q1"), AIMessage("now this.", id="q2")]
 
 
-def test_the_default_bookmark_is_comma_separated_words_then_the_date():
-    """Through the pure paging function: ``[p1:w1,w2,...,25 May]``, one word per keyword, the date last."""
+def _view_bookmark(bookmarker: str | None) -> str:
+    """The bookmark of `_date_page`'s first page, through the pure paging function."""
+    options = {} if bookmarker is None else {"bookmarker": bookmarker}
     result = page_messages(
         _date_page(),
         max_tokens=4,
@@ -62,31 +63,34 @@ def test_the_default_bookmark_is_comma_separated_words_then_the_date():
         boundary="fixed_8",
         token_counter=len,
         bookmark_share=1.0,
+        **options,
     )
-    bookmark = str(result.view[0].content)
-    page_id, groups = parse_bookmark(bookmark)
-    assert page_id == "p1" and groups[-1] == "25 May", bookmark
-    assert len(groups) >= 5 and all(len(g.split()) == 1 for g in groups[:-1]), bookmark
-    assert 8 <= COUNTER.count_text(bookmark) <= 24
+    return str(result.view[0].content)
 
 
-def test_a_page_bookmark_shows_its_words_space_separated_and_the_date_after_a_comma():
-    """The ``compact`` bookmarker, through the pure paging function: the view's bookmark holds 12+
-    words in at most 23 tokens (comma-separated, 23 tokens hold about 9)."""
-    result = page_messages(
-        _date_page(),
-        max_tokens=4,
-        low_water_tokens=3,
-        boundary="fixed_8",
-        token_counter=len,
-        bookmark_share=1.0,
-        bookmarker="compact",
-    )
-    bookmark = str(result.view[0].content)
+@pytest.mark.parametrize(
+    ("bookmarker", "compact"),
+    [(None, True), ("compact", True), ("keywords", False), ("discriminative", False)],
+)
+def test_each_bookmarker_shows_its_form_and_the_default_is_compact(bookmarker, compact):
+    """The default (``bookmarker=None``) and ``compact``: the words space-separated, the date after
+    a comma, 12+ words in at most 23 tokens (``[p1:w1 w2 ...,25 May]``); ``keywords`` and
+    ``discriminative``: the comma form, one word per keyword (``[p1:w1,w2,...,25 May]``), at most
+    24 tokens. Swapping the default for another strategy fails the first case."""
+    bookmark = _view_bookmark(bookmarker)
     page_id, groups = parse_bookmark(bookmark)
-    assert page_id == "p1" and groups[-1] == "25 May", bookmark  # the date alone, after a comma
-    assert len(groups) == 2 and len(groups[0].split()) >= 12, bookmark
-    assert 8 <= COUNTER.count_text(bookmark) <= 23
+    assert page_id == "p1" and groups[-1] == "25 May", bookmark  # the date last, after a comma
+    if compact:
+        assert len(groups) == 2 and len(groups[0].split()) >= 12, bookmark
+        assert 8 <= COUNTER.count_text(bookmark) <= 23
+    else:
+        assert len(groups) >= 5 and all(len(g.split()) == 1 for g in groups[:-1]), bookmark
+        assert 8 <= COUNTER.count_text(bookmark) <= 24
+
+
+def test_the_default_bookmark_is_the_compact_one_byte_for_byte():
+    assert _view_bookmark(None) == _view_bookmark("compact")
+    assert _view_bookmark(None) != _view_bookmark("keywords")
 
 
 def test_render_bookmark_puts_the_words_first_and_the_date_last():

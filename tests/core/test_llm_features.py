@@ -78,7 +78,7 @@ def test_llm_bookmarks_async_and_through_an_agent():
     )
     store = InMemoryStore()
     paging = PagingMiddleware(
-        max_tokens=420, boundary="fixed_2", store=store, bookmarker=LLMBookmarker(bookmark_model)
+        max_tokens=296, boundary="fixed_2", store=store, bookmarker=LLMBookmarker(bookmark_model)
     )
     agent = create_agent(
         ScriptedChatModel(responses=["Noted."] * 12),
@@ -143,7 +143,7 @@ def test_a_background_digester_keeps_llm_calls_off_the_turn():
     digester = LLMDigester(model)  # background: digests written after pages form
     store = InMemoryStore()
     paging = PagingMiddleware(
-        max_tokens=900, boundary="fixed_2", store=store, tiers=TierScoring(digester=digester)
+        max_tokens=776, boundary="fixed_2", store=store, tiers=TierScoring(digester=digester)
     )
     agent = create_agent(
         ScriptedChatModel(responses=["Noted."] * 60),
@@ -221,7 +221,7 @@ class Events(BaseCallbackHandler):
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_each_paging_step_reports_paging_metadata_on_the_run(mode):
     store = InMemoryStore()
-    paging = PagingMiddleware(max_tokens=420, boundary="fixed_2", store=store)
+    paging = PagingMiddleware(max_tokens=296, boundary="fixed_2", store=store)
     agent = create_agent(
         ScriptedChatModel(responses=["Noted."] * 12),
         middleware=[paging],

@@ -58,7 +58,7 @@ _PROBE = textwrap.dedent(
 
     def build_agent():
         store = InMemoryStore()
-        paging = PagingMiddleware(max_tokens=400, boundary="fixed_2", policy="lru", store=store)
+        paging = PagingMiddleware(max_tokens=276, boundary="fixed_2", policy="lru", store=store)
         model = ScriptedChatModel(responses=[f"Noted, item {i} about Ljubljana{i} and its beekeepers." for i in range(8)])
         return create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=store)
 

@@ -29,7 +29,7 @@ from langmem_paging.core.state import PagingState
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
 from langmem_paging.storage.page_store import thread_namespace
-from langmem_paging.strategies.bookmarks import BookmarkContext, KeywordBookmarker, PageDraft
+from langmem_paging.strategies.bookmarks import BookmarkContext, PageDraft, as_bookmarker
 from langmem_paging.testing import ScriptedChatModel
 
 THREAD = "sketch"
@@ -46,7 +46,7 @@ FACTS = [
 CARD = "My card is 4929 1234 5678 9012, under the name Quixotrix. Keep it."
 
 
-def _agent(store, *, checkpointer=None, responses=None, max_tokens=600):
+def _agent(store, *, checkpointer=None, responses=None, max_tokens=476):
     paging = PagingMiddleware(max_tokens=max_tokens, boundary="fixed_2", store=store)
     model = ScriptedChatModel(responses=responses or ["Noted."] * 60)
     agent = create_agent(
@@ -77,7 +77,7 @@ def _replayed_bookmarks(pages):
         context = BookmarkContext(count_text=TokenCounter().count_text, doc_freq=dict(table), n_docs=n_docs)
         drafts = [PageDraft(p.id, p.messages) for p in batch]
         out.update(
-            {p.id: b.text for p, b in zip(batch, KeywordBookmarker().bookmark(drafts, context), strict=True)}
+            {p.id: b.text for p, b in zip(batch, as_bookmarker(None).bookmark(drafts, context), strict=True)}
         )
     return out
 
@@ -100,13 +100,13 @@ def test_a_checkpoint_through_create_agent_holds_no_sketch_and_the_store_holds_i
 
 def test_bookmarks_are_those_the_checkpointed_sketch_gave():
     store = InMemoryStore()
-    agent, paging = _agent(store, max_tokens=450)
+    agent, paging = _agent(store, max_tokens=326)
     _run(agent, FACTS)
     pages = paging.page_store.list_pages(THREAD)
     assert len({p.created_turn for p in pages}) >= 3, "pages formed at several steps"
     assert {p.id: p.bookmark for p in pages} == _replayed_bookmarks(pages)
     # and the sketch matters: with an empty one, the pages' bookmarks would differ
-    blind = KeywordBookmarker().bookmark(
+    blind = as_bookmarker(None).bookmark(
         [PageDraft(p.id, p.messages) for p in pages], BookmarkContext(count_text=TokenCounter().count_text)
     )
     assert [b.text for b in blind] != [p.bookmark for p in pages]

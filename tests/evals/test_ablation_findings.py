@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage
 from evals.policy_spec import FrequentBookmarker, paging_options, parse_spec
 from evals.report import _verdict, study_findings
 from langmem_paging import KeywordBookmarker, PageDraft, TokenCounter
-from langmem_paging.strategies.bookmarks import BookmarkContext, DiscriminativeBookmarker
+from langmem_paging.strategies.bookmarks import BookmarkContext, DiscriminativeBookmarker, as_bookmarker
 
 
 def test_a_spec_names_its_bookmark_strategy():
@@ -36,10 +36,21 @@ def test_the_frequent_heuristic_ignores_how_common_a_word_is_in_the_thread():
     context = BookmarkContext(
         count_text=TokenCounter().count_text, doc_freq={"greyhound": 9, "bread": 1}, n_docs=10
     )
-    specific = KeywordBookmarker().bookmark([page], context)[0].keywords
+    specific = as_bookmarker(None).bookmark([page], context)[0].keywords
     frequent = FrequentBookmarker().bookmark([page], context)[0].keywords
     assert specific.index("bread") < specific.index("greyhound")
     assert frequent.index("greyhound") < frequent.index("bread")
+
+
+def test_the_frequent_heuristic_shows_its_words_as_the_default_does():
+    """It differs from the default bookmarker in specificity alone: same form (the compact one)."""
+    page = PageDraft(
+        "p2", [HumanMessage("The greyhound chased the greyhound; then bread and cake.", id="m1")]
+    )
+    context = BookmarkContext(count_text=TokenCounter().count_text)
+    default, frequent = as_bookmarker(None), FrequentBookmarker()
+    assert isinstance(default, KeywordBookmarker) and frequent.separator == default.separator
+    assert "," not in frequent.bookmark([page], context)[0].text
 
 
 def test_a_verdict_needs_the_whole_interval_on_the_studys_side():

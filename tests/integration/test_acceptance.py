@@ -191,7 +191,7 @@ def test_time_travel_with_update_state_keeps_the_budget():
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_six_parallel_recalls_all_count_and_serve_each_page_once(mode):
     store = InMemoryStore()
-    paging, model, agent = _facts_agent(store, 50, max_tokens=1500)
+    paging, model, agent = _facts_agent(store, 50, max_tokens=1376)
     config = {"configurable": {"thread_id": f"par-{mode}"}}
     for fact in FACTS[:40]:
         agent.invoke({"messages": [fact]}, config)

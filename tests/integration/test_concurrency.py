@@ -219,7 +219,7 @@ async def _head_after(agent, human_id: str) -> dict:
 @pytest.mark.parametrize("mode", ["async", "sync"])
 async def test_two_runs_at_once_on_one_thread_lose_no_page_and_reuse_no_id(mode):
     store, saver = InMemoryStore(), InMemorySaver()
-    agent, paging, model = build_agent(store, saver)
+    agent, paging, model = build_agent(store, saver, max_tokens=676)  # 800 less the recall schema's 124
     for n in range(12):  # the next turn forms and evicts the first pages
         await agent.ainvoke({"messages": [turn_message(n)]}, _config("t"))
     fork = (await agent.aget_state(_config("t"))).config

@@ -163,7 +163,7 @@ def test_a_tool_named_recall_added_by_another_middleware_at_run_time_is_refused_
 
 
 def test_approximate_counter_pages_by_langchains_count():
-    paging = PagingMiddleware(max_tokens=700, token_counter="approximate", boundary="fixed_2")
+    paging = PagingMiddleware(max_tokens=576, token_counter="approximate", boundary="fixed_2")
     assert paging.config.token_counter is count_tokens_approximately
     model = ScriptedChatModel(responses=["Noted."] * 20)
     agent = create_agent(model, middleware=[paging], store=InMemoryStore(), checkpointer=InMemorySaver())
@@ -173,7 +173,7 @@ def test_approximate_counter_pages_by_langchains_count():
     # p1 shows as its bookmark or inside a cluster bookmark's span (bookmarks that show more words
     # fold sooner under a character-based count)
     assert any("[p1:" in str(m.content) or "p1-p" in str(m.content) for m in model.prompts[-1])
-    assert max(count_tokens_approximately(p) for p in model.prompts) <= 700 - overhead
+    assert max(count_tokens_approximately(p) for p in model.prompts) <= 576 - overhead
 
 
 class CountingModel(ScriptedChatModel):

@@ -47,7 +47,7 @@ def test_a_forgotten_message_is_gone_from_pages_search_and_recall_and_the_rest_s
     ):
         store, saver = SqliteStore(conn), SqliteSaver(saver_conn)
         store.setup()
-        paging = PagingMiddleware(max_tokens=600, boundary="fixed_2", store=store)
+        paging = PagingMiddleware(max_tokens=476, boundary="fixed_2", store=store)
         model = ScriptedChatModel(responses=["Noted."] * 15 + [_search("card number"), "None."])
         agent = create_agent(model, middleware=[paging], store=store, checkpointer=saver)
         _turns(agent, config, [HumanMessage(f"My card number is {CARD}, keep it.", id="card"), *FACTS])

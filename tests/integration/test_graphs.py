@@ -111,7 +111,7 @@ def test_agent_recalls_exact_text_of_an_evicted_page(base_store, mode, paging_mo
 
 
 def test_recall_result_ages_out_as_a_reference_not_a_new_copy(base_store):
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", policy="fifo", store=base_store)
+    paging = PagingMiddleware(max_tokens=476, boundary="fixed_4", policy="fifo", store=base_store)
     more = [f"Later note {i}: the ferry to Bled{i} leaves at {i} o'clock on weekdays." for i in range(30)]
     script = ["Noted."] * 14 + [recall_call(["p1"]), "Found it."] + ["Noted."] * 30
     model = ScriptedChatModel(responses=script)
@@ -160,7 +160,7 @@ def test_threads_are_isolated_through_the_agent(base_store):
     ],
 )
 def test_bad_recall_arguments_come_back_to_the_model(args, expected):
-    paging = PagingMiddleware(max_tokens=560, boundary="fixed_2")
+    paging = PagingMiddleware(max_tokens=436, boundary="fixed_2")
     call = AIMessage("", tool_calls=[{"name": "recall", "args": args, "id": "c1"}])
     model = ScriptedChatModel(responses=["ok"] * 12 + [call, "done"])
     agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver())
@@ -171,7 +171,7 @@ def test_bad_recall_arguments_come_back_to_the_model(args, expected):
     state = agent.invoke({"messages": ["recall please"]}, config)
     tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert expected in tool_message.content
-    message_budget = 560 - COUNTER.count_tools(paging.tools)
+    message_budget = 436 - COUNTER.count_tools(paging.tools)
     assert COUNTER.count_text(tool_message.content) <= message_budget - 16  # within the room left
     assert state["messages"][-1].content == "done"
 

@@ -38,7 +38,7 @@ def _texts(page_store: PageStore, thread_id: str) -> str:
 
 
 def test_one_middleware_in_two_agents_keeps_each_threads_pages_in_its_own_graphs_store():
-    paging = PagingMiddleware(max_tokens=320, boundary="fixed_2")  # no store: each graph's own
+    paging = PagingMiddleware(max_tokens=196, boundary="fixed_2")  # no store: each graph's own
     store_a, store_b = InMemoryStore(), InMemoryStore()
     agent_a = create_agent(
         ScriptedChatModel(responses=["Noted."] * 20),
@@ -61,7 +61,7 @@ def test_one_middleware_in_two_agents_keeps_each_threads_pages_in_its_own_graphs
 
 def test_one_middleware_in_two_agents_searches_each_agents_own_pages():
     """The same thread id in two stores is two threads: a search in B never finds A's text."""
-    paging = PagingMiddleware(max_tokens=320, boundary="fixed_2")
+    paging = PagingMiddleware(max_tokens=196, boundary="fixed_2")
     store_a, store_b = InMemoryStore(), InMemoryStore()
     search = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": "vault code"}, "id": "s1"}])
     model_b = ScriptedChatModel(responses=["Noted."] * 8 + [search, "Done."])
@@ -181,7 +181,7 @@ def test_a_page_store_without_a_graph_store_reads_through_the_graph_store_named(
 
 def test_the_recall_tool_reads_the_store_of_its_own_call():
     """A recall by id in agent B reads B's store even though agent A ran first."""
-    paging = PagingMiddleware(max_tokens=320, boundary="fixed_2")
+    paging = PagingMiddleware(max_tokens=196, boundary="fixed_2")
     store_a, store_b = InMemoryStore(), InMemoryStore()
     call = AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": ["p1"]}, "id": "r1"}])
     agent_a = create_agent(

@@ -28,7 +28,7 @@ def test_removing_the_first_messages_keeps_the_pages_and_the_bookmarks(removed):
     store = InMemoryStore()
     agent = create_agent(
         model,
-        middleware=[PagingMiddleware(max_tokens=500, mode="view", boundary="fixed_2")],
+        middleware=[PagingMiddleware(max_tokens=376, mode="view", boundary="fixed_2")],
         store=store,
         checkpointer=InMemorySaver(),
     )

@@ -32,7 +32,8 @@ SCRIPT = textwrap.dedent("""
     assert importlib.util.find_spec("graphs") is None, "the repo's graphs/ is importable"
     print("module", langmem_paging.__file__)
     agent = create_paging_agent(ScriptedChatModel(responses=["Noted."] * 4), store=InMemoryStore(),
-                                checkpointer=InMemorySaver(), max_tokens=300, boundary="fixed_2")
+                                checkpointer=InMemorySaver(), max_tokens=170, boundary="fixed_2",
+                                bookmark_share=0.3)
     config = {"configurable": {"thread_id": "t1"}}
     for city in ["Lisbon", "Kyoto", "Quito", "Oslo"]:
         state = agent.invoke({"messages": [f"I will fly to {city} on Friday."]}, config)
@@ -73,7 +74,7 @@ def test_wheel_installed_outside_the_repo_runs_create_paging_agent(tmp_path):
     module = Path(out.split("module ", 1)[1].splitlines()[0])
     assert module.is_relative_to(venv) and not module.is_relative_to(REPO_ROOT), module
     assert (
-        "contents ['[p1:Lisbon,fly,Noted,Friday]', '[p2:Kyoto,fly,Noted,Friday]', "
-        "'[p3:Quito,fly,Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']"
+        "contents ['[p1:Lisbon fly Noted,Friday]', '[p2:Kyoto fly Noted,Friday]', "
+        "'[p3:Quito fly Noted,Friday]', 'I will fly to Oslo on Friday.', 'Noted.']"
     ) in out
     assert "page p1 ['I will fly to Lisbon on Friday.', 'Noted.']" in out

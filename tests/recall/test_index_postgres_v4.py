@@ -259,7 +259,7 @@ def test_search_loads_pages_stored_before_the_postgres_index_held_the_thread(pos
     saver = InMemorySaver()
     config = {"configurable": {"thread_id": "t"}}
     paging = PagingMiddleware(
-        max_tokens=600, boundary="fixed_4", store=postgres_store, index=InMemoryBM25Index()
+        max_tokens=476, boundary="fixed_4", store=postgres_store, index=InMemoryBM25Index()
     )
     agent = create_agent(
         ScriptedChatModel(responses=["Noted."] * 12),
@@ -271,7 +271,7 @@ def test_search_loads_pages_stored_before_the_postgres_index_held_the_thread(pos
         agent.invoke({"messages": [fact]}, config)
     assert repair_index.indexed_through("t") is None and not repair_index.has("t")
     model = ScriptedChatModel(responses=[_recall_search("beehives Lake Bled3"), "Three."])
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=postgres_store, index=repair_index)
+    paging = PagingMiddleware(max_tokens=476, boundary="fixed_4", store=postgres_store, index=repair_index)
     agent = create_agent(model, middleware=[paging], store=postgres_store, checkpointer=saver)
     state = agent.invoke({"messages": ["How many beehives near Lake Bled3?"]}, config)
     assert FACTS[3] in next(m for m in state["messages"] if isinstance(m, ToolMessage)).content
@@ -301,7 +301,7 @@ def test_a_failed_postgres_index_write_is_repaired_and_found_by_a_fresh_process(
 
     monkeypatch.setattr(PostgresSearchIndex, "add", flaky_add)
     paging = PagingMiddleware(
-        max_tokens=320,
+        max_tokens=196,
         boundary="fixed_2",
         store=postgres_store,
         index=repair_index,

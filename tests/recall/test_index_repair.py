@@ -169,7 +169,7 @@ def test_search_of_pages_stored_before_the_sqlite_index_knew_the_thread_does_not
     """Issue 21 item 4: `SqliteSearchIndex.load` held the store's lock while reading the store."""
     store = sqlite_store(str(tmp_path / "pages.db"))
     before = ScriptedChatModel(responses=["Noted."] * 12)
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store, index=InMemoryBM25Index())
+    paging = PagingMiddleware(max_tokens=476, boundary="fixed_4", store=store, index=InMemoryBM25Index())
     agent = create_agent(
         before, tools=[], middleware=[paging], checkpointer=(saver := InMemorySaver()), store=store
     )
@@ -177,7 +177,7 @@ def test_search_of_pages_stored_before_the_sqlite_index_knew_the_thread_does_not
         agent, "old", FACTS[:12]
     )  # pages stored by an agent on another index (or `import`, an old version)
     model = ScriptedChatModel(responses=[_recall_call("beehives Lake Bled3"), "Three."])
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store)  # the file's own FTS5 index
+    paging = PagingMiddleware(max_tokens=476, boundary="fixed_4", store=store)  # the file's own FTS5 index
     index = paging.pager.index_for(paging.page_store)
     assert isinstance(index, SqliteSearchIndex) and not index.has("old")
     agent = create_agent(model, tools=[], middleware=[paging], checkpointer=saver, store=store)
@@ -194,7 +194,7 @@ def test_search_of_pages_stored_before_the_index_knew_the_thread_on_async_sqlite
         async with AsyncSqliteStore.from_conn_string(str(tmp_path / "pages.db")) as store:
             await store.setup()
             paging = PagingMiddleware(
-                max_tokens=600, boundary="fixed_4", store=store, index=InMemoryBM25Index()
+                max_tokens=476, boundary="fixed_4", store=store, index=InMemoryBM25Index()
             )
             saver = InMemorySaver()
             agent = create_agent(
@@ -208,7 +208,7 @@ def test_search_of_pages_stored_before_the_index_knew_the_thread_on_async_sqlite
             for fact in FACTS[:12]:
                 await agent.ainvoke({"messages": [fact]}, config)
             index = SqliteSearchIndex(str(tmp_path / "pages.db"))  # knows no thread yet
-            paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store, index=index)
+            paging = PagingMiddleware(max_tokens=476, boundary="fixed_4", store=store, index=index)
             model = ScriptedChatModel(responses=[_recall_call("beehives Lake Bled3"), "Three."])
             agent = create_agent(model, tools=[], middleware=[paging], checkpointer=saver, store=store)
             state = await asyncio.wait_for(
@@ -253,7 +253,7 @@ def test_pages_whose_index_write_failed_are_found_by_search_later(tmp_path, fail
     FlakyIndex.adds, FlakyIndex.fail_adds = 0, {2} if failed == "a middle step" else set()
     index = FlakyIndex(conn=store.conn, lock=store.lock)
     paging = PagingMiddleware(
-        max_tokens=320, boundary="fixed_2", store=store, index=index, on_store_error="continue"
+        max_tokens=196, boundary="fixed_2", store=store, index=index, on_store_error="continue"
     )
     agent = create_agent(
         ScriptedChatModel(responses=["Noted."] * 40),
@@ -316,7 +316,7 @@ def test_forgotten_text_is_gone_from_the_sqlite_files_bytes(tmp_path, journal):
     store = sqlite_store(path)
     store.conn.execute(f"PRAGMA journal_mode={journal}")
     store.conn.execute("PRAGMA secure_delete = OFF")  # SQLite's default (Debian builds turn it on)
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store)
+    paging = PagingMiddleware(max_tokens=476, boundary="fixed_4", store=store)
     agent = create_agent(
         ScriptedChatModel(responses=["Noted."] * 30),
         tools=[],

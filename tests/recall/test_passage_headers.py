@@ -49,7 +49,7 @@ def _recall_in_an_agent(
     )
     model = ScriptedChatModel(responses=["Noted."] * len(facts) + [call, "Done."])
     store = InMemoryStore()
-    paging = PagingMiddleware(max_tokens=1200, boundary="fixed_4", policy="fifo", store=store)
+    paging = PagingMiddleware(max_tokens=1076, boundary="fixed_4", policy="fifo", store=store)
     agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=store)
     config = {"configurable": {"thread_id": THREAD}}
     for fact in facts:

@@ -256,7 +256,7 @@ def test_agent_recalls_by_query_through_the_postgres_index(search_database, pg_i
     with PostgresStore.from_conn_string(search_database) as store:
         store.setup()
         paging = PagingMiddleware(
-            max_tokens=600, boundary="fixed_4", store=store, index=pg_index
+            max_tokens=476, boundary="fixed_4", store=store, index=pg_index
         )  # room for a passage
         agent = create_agent(model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=store)
         config = {"configurable": {"thread_id": f"agent-{mode}"}}
@@ -287,7 +287,7 @@ async def test_async_agent_pages_and_searches_with_a_postgres_index_on_an_async_
     model = ScriptedChatModel(responses=["Noted."] * 12 + [call, "Five."])
     async with await psycopg.AsyncConnection.connect(search_database, autocommit=True) as conn:
         index = PostgresSearchIndex(conn)
-        paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", index=index)
+        paging = PagingMiddleware(max_tokens=476, boundary="fixed_4", index=index)
         agent = create_agent(
             model, tools=[], middleware=[paging], checkpointer=InMemorySaver(), store=InMemoryStore()
         )

@@ -121,7 +121,7 @@ def test_abatch_over_a_sync_only_store_is_one_counted_call():
 
 def test_each_call_is_noted_as_a_paging_step_or_a_recall():
     store = FaultInjectingStore(InMemoryStore())
-    thread = PagingThread(max_tokens=500, boundary="fixed_2", store=store)
+    thread = PagingThread(max_tokens=376, boundary="fixed_2", store=store)
     for i in range(12):
         thread.turn(f"Note {i}: Zarko{i} keeps {i} beehives near Lake Bled.", "Noted.")
     assert store.phases and set(store.phases) == {"step"}

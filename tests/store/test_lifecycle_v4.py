@@ -64,7 +64,7 @@ def backend(request, tmp_path):
 
 
 def _agent(store, index, responses, checkpointer=None):
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_2", store=store, index=index)
+    paging = PagingMiddleware(max_tokens=476, boundary="fixed_2", store=store, index=index)
     model = ScriptedChatModel(responses=responses)
     agent = create_agent(
         model, middleware=[paging], store=store, checkpointer=checkpointer or InMemorySaver()
