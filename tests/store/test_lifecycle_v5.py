@@ -73,7 +73,7 @@ def backend(request, tmp_path):
 
 
 def _agent(store, index=None, responses=("Noted.",) * 40):
-    return scripted_agent(600, store=store, index=index, responses=list(responses))
+    return scripted_agent(476, store=store, index=index, responses=list(responses))
 
 
 def _converse(agent, *, quote: bool = False) -> None:
