@@ -104,7 +104,7 @@ class _Options(BaseModel):
     """Budget for everything the model receives: messages, bookmarks, recalled text, and (with
     `PagingMiddleware`) the system prompt and tool schemas. An int, ``("tokens", 4000)``, or
     ``("fraction", 0.5)`` of the model's context window (read from the chat model's profile)."""
-    low_water_tokens: int | Fraction | None = None
+    low_water_tokens: Budget | None = None
     """When over budget, page down to this (default 75% of the message budget), so paging
     happens in steps rather than every turn: an int, ``("tokens", 3000)``, or ``("fraction", 0.6)``
     of the message budget."""
