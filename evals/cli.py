@@ -235,12 +235,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="the study's ablation: six ablate runs (grids, streaming policies, bookmark strategies) at "
         "every budget, their summaries and the findings table into --data-dir",
     )
-    p.add_argument("--out", required=True, help="runs' directory, one folder per run (re-running resumes)")
+    p.add_argument(
+        "--out",
+        default="results/ablation",
+        help="runs' directory, one folder per run (re-running resumes; default results/ablation, untracked)",
+    )
     p.add_argument(
         "--data-dir",
-        required=True,
-        help="where each run's summary.json/summary.md and findings.json/findings.md go "
-        "(the notebook's: notebooks/data/ablation)",
+        default="results/ablation-data",
+        help="where each run's summary.json/summary.md and findings.json/findings.md go (default "
+        "results/ablation-data, untracked; the notebook reads notebooks/data/ablation, tracked: name it "
+        "to update the notebook's data)",
     )
     _add_budgets(p)
     p.add_argument(
@@ -291,6 +296,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from evals.datasets.locomo import DataNotFound
+
+    try:
+        return _run(parser, args)
+    except DataNotFound as error:
+        print(f"evals {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(parser, args) -> int:
     if args.command == "needles":
         return _needles(parser, args)
     if args.command == "ablation-suite":
@@ -387,12 +402,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _ablation_suite(parser, args) -> int:
     from evals.ablation_suite import SuiteIncomplete, run_suite, summary_line
+    from evals.datasets.locomo import data_path
     from evals.report import findings_by_budget
     from evals.runner import _git
 
     lacking = [b for b in NEEDED_BOUNDARIES if b not in args.boundaries]
     if lacking:
         parser.error(f"--boundaries must include {', '.join(lacking)}: the findings compare them")
+    data_path(args.data)  # before any run: half of them read LoCoMo
     passthrough = [
         f"--{name.replace('_', '-')}={value}"
         for name in ("limit", "data", "synthetic_conversations", "synthetic_turns", "synthetic_facts")

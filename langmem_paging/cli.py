@@ -416,7 +416,10 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _read_records(source: str) -> list[dict[str, Any]]:
-    text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise _Fail(f"cannot read {source}: {error} (pass a JSON lines file from export)") from None
     records = []
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():

@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
@@ -71,7 +70,7 @@ class PagingOptions(TypedDict, total=False):
     ``**options`` of `page_messages`, `PagingMiddleware` and `PagingNode`. Defaults and
     documentation live on `PagingConfig` (``PagingConfig.fields()``); a test keeps the two in step."""
 
-    low_water_tokens: int | None
+    low_water_tokens: Budget | None
     boundary: str | BoundaryStrategy
     policy: str | EvictionPolicy
     mode: Literal["replace", "view"]
@@ -105,9 +104,10 @@ class _Options(BaseModel):
     """Budget for everything the model receives: messages, bookmarks, recalled text, and (with
     `PagingMiddleware`) the system prompt and tool schemas. An int, ``("tokens", 4000)``, or
     ``("fraction", 0.5)`` of the model's context window (read from the chat model's profile)."""
-    low_water_tokens: int | None = Field(default=None, gt=0)
+    low_water_tokens: Budget | None = None
     """When over budget, page down to this (default 75% of the message budget), so paging
-    happens in steps rather than every turn."""
+    happens in steps rather than every turn: an int, ``("tokens", 3000)``, or ``("fraction", 0.6)``
+    of the message budget."""
     boundary: Any = "fixed_20"
     """How pages are cut: `fixed_N`, `tokens_N`, `exchange`, `session`, `topic_shift`, or a
     `BoundaryStrategy`."""
@@ -172,23 +172,18 @@ class _Options(BaseModel):
     @field_validator("max_tokens", mode="before")
     @classmethod
     def _budget(cls, value: Any) -> Any:
-        # before pydantic's coercion: True would become a 1-token budget, "4000" an int
-        if isinstance(value, bool) or not isinstance(value, (int, tuple, list)):
-            raise ValueError(
-                f"must be an int number of tokens (e.g. 4000), ('tokens', n) or ('fraction', x); "
-                f"got {value!r} ({type(value).__name__})"
-            )
-        if isinstance(value, (tuple, list)):
-            if len(value) == 2 and value[0] == "tokens" and float(value[1]).is_integer() and value[1] > 0:
-                return int(value[1])
-            if len(value) != 2 or value[0] != "fraction" or not 0 < float(value[1]) <= 1:
-                raise ValueError(
-                    "use an int, ('tokens', n) with n > 0, or ('fraction', x) with 0 < x <= 1 of "
-                    "the model's context window"
-                )
-            return ("fraction", float(value[1]))
-        if isinstance(value, bool) or value <= 0:
-            raise ValueError("must be a positive number of tokens")
+        return _budget(value, "the model's context window")
+
+    @field_validator("low_water_tokens", mode="before")
+    @classmethod
+    def _low_water(cls, value: Any) -> Any:
+        return None if value is None else _budget(value, "the message budget")
+
+    @field_validator("calibrate", mode="before")
+    @classmethod
+    def _calibrate(cls, value: Any) -> Any:
+        if not isinstance(value, bool):  # pydantic would read "yes", "no", 1 and 0 as booleans
+            raise ValueError(f"must be True or False; got {value!r} ({type(value).__name__})")
         return value
 
     @field_validator("boundary")
@@ -261,7 +256,7 @@ class _Options(BaseModel):
     def _consistent(self) -> _Options:
         if (
             isinstance(self.max_tokens, int)
-            and self.low_water_tokens is not None
+            and isinstance(self.low_water_tokens, int)
             and self.low_water_tokens > self.max_tokens
         ):
             raise _OptionError(
@@ -272,6 +267,29 @@ class _Options(BaseModel):
         return self
 
 
+def _budget(value: Any, whole: str) -> int | Fraction:
+    """A token budget as LangChain's middleware take one (`Budget`), normalised: an int, or
+    ``("fraction", x)`` of `whole`. Checked before pydantic's coercion: True would become a
+    1-token budget, "4000" an int."""
+    if isinstance(value, bool) or not isinstance(value, (int, tuple, list)):
+        raise ValueError(
+            f"must be an int number of tokens (e.g. 4000), ('tokens', n) or ('fraction', x); "
+            f"got {value!r} ({type(value).__name__})"
+        )
+    if isinstance(value, (tuple, list)):
+        number = value[1] if len(value) == 2 and isinstance(value[1], (int, float)) else None
+        if value[0] == "tokens" and number is not None and float(number).is_integer() and number > 0:
+            return int(number)
+        if value[0] != "fraction" or number is None or not 0 < number <= 1:
+            raise ValueError(
+                f"use an int, ('tokens', n) with n > 0, or ('fraction', x) with 0 < x <= 1 of {whole}"
+            )
+        return ("fraction", float(number))
+    if value <= 0:
+        raise ValueError("must be a positive number of tokens")
+    return value
+
+
 class _OptionError(ValueError):
     """A check across options that names the option at fault (pydantic's error has no field)."""
 
@@ -280,6 +298,9 @@ class _OptionError(ValueError):
         self.option = option
 
 
+_SUMMARIZATION_OPTIONS = ("trigger", "keep")
+"""`SummarizationMiddleware`'s names for `max_tokens` and `low_water_tokens` (docs/choosing.md)."""
+
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -287,9 +308,10 @@ def check_embedder(value: Any) -> None:
     """A `search_embedder` names an embedder without building it (a model or a client would load).
 
     Raises:
-        ValueError: For an unknown name, naming the known ones; for ``"minilm"`` without its extra.
+        ValueError: For an unknown name, naming the known ones; for a named embedder whose extra is
+            not installed (``"default"``: ``embeddings``; ``"minilm"``; ``"openai:..."``), naming it.
     """
-    from langmem_paging.strategies.embeddings import EMBEDDERS, Embedder
+    from langmem_paging.strategies.embeddings import EMBEDDERS, Embedder, missing_packages
 
     if value is None or isinstance(value, (Embedder, Embeddings)):
         return
@@ -299,8 +321,8 @@ def check_embedder(value: Any) -> None:
         )
     family, _, model = value.partition(":")
     if family == "openai" or (value in EMBEDDERS and not model):
-        if family == "minilm" and importlib.util.find_spec("sentence_transformers") is None:
-            raise ValueError("'minilm' needs sentence-transformers: pip install 'langmem-paging[minilm]'")
+        if missing := missing_packages(family):
+            raise ValueError(f"{value!r} {missing}")
         return
     available = ", ".join(repr(name) for name in EMBEDDERS)
     raise ValueError(
@@ -370,7 +392,7 @@ class PagingConfig:
         """The options given explicitly (the rest are defaults)."""
         # what `__getattr__` answers, as checked and normalised by `_Options` (one field per option)
         max_tokens: int | Fraction
-        low_water_tokens: int | None
+        low_water_tokens: int | Fraction | None
         boundary: str | BoundaryStrategy
         policy: str | EvictionPolicy
         mode: Literal["replace", "view"]
@@ -403,6 +425,14 @@ class PagingConfig:
 
     def _build(self, options: dict[str, Any]) -> None:
         unknown = sorted(set(options) - set(_Options.model_fields))
+        if migrating := [name for name in unknown if name in _SUMMARIZATION_OPTIONS]:
+            raise TypeError(
+                f"{' and '.join(f'`{name}`' for name in migrating)} {'are' if len(migrating) > 1 else 'is'} "
+                "SummarizationMiddleware's; paging takes "
+                "`max_tokens` (when to act) and `low_water_tokens` (how much stays), e.g. trigger=('tokens', "
+                "4000), keep=('tokens', 3000) -> max_tokens=4000, low_water_tokens=3000. The migration "
+                "table: docs/choosing.md#migrating-from-summarizationmiddlewaretrigger-keep."
+            )
         if unknown:
             available = ", ".join(f"`{name}`" for name in _Options.model_fields)
             raise TypeError(
@@ -456,10 +486,11 @@ class PagingConfig:
 
     # -- resolved values ---------------------------------------------------------------------
     def low_water_for(self, budget: int) -> int:
-        """`low_water_tokens` (capped at the budget), or 75% of the message budget."""
-        if self.low_water_tokens is not None:
-            return max(1, min(self.low_water_tokens, budget))
-        return max(1, int(budget * 0.75))
+        """`low_water_tokens` (capped at the budget; a fraction of it), or 75% of the message budget."""
+        low = self.low_water_tokens
+        if isinstance(low, int):
+            return max(1, min(low, budget))
+        return max(1, int(budget * (0.75 if low is None else low[1])))
 
     @property
     def effective_low_water(self) -> int:

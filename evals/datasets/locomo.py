@@ -18,13 +18,22 @@ from evals.datasets.records import Conversation, Question, Turn
 DEFAULT_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 
 
+class DataNotFound(FileNotFoundError):
+    """The LoCoMo file is not where the arguments, ``$LOCOMO_PATH`` or the default say."""
+
+
 def data_path(path: str | os.PathLike | None = None) -> Path:
-    """Resolve the dataset path: argument, then ``$LOCOMO_PATH``, then the shared dev file."""
+    """Resolve the dataset path: argument, then ``$LOCOMO_PATH``, then the shared dev file.
+
+    Raises:
+        DataNotFound: Naming the path tried and `LOCOMO_PATH`.
+    """
     resolved = Path(path or os.environ.get("LOCOMO_PATH") or DEFAULT_PATH)
-    if not resolved.exists():
-        raise FileNotFoundError(
-            f"LoCoMo data not found at {resolved}. Pass --data PATH or set LOCOMO_PATH "
-            "to the official locomo10.json (or the dev subset)."
+    if not resolved.is_file():
+        source = "--data" if path else "$LOCOMO_PATH" if os.environ.get("LOCOMO_PATH") else "the default"
+        raise DataNotFound(
+            f"LoCoMo data not found at {resolved} ({source}): set LOCOMO_PATH=/path/to/locomo10.json "
+            "(the official file, or the dev subset) or pass --data PATH."
         )
     return resolved
 

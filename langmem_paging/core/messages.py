@@ -41,7 +41,7 @@ __all__ = [
     "message_session",
     "message_timestamp",
     "recall_copy_pages",
-    "require_ids",
+    "require_messages",
     "speaker",
     "split_units",
     "tool_call_ids",
@@ -143,13 +143,19 @@ def displaced_id(key: str, ident: str) -> str:
     return f"{key}~{ident}"
 
 
-def require_ids(messages: Sequence[BaseMessage]) -> None:
-    """Raise if a message has no id: pages and bookmarks are addressed by message id."""
+def require_messages(messages: object) -> None:
+    """Raise unless `messages` is a list of LangChain messages (what `page_messages` pages).
+
+    Raises:
+        TypeError: Naming the type given and the conversion to use.
+    """
+    fix = "convert with `langchain_core.messages.convert_to_messages(...)`"
+    if isinstance(messages, (str, bytes, BaseMessage)) or not isinstance(messages, Sequence):
+        raise TypeError(f"`messages` must be a list of BaseMessage, got {type(messages).__name__}; {fix}.")
     for i, message in enumerate(messages):
-        if not message.id:
-            raise ValueError(
-                f"messages[{i}] has no `id`. Paging addresses messages by id; run them through "
-                "`langgraph.graph.message.add_messages` (MessagesState does) or set ids yourself."
+        if not isinstance(message, BaseMessage):
+            raise TypeError(
+                f"`messages[{i}]` must be a BaseMessage, got {type(message).__name__} ({message!r:.60}); {fix}."
             )
 
 

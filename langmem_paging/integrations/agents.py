@@ -36,7 +36,7 @@ class AgentPagingOptions(TypedDict, total=False):
     ttl: float | None
     index: SearchIndex | None
     on_store_error: OnStoreError
-    low_water_tokens: int | None
+    low_water_tokens: Budget | None
     boundary: str | BoundaryStrategy
     policy: str | EvictionPolicy
     mode: Literal["replace", "view"]

@@ -35,20 +35,21 @@ class GraphStep:
     """Paging for one configuration as a graph runs it: the middleware's and the node's shared parts.
 
     Args:
-        config: A `PagingConfig`, or None to build one from `options` (and `max_tokens`).
+        config: A `PagingConfig`; or the budget (``4000``, ``("fraction", 0.5)``: `max_tokens`, the one
+            required option, may come first); or None to build one from `options` and `max_tokens`.
         max_tokens: The budget, when given beside `options`.
         store, ttl, index, on_store_error: As in `PagingMiddleware`.
         options: `PagingConfig` options.
         default_mode: The mode when `options` names none (the node's follows its keys).
 
     Raises:
-        TypeError: When both `config` and options are given.
+        TypeError: When both `config` and options are given, or `max_tokens` twice.
         ValueError: For a bad option, naming it.
     """
 
     def __init__(
         self,
-        config: PagingConfig | None = None,
+        config: PagingConfig | Budget | None = None,
         *,
         max_tokens: Budget | None = None,
         store: BaseStore | None = None,
@@ -59,6 +60,15 @@ class GraphStep:
         default_mode: Mode | None = None,
     ) -> None:
         given: dict[str, Any] = dict(options or {})
+        if config is not None and not isinstance(config, PagingConfig):  # PagingMiddleware(4000)
+            if max_tokens is not None:
+                raise TypeError(
+                    f"`max_tokens` given twice: first as {config!r}, then as max_tokens={max_tokens!r}."
+                )
+            config, max_tokens = (
+                None,
+                config,
+            )  # PagingConfig checks it: an int, ('tokens', n), ('fraction', x)
         if max_tokens is not None:
             given["max_tokens"] = max_tokens
         if config is not None and given:

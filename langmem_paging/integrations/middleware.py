@@ -107,7 +107,8 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
     A refused prompt within the budget warns that ``max_tokens`` is above the model's window.
 
     Args:
-        config: A `PagingConfig`; or pass its options as keywords (``max_tokens=...``).
+        config: A `PagingConfig`; or the budget, `max_tokens` (``PagingMiddleware(4000, policy="lfu")``),
+            with the other options as keywords (or ``max_tokens=...`` too).
         store: Where pages go; default the graph's store of each call (``create_agent(store=...)``),
             so one middleware serves any number of agents, each with its own store.
         ttl: Minutes after which the store may expire a thread's pages (stores with TTL support).
@@ -146,7 +147,7 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
 
     def __init__(
         self,
-        config: PagingConfig | None = None,
+        config: PagingConfig | Budget | None = None,
         *,
         max_tokens: Budget | None = None,
         store: BaseStore | None = None,

@@ -52,7 +52,8 @@ class PagingNode(ThreadLifecycle, Runnable[dict[str, Any], dict[str, Any]]):
     does not see the system prompt or tool schemas: leave room for them in `max_tokens`.
 
     Args:
-        config: A `PagingConfig`; or pass its options as keywords (``max_tokens=...``).
+        config: A `PagingConfig`; or the budget, `max_tokens` (``PagingNode(4000, policy="lfu")``),
+            with the other options as keywords (or ``max_tokens=...`` too).
         store: Where pages go; default the graph's store.
         input_messages_key: State key holding the messages.
         output_messages_key: State key to write (see above).
@@ -86,7 +87,7 @@ class PagingNode(ThreadLifecycle, Runnable[dict[str, Any], dict[str, Any]]):
 
     def __init__(
         self,
-        config: PagingConfig | None = None,
+        config: PagingConfig | Budget | None = None,
         *,
         max_tokens: Budget | None = None,
         store: BaseStore | None = None,

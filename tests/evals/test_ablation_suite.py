@@ -162,3 +162,32 @@ def test_the_grid_must_keep_the_boundaries_the_findings_compare(suite, capsys):
     with pytest.raises(SystemExit):
         evals_main(narrowed)
     assert "--boundaries must include topic_shift" in capsys.readouterr().err
+
+
+def test_the_suite_writes_under_untracked_results_by_default():
+    """The README's command overwrote the notebook's tracked data; by default it writes under results/
+    (git-ignored) and touches notebooks/data/ablation only when --data-dir names it."""
+    from pathlib import Path
+
+    from evals.cli import build_parser
+
+    args = build_parser().parse_args(["ablation-suite"])
+    root = Path(__file__).resolve().parents[2]
+    assert (args.out, args.data_dir) == ("results/ablation", "results/ablation-data")
+    for path in (args.out, args.data_dir):
+        ignored = _git("check-ignore", "-q", "--no-index", str(root / path))
+        assert ignored is not None, f"{path} is not git-ignored"
+
+
+@pytest.mark.parametrize("command", ["locomo", "ablation-suite"])
+def test_a_missing_locomo_file_is_one_line_naming_locomo_path(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LOCOMO_PATH", str(tmp_path / "nowhere.json"))
+    tiny = ["--budgets", "300", "--synthetic-conversations", "1", "--synthetic-turns", "40", "--no-progress"]
+    suite = ["--data-dir", str(tmp_path / "data"), "--boundaries", "fixed_20,topic_shift"]
+    argv = [command, "--out", str(tmp_path / "runs"), *tiny, *(suite if command == "ablation-suite" else [])]
+    assert evals_main(argv) == 2
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"evals {command}: LoCoMo data not found at {tmp_path / 'nowhere.json'}")
+    assert "set LOCOMO_PATH=" in err
+    assert not (tmp_path / "runs").exists()  # the suite checks before any run

@@ -91,6 +91,36 @@ def test_readme_offline_agent_prints_the_bookmarks_it_shows():
     )
 
 
+@pytest.mark.parametrize("fake", ["GenericFakeChatModel", "FakeListChatModel"])
+def test_readme_says_langchain_fakes_cannot_bind_paging_tool_and_scripted_model_can(fake):
+    """What the README says after the offline snippet holds: langchain_core's fakes fail once paging
+    adds its tool, and `ScriptedChatModel` with the same replies runs the agent."""
+    from langchain.agents import create_agent
+    from langchain_core.language_models import fake_chat_models
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from langmem_paging import PagingMiddleware
+
+    readme = " ".join(README.read_text().split())
+    assert f"`{fake}`" in readme and "raise `NotImplementedError` from `bind_tools`" in readme
+    models = {
+        "GenericFakeChatModel": lambda: fake_chat_models.GenericFakeChatModel(messages=iter(["Noted."])),
+        "FakeListChatModel": lambda: fake_chat_models.FakeListChatModel(responses=["Noted."]),
+    }
+    config = {"configurable": {"thread_id": "t1"}}
+
+    def turn(model):
+        agent = create_agent(
+            model, middleware=[PagingMiddleware(300)], checkpointer=InMemorySaver(), store=InMemoryStore()
+        )
+        return agent.invoke({"messages": ["I will fly to Lisbon on Friday."]}, config)
+
+    with pytest.raises(NotImplementedError):
+        turn(models[fake]())
+    assert turn(ScriptedChatModel(responses=["Noted."]))["messages"][-1].content == "Noted."
+
+
 def test_readme_state_graph_pages_and_routes_recall_to_a_tool_node():
     namespace, printed = _run(snippet_after(STATE_GRAPH), "StateGraph")
     assert re.fullmatch(r"\[[pc]\d+:.*\]", printed.strip())  # a bookmark where the first turns were

@@ -135,6 +135,45 @@ def test_unreachable_stores_are_clear_errors(built, capsys, tmp_path, monkeypatc
     assert code == 2 and 'pip install "langmem-paging[postgres]"' in err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["threads"],
+        ["inspect", "t"],
+        ["verify", "t"],
+        ["show", "t", "p1"],
+        ["export", "t"],
+        ["delete", "t", "--yes"],
+        ["forget", "t", "m1", "--yes"],
+        ["where", "t", "--text", "x"],
+        ["report", "t", "--out", "r.html"],
+    ],
+)
+def test_a_file_that_is_not_a_sqlite_database_is_one_line_and_exit_2(command, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("not a database, just notes\n" * 20)
+    code, out, err = run(capsys, *command, "--store", "sqlite:///notes.txt")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"langmem-paging {command[0]}: {str(tmp_path / 'notes.txt')!r}" in err
+    assert "is not a SQLite database" in err
+
+
+def test_import_of_a_missing_or_unreadable_file_is_one_line_and_exit_2(built, capsys, tmp_path):
+    target = ["--store", f"sqlite:///{tmp_path / 'target.sqlite'}"]
+    code, out, err = run(capsys, "import", tmp_path / "missing.jsonl", *target)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"langmem-paging import: cannot read {tmp_path / 'missing.jsonl'}: ")
+    (tmp_path / "bad.sqlite").write_bytes(b"\x00\xff not a database" * 50)
+    code, out, err = run(capsys, "import", tmp_path / "bad.sqlite", *target)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "cannot read" in err
+    (tmp_path / "records.jsonl").write_text('{"namespace": ["langmem_paging", "t", "pages"]}\n')
+    code, out, err = run(
+        capsys, "import", tmp_path / "records.jsonl", "--store", "sqlite:///" + str(tmp_path / "bad.sqlite")
+    )
+    assert code == 2 and out == "" and "is not a SQLite database" in err and err.count("\n") == 1
+
+
 # -- threads, --version, --help, unknown threads ----------------------------------------------------
 
 
