@@ -268,6 +268,37 @@ def library_ids(state: PagingState) -> set[str]:
     return {s.anchor for s in state.shown.values()} | {c.anchor for c in state.clusters.values()}
 
 
+TOOK_ID = "it took a stand-in's id this step"
+"""Why a step names a message that took a bookmark's or cluster bookmark's id: it is kept the step it
+arrives (the app just sent it), the one protection a prompt alone does not show."""
+
+
+def stand_in_takers(result, taken: set[str] | None = None) -> set[str]:
+    """Ids of the units an over-budget step names as protected because a message of theirs took a
+    stand-in's id; with `taken` (the stand-ins' ids in the state before the step), only the units
+    the oracle confirms hold one of them."""
+    return {
+        i
+        for p in result.protected
+        if p.why == TOOK_ID and (taken is None or set(p.ids) & taken)
+        for i in p.ids
+    }
+
+
+def over_budget_account(result, budget: int) -> str | None:
+    """What is wrong with an over-budget step's account of itself, or None. While what nothing may
+    evict fits, the prompt fits (`tests/core/test_overshoot.py`); past it, the step names what it
+    kept, unit by unit, as its warning does, and those units are in its view."""
+    if result.protected_tokens <= budget:
+        return f"protected {result.protected_tokens} <= budget {budget}, yet {result.tokens} tokens"
+    named = sum(p.tokens for p in result.protected)
+    if not result.protected or named > result.protected_tokens:
+        return f"named {len(result.protected)} units, {named} tokens, of {result.protected_tokens} protected"
+    keys = {m.id for m in result.view}
+    lost = [p.ids[0] for p in result.protected if not set(p.ids) & keys]
+    return f"named units not in the view: {lost[:3]}" if lost else None
+
+
 def over_budget_unexplained(
     tokens: int, generous: int, max_tokens: int, low_water: int | None, overhead: int = 0
 ) -> bool:

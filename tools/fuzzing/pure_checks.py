@@ -19,10 +19,12 @@ from .oracles import (
     library_ids,
     library_tokens,
     order_label,
+    over_budget_account,
     over_budget_unexplained,
     recall_structure_problems,
     same_messages,
     shows_page,
+    stand_in_takers,
     stuck_label,
 )
 from .vocabulary import COUNTER
@@ -69,10 +71,14 @@ class PureChecks:
             return
         self.report.notes["pure over_budget steps"] += 1
         self.check("over budget explained")
+        before = PagingState.from_value(self.value)
+        account = over_budget_account(result, budget)
+        if account is not None:
+            self.fail("over budget, the step's account of what it kept is wrong", account)
         generous = generous_protected(
             result.view,
             count,
-            set(PagingState.from_value(self.value).recalled),
+            set(before.recalled) | stand_in_takers(result, library_ids(before)),
             library_ids(result.state),
         )
         if over_budget_unexplained(tokens, generous, budget, p.low_water):
