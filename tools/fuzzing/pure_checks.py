@@ -121,7 +121,7 @@ class PureChecks:
         in_view = {(m.id, m.type, repr(m.content)) for m in result.view}
         for user in self.pending_user:
             if user.id in self.edits_in_place:
-                self.report.notes["view: a reused id edits a message in place (no stand-in had it)"] += 1
+                self.report.notes["a reused id edits an old message in place (no stand-in had it)"] += 1
                 continue
             self.check("new user message shown")
             if (user.id, user.type, repr(user.content)) not in in_view:
