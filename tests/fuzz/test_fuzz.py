@@ -110,19 +110,27 @@ def test_over_budget_account_fails_either_way():
     less than it kept or names what its view lacks."""
     from types import SimpleNamespace
 
+    from langmem_paging import PagingState
+    from langmem_paging.core.state import ResidentPage
     from langmem_paging.step.result import Protected
     from tools.fuzzing.oracles import over_budget_account
 
-    view = [HumanMessage("q", id="q")]
-    fits = SimpleNamespace(protected_tokens=458, tokens=587, protected=[], view=view)
-    assert "protected 458 <= budget 500" in over_budget_account(fits, 500)
-    unnamed = SimpleNamespace(protected_tokens=600, tokens=620, protected=[], view=view)
-    assert over_budget_account(unnamed, 500).startswith("named 0 units")
+    view, state, count = [HumanMessage("q", id="q")], PagingState(), COUNTER.count_message
+    fits = SimpleNamespace(protected_tokens=458, tokens=587, protected=[], view=view, state=state)
+    assert "protected 458 <= budget 500" in over_budget_account(fits, 500, count)
+    unnamed = SimpleNamespace(protected_tokens=600, tokens=620, protected=[], view=view, state=state)
+    assert over_budget_account(unnamed, 500, count).startswith("named 0 units")
     gone = SimpleNamespace(
-        protected_tokens=600, tokens=620, protected=[Protected(("x",), "pinned", 590)], view=view
+        protected_tokens=600, tokens=620, protected=[Protected(("x",), "pinned", 590)], view=view, state=state
     )
-    assert over_budget_account(gone, 500) == "named units not in the view: ['x']"
+    assert over_budget_account(gone, 500, count) == "named units not in the view: ['x']"
     sound = SimpleNamespace(
-        protected_tokens=600, tokens=620, protected=[Protected(("q",), "pinned", 590)], view=view
+        protected_tokens=600, tokens=620, protected=[Protected(("q",), "pinned", 590)], view=view, state=state
     )
-    assert over_budget_account(sound, 500) is None
+    assert over_budget_account(sound, 500, count) is None
+    # pure seed 12014: a 19-token page no bigger than its bookmark frees nothing when evicted
+    stuck = PagingState(pages={"p1": ResidentPage(ids=["h1", "a2"], order=0, tokens=19, turn=1, last=1)})
+    stuck.pages["p1"].bookmark = "[p1:zebra,library,marathon,falcon,meadow,orchard,adoption]"
+    kept = SimpleNamespace(protected_tokens=48, tokens=67, protected=[], view=view, state=stuck)
+    assert over_budget_account(kept, 60, count) is None
+    assert over_budget_account(SimpleNamespace(**{**vars(kept), "tokens": 90}), 60, count) is not None

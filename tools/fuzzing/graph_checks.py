@@ -81,7 +81,7 @@ class GraphChecks:
                 f"{tokens} > {p.max_tokens} (messages {COUNTER(prompt)}, overhead {self.overhead})",
             )
         self.report.notes["graph over_budget prompts"] += 1
-        account = over_budget_account(result, result.state.budget)
+        account = over_budget_account(result, result.state.budget, COUNTER.count_message)
         if account is not None:
             self.fail("over budget, the step's account of what it kept is wrong (graph)", account)
         # the library's messages are the ones the state shows: a user's message carrying a copied

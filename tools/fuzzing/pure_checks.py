@@ -72,7 +72,7 @@ class PureChecks:
         self.report.notes["pure over_budget steps"] += 1
         self.check("over budget explained")
         before = PagingState.from_value(self.value)
-        account = over_budget_account(result, budget)
+        account = over_budget_account(result, budget, count)
         if account is not None:
             self.fail("over budget, the step's account of what it kept is wrong", account)
         generous = generous_protected(
