@@ -256,8 +256,11 @@ def _protected_text(result: PagingResult, options: StepOptions, shown: int = 6) 
     bookmarks = result.protected_tokens - sum(p.tokens for p in units)
     if bookmarks > 0:
         named.append(f"bookmarks: {bookmarks} tokens")
-    passes = "more than the budget" if result.protected_tokens > options.budget else "within the budget"
-    return f"what nothing may evict takes {result.protected_tokens} tokens, {passes} ({'; '.join(named)})"
+    text = f"what nothing may evict takes {result.protected_tokens} tokens"
+    if result.protected_tokens > options.budget:
+        return f"{text}, more than the budget ({'; '.join(named)})"
+    rest = result.tokens - result.protected_tokens
+    return f"{text} ({'; '.join(named)}); the other {rest} are pages no bookmark would make smaller"
 
 
 def _trace_data(thread_id: str, result: PagingResult) -> dict[str, Any]:

@@ -1,13 +1,14 @@
 """PageStore: pages and the cluster forest of every thread, over any LangGraph `BaseStore`.
 
 Keys are namespaced per thread, built in one place (`thread_namespace`), so a thread
-can only ever read its own pages. Records are written once and never rewritten by
-another branch: a page or cluster number is handed out only if no record with
-different content holds it (`reserve`), and a per-thread high-water mark makes forks
-and time travel skip numbers other branches took. Every operation is written once, as a
-generator of store batches; the sync methods run it with `batch`, the async ones with
+can only ever read its own pages. Records are written once and never rewritten (but by
+`forget`): a page or cluster number is handed out only if no record with different content
+holds it (`reserve`; a record holding the same messages comes back with its number, to be
+taken as stored), `commit` writes no record twice, and a per-thread high-water mark makes
+forks and time travel skip numbers other branches took. Every operation is written once, as
+a generator of store batches; the sync methods run it with `batch`, the async ones with
 `abatch` (nothing else differs). Failed calls are retried, then raise `PageStoreError`;
-every write is idempotent, so a retried or repeated step writes the same records again.
+every write is idempotent, so a retried or repeated step leaves the same records.
 
 Namespaces under ``("langmem_paging", <thread>)``:
 
