@@ -23,6 +23,7 @@ from langmem_paging.core.messages import dump_messages, load_messages
 __all__ = [
     "ClusterNode",
     "Page",
+    "Reservation",
     "cluster_number",
     "escape_text",
     "messages_digest",
@@ -126,6 +127,24 @@ def messages_digest(messages: Sequence[BaseMessage]) -> str:
     for message in messages:
         h.update(f"{message.id}\x1f{message.type}\x1f{message.content!r}\x1e".encode())
     return h.hexdigest()
+
+
+class Reservation(list[int]):
+    """Numbers handed out for new records (a list of ints), with `held`: the stored record at each
+    number that already holds the same digest (a retried step, or another branch that made the
+    same page), by number. A record is never rewritten: whoever reserved a held number takes
+    the stored record as it is (`step.form`), and `PageStore.commit` writes no record twice.
+
+    Example:
+        >>> numbers = Reservation([3, 4], held={3: {"id": "p3"}})
+        >>> numbers == [3, 4], numbers.held[3]["id"]
+        (True, 'p3')
+    """
+
+    def __init__(self, numbers: Sequence[int] = (), held: dict[int, dict[str, Any]] | None = None) -> None:
+        super().__init__(numbers)
+        self.held: dict[int, dict[str, Any]] = held or {}
+        """Stored record values at numbers already holding the same digest."""
 
 
 @dataclass

@@ -221,9 +221,8 @@ class StepEngine:
             )
             warn(
                 f"langmem-paging: thread {thread_id!r} needs {result.tokens} tokens for its messages but their "
-                f"budget is {options.budget} ({beside}sent with every call): what nothing may evict (pinned "
-                f"messages, the newest user message, the latest tool group, bookmarks) takes "
-                f"{result.protected_tokens}. Raise `max_tokens`, shorten the protected messages"
+                f"budget is {options.budget} ({beside}sent with every call): {_protected_text(result, options)}. "
+                "Raise `max_tokens`, shorten the protected messages"
                 + (", trim the tools or the system prompt" if overhead > options.budget else "")
                 + ", or lower `bookmark_share`."
             )
@@ -281,6 +280,25 @@ def _is_library(filename: str) -> bool:
 
 
 _PACKAGE = str(Path(__file__).parents[1])  # the langmem_paging package
+
+
+def _protected_text(result: PagingResult, options: StepOptions, shown: int = 6) -> str:
+    """What nothing may evict, named: the largest protected units with why, then the bookmarks."""
+    units = sorted(result.protected, key=lambda p: -p.tokens)
+    named = [
+        f"{p.ids[0]}{f' (+{len(p.ids) - 1} results)' if len(p.ids) > 1 else ''}: {p.tokens} tokens, {p.why}"
+        for p in units[:shown]
+    ]
+    if len(units) > shown:
+        named.append(f"{len(units) - shown} more, {sum(p.tokens for p in units[shown:])} tokens")
+    bookmarks = result.protected_tokens - sum(p.tokens for p in units)
+    if bookmarks > 0:
+        named.append(f"bookmarks: {bookmarks} tokens")
+    text = f"what nothing may evict takes {result.protected_tokens} tokens"
+    if result.protected_tokens > options.budget:
+        return f"{text}, more than the budget ({'; '.join(named)})"
+    rest = result.tokens - result.protected_tokens
+    return f"{text} ({'; '.join(named)}); the other {rest} are pages no bookmark would make smaller"
 
 
 def _trace_data(thread_id: str, result: PagingResult) -> dict[str, Any]:

@@ -53,8 +53,8 @@ class StepContext:
     """Keys of the recall results the last recall added (kept resident, paged to the budget)."""
     units: list[Unit] = field(default_factory=list)
     """The view cut into units (a tool-call message with its results is one unit)."""
-    protected: set[int] = field(default_factory=set)
-    """Indexes into `units` of what nothing may evict."""
+    protected: dict[int, str] = field(default_factory=dict)
+    """Indexes into `units` of what nothing may evict, each with why (as `protect` found it)."""
     latest_group: int | None = None
     """Index into `units` of the turn's latest tool group (an AI message with its results), if any."""
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)

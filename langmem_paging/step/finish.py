@@ -7,7 +7,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langmem_paging.step.context import StepContext
-from langmem_paging.step.protect import protected_tokens
+from langmem_paging.step.protect import protected_tokens, protected_units
 from langmem_paging.step.result import PagingResult
 
 __all__ = ["finish"]
@@ -35,6 +35,8 @@ def finish(ctx: StepContext) -> PagingResult:
     result.tokens = ctx.total
     result.protected_tokens = protected_tokens(ctx)
     result.over_budget = ctx.total > ctx.options.budget
+    if result.over_budget:
+        result.protected = protected_units(ctx)
     if result.over_budget and not state.warned:
         state.warned = True
         result.first_over_budget = True

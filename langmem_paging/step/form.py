@@ -107,25 +107,40 @@ def cut_pages(ctx: StepContext, run: FreeRun) -> tuple[list[list[Unit]], list[Un
 
 
 def form_pages(ctx: StepContext, drafts: list[Draft]) -> Flow[list[Page]]:
-    """Give drafts page ids, bookmarks and features, and record them as resident pages."""
+    """Give drafts page ids, bookmarks and features, and record them as resident pages. A number
+    the store already holds with these very messages (a retried step, or another branch that made
+    the page) is that page: its record is taken as stored, never made again (a page never changes)."""
     stored: list[Sequence[BaseMessage]] = [[stored_form(m) for m in _current(ctx, d)] for d in drafts]
     digests = [messages_digest(msgs) for msgs in stored]
     numbers = yield from ask(Reserve("p", digests, ctx.state))
     page_drafts = [PageDraft(f"p{n}", msgs) for n, msgs in zip(numbers, stored, strict=True)]
     context = yield from _bookmark_context(ctx, page_drafts)
-    bookmarks = yield from ask(MakeBookmarks(ctx.options.bookmarker, page_drafts, context))
-    if len(bookmarks) != len(page_drafts):
-        raise ValueError(f"The bookmarker returned {len(bookmarks)} bookmarks for {len(page_drafts)} pages.")
-    features = yield from ask(ComputeFeatures(ctx.options.policy, stored))
+    new = [(k, d) for k, (n, d) in enumerate(zip(numbers, page_drafts, strict=True)) if n not in numbers.held]
+    made = yield from _make(ctx, [d for _, d in new], context)
+    held = {n: Page.from_dict(value) for n, value in numbers.held.items()}
+    fresh = dict(zip((k for k, _ in new), made, strict=True))
     pages = [
-        _record(ctx, draft, page_draft, digest, bookmark, feats)
-        for draft, page_draft, digest, bookmark, feats in zip(
-            drafts, page_drafts, digests, bookmarks, features, strict=True
+        _record(ctx, draft, held.get(n) or _page(ctx, draft, page_draft, digest, *fresh[k]))
+        for k, (draft, page_draft, digest, n) in enumerate(
+            zip(drafts, page_drafts, digests, numbers, strict=True)
         )
     ]
     ctx.result.pages.extend(pages)
     ctx.result.formed.extend(p.id for p in pages)
     return pages
+
+
+def _make(
+    ctx: StepContext, drafts: list[PageDraft], context: BookmarkContext
+) -> Flow[list[tuple[Bookmark, dict[str, Any]]]]:
+    """Bookmarks and policy features of new pages."""
+    if not drafts:
+        return []
+    bookmarks = yield from ask(MakeBookmarks(ctx.options.bookmarker, drafts, context))
+    if len(bookmarks) != len(drafts):
+        raise ValueError(f"The bookmarker returned {len(bookmarks)} bookmarks for {len(drafts)} pages.")
+    features = yield from ask(ComputeFeatures(ctx.options.policy, [d.messages for d in drafts]))
+    return list(zip(bookmarks, features, strict=True))
 
 
 def _current(ctx: StepContext, draft: Draft) -> list[BaseMessage]:
@@ -134,7 +149,7 @@ def _current(ctx: StepContext, draft: Draft) -> list[BaseMessage]:
     return [m for i in draft.indexes if (m := ctx.current(ctx.keys[i])) is not None]
 
 
-def _record(
+def _page(
     ctx: StepContext,
     draft: Draft,
     page_draft: PageDraft,
@@ -142,38 +157,42 @@ def _record(
     bookmark: Bookmark,
     features: dict[str, Any],
 ) -> Page:
-    """The page record, and its resident entry in the state."""
+    """A new page's record."""
     state = ctx.state
-    tokens = sum(ctx.tokens_now(i) for i in draft.indexes)
-    ids = [ctx.keys[i] for i in draft.indexes]
-    order = state.order.get(ids[0], state.next_order)
-    if draft.kind == "page":  # a tool result paged on arrival keeps its stub's ordinal
-        for key in ids:
-            state.order.pop(key, None)
-    page = Page(
+    return Page(
         id=page_draft.id,
         messages=list(page_draft.messages),
         bookmark=bookmark.text,
         keywords=list(bookmark.keywords),
-        token_count=tokens,
+        token_count=sum(ctx.tokens_now(i) for i in draft.indexes),
         boundary="tool_result" if draft.kind == "tool_result" else ctx.options.boundary.name,
         created_turn=state.turn,
-        order=order,
+        order=state.order.get(ctx.keys[next(iter(draft.indexes))], state.next_order),
         digest=digest,
         kind=draft.kind,
         features={**features, "terms": dict(bookmark.terms)},
         last_access=state.turn,
     )
+
+
+def _record(ctx: StepContext, draft: Draft, page: Page) -> Page:
+    """Record `page` as resident in the state (its entry is derived from the record)."""
+    state = ctx.state
+    ids = [ctx.keys[i] for i in draft.indexes]
+    if draft.kind == "page":  # a tool result paged on arrival keeps its stub's ordinal
+        for key in ids:
+            state.order.pop(key, None)
+    terms = page.features.get("terms")
     state.pages[page.id] = ResidentPage(
         ids=ids,
-        order=order,
-        tokens=tokens,
-        turn=state.turn,
+        order=page.order,
+        tokens=page.token_count,
+        turn=page.created_turn,
         last=state.turn,
-        bookmark=bookmark.text,
-        digest=digest,
-        terms=dict(bookmark.terms),
-        features=dict(features),
+        bookmark=page.bookmark,
+        digest=page.digest,
+        terms=dict(terms) if isinstance(terms, dict) else {},
+        features={k: v for k, v in page.features.items() if k != "terms"},
     )
     return page
 

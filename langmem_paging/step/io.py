@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.effects import Request, ask
-from langmem_paging.core.records import Page
+from langmem_paging.core.records import Page, Reservation
 from langmem_paging.core.state import PagingState, TermSketch, compact_terms
 from langmem_paging.strategies.bookmarks import Bookmark, BookmarkContext, Bookmarker, PageDraft
 from langmem_paging.strategies.policies import EvictionPolicy
@@ -64,9 +64,9 @@ class StepIO(Protocol):
     """The handlers of the paging step's requests, each sync and async (what `LocalIO` answers
     with no store, and `langmem_paging.storage.thread_io.PagingIO` extends)."""
 
-    def reserve(self, request: Reserve) -> list[int]: ...
+    def reserve(self, request: Reserve) -> Reservation: ...
 
-    async def areserve(self, request: Reserve) -> list[int]: ...
+    async def areserve(self, request: Reserve) -> Reservation: ...
 
     def load_pages(self, request: LoadPages) -> dict[str, Page]: ...
 
@@ -94,12 +94,13 @@ class StepIO(Protocol):
 
 
 @dataclass
-class Reserve(Request[list[int], StepIO]):
+class Reserve(Request[Reservation, StepIO]):
     """Allocate `len(digests)` page (``p``) or cluster (``c``) numbers on `state`'s branch.
 
     A number already taken in the store by a record with another digest (another branch's
-    page) is never handed out; a record with the same digest is the same page (a retry).
-    Answer: the numbers.
+    page) is never handed out; a record with the same digest is the same page (a retry, or a
+    branch that made it too): it comes back in the answer's `held`, to be taken as stored.
+    Answer: the numbers (a `Reservation`).
     """
 
     kind: Literal["p", "c"]
@@ -109,10 +110,10 @@ class Reserve(Request[list[int], StepIO]):
     state: PagingState
     """The branch the numbers are allocated on."""
 
-    def answer(self, io: StepIO) -> list[int]:
+    def answer(self, io: StepIO) -> Reservation:
         return io.reserve(self)
 
-    def aanswer(self, io: StepIO) -> Awaitable[list[int]]:
+    def aanswer(self, io: StepIO) -> Awaitable[Reservation]:
         return io.areserve(self)
 
 
@@ -287,10 +288,10 @@ class LocalIO(ComputeIO, StepIO):
     def __init__(self, pages: Mapping[str, Page] | None = None) -> None:
         self.pages = pages or {}
 
-    def reserve(self, request: Reserve) -> list[int]:
-        return request.state.allocate(request.kind, len(request.digests))
+    def reserve(self, request: Reserve) -> Reservation:
+        return Reservation(request.state.allocate(request.kind, len(request.digests)))
 
-    async def areserve(self, request: Reserve) -> list[int]:
+    async def areserve(self, request: Reserve) -> Reservation:
         return self.reserve(request)
 
     def load_pages(self, request: LoadPages) -> dict[str, Page]:

@@ -14,24 +14,32 @@ from __future__ import annotations
 
 from langmem_paging.core.messages import Unit, is_pinned, split_units
 from langmem_paging.step.context import StepContext
+from langmem_paging.step.result import Protected
 
-__all__ = ["protect", "protected_tokens", "unremovable"]
+__all__ = ["protect", "protected_tokens", "protected_units", "unremovable"]
 
 
 def protect(ctx: StepContext) -> None:
     """Cut the view into units and mark the protected ones; index the view's tool calls."""
     ctx.units = split_units(ctx.messages)
-    latest_group = ctx.latest_group = _latest_tool_group(ctx)
+    ctx.latest_group = _latest_tool_group(ctx)
     library = ctx.library_keys()
     ctx.protected = {
-        k
-        for k, unit in enumerate(ctx.units)
-        if _in_current_turn(ctx, k, unit, latest_group) or _kept(ctx, unit, library)
+        k: why for k, unit in enumerate(ctx.units) if (why := _why(ctx, k, unit, library)) is not None
     }
     for message in ctx.messages:
         for call in getattr(message, "tool_calls", None) or []:
             if call.get("id"):
                 ctx.calls[call["id"]] = call
+
+
+def _why(ctx: StepContext, k: int, unit: Unit, library: set[str]) -> str | None:
+    """Why nothing may evict unit `k` (None: it may be paged)."""
+    return (
+        _current_turn(ctx, k, unit, ctx.latest_group)
+        or _chosen_kept(ctx, unit, library)
+        or ("it has no id" if _without_id(unit) else None)
+    )
 
 
 def _latest_tool_group(ctx: StepContext) -> int | None:
@@ -47,34 +55,39 @@ def _latest_tool_group(ctx: StepContext) -> int | None:
     return None
 
 
-def _in_current_turn(ctx: StepContext, k: int, unit: Unit, latest_group: int | None) -> bool:
+def _current_turn(ctx: StepContext, k: int, unit: Unit, latest_group: int | None) -> str | None:
     """The newest user message, the latest tool group and what follows it (or, before the turn
     made a call, everything after the user message); with no user message, the last unit."""
     newest = ctx.newest_user
     if newest is None:
-        return k == len(ctx.units) - 1
+        return "the last message" if k == len(ctx.units) - 1 else None
     if unit.start <= newest < unit.end:
-        return True
+        return "the newest user message"
     if latest_group is not None:
-        return k >= latest_group
-    return unit.start > newest
+        return "the turn's latest tool group" if k >= latest_group else None
+    return "after the newest user message" if unit.start > newest else None
 
 
-def _kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
-    """Protected whatever the turn: unanswered, ours, pinned, just recalled, or without an id."""
-    return _chosen_kept(ctx, unit, library) or _without_id(unit)
-
-
-def _chosen_kept(ctx: StepContext, unit: Unit, library: set[str]) -> bool:
+def _chosen_kept(ctx: StepContext, unit: Unit, library: set[str]) -> str | None:
     """Kept by what it is: unanswered, ours, pinned, just recalled, or new where a stand-in was (a
     message that took a stand-in's id: the app just sent it, so the model sees it at least once)."""
     keys = ctx.keys[unit.start : unit.end]
-    return (
-        not unit.answered
-        or keys[0] in library
-        or any(is_pinned(m) for m in unit.messages)
-        or any(key in ctx.recalled_now or key in ctx.inserted for key in keys)
-    )
+    if not unit.answered:
+        return "a call not answered yet"
+    if keys[0] in library:
+        return _OURS
+    if any(is_pinned(m) for m in unit.messages):
+        return "pinned"
+    if any(key in ctx.recalled_now for key in keys):
+        return "the last recall's result"
+    if any(key in ctx.inserted for key in keys):
+        return "it took a stand-in's id this step"
+    return None
+
+
+_OURS = "a stand-in of the library's"
+"""Why a bookmark, digest or cluster bookmark is kept: counted as the step leaves the stand-ins, not
+as it was given them (a bookmark may fold into a cluster bookmark in the step)."""
 
 
 def _without_id(unit: Unit) -> bool:
@@ -86,22 +99,24 @@ def unremovable(ctx: StepContext, k: int, unit: Unit) -> bool:
     remove it): nothing else protects it."""
     return (
         _without_id(unit)
-        and not _in_current_turn(ctx, k, unit, ctx.latest_group)
+        and not _current_turn(ctx, k, unit, ctx.latest_group)
         and not _chosen_kept(ctx, unit, ctx.library_keys())
     )
+
+
+def protected_units(ctx: StepContext) -> list[Protected]:
+    """The protected units but the library's stand-ins (counted apart, as bookmarks), each with why
+    nothing may evict it and its tokens as the step was given it: what an over-budget step names."""
+    spans = [(ctx.units[k].start, ctx.units[k].end, why) for k, why in sorted(ctx.protected.items())]
+    return [Protected(tuple(ctx.keys[a:b]), why, sum(ctx.counts[a:b])) for a, b, why in spans if why != _OURS]
 
 
 def protected_tokens(ctx: StepContext) -> int:
     """Tokens no eviction can free: the protected units (measured on the input) and the
     bookmarks and clusters the step leaves (an estimate good enough to warn and size recalls)."""
-    library = ctx.library_keys()
-    total = sum(
-        ctx.counts[i]
-        for k in ctx.protected
-        for i in range(ctx.units[k].start, ctx.units[k].end)
-        if ctx.keys[ctx.units[k].start] not in library
-    )
     state = ctx.state
     return (
-        total + sum(s.tokens for s in state.shown.values()) + sum(c.tokens for c in state.clusters.values())
+        sum(p.tokens for p in protected_units(ctx))
+        + sum(s.tokens for s in state.shown.values())
+        + sum(c.tokens for c in state.clusters.values())
     )

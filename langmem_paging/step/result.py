@@ -11,7 +11,19 @@ from langmem_paging.core.messages import merge_messages
 from langmem_paging.core.records import ClusterNode, Page
 from langmem_paging.core.state import PagingState
 
-__all__ = ["PagingResult"]
+__all__ = ["PagingResult", "Protected"]
+
+
+@dataclass(frozen=True)
+class Protected:
+    """A unit of the view nothing may evict (a message, or a tool call with its results)."""
+
+    ids: tuple[str, ...]
+    """Its messages' ids (keys), in order."""
+    why: str
+    """Why: ``the newest user message``, ``pinned``, ``it took a stand-in's id this step``, ..."""
+    tokens: int
+    """Its tokens as the step was given it."""
 
 
 @dataclass
@@ -47,6 +59,9 @@ class PagingResult:
     """True when even after paging the view exceeds the budget (too much is protected)."""
     first_over_budget: bool = False
     """True the first time on this branch that `over_budget` happened (warn once)."""
+    protected: list[Protected] = field(default_factory=list)
+    """When `over_budget`: what nothing may evict, unit by unit with why (bookmarks apart), as the
+    warning names it. Empty otherwise."""
     evicted_ids: dict[str, list[str]] = field(default_factory=dict, repr=False)
     """Message ids of each page evicted by this step."""
 

@@ -1,13 +1,14 @@
 """PageStore: pages and the cluster forest of every thread, over any LangGraph `BaseStore`.
 
 Keys are namespaced per thread, built in one place (`thread_namespace`), so a thread
-can only ever read its own pages. Records are written once and never rewritten by
-another branch: a page or cluster number is handed out only if no record with
-different content holds it (`reserve`), and a per-thread high-water mark makes forks
-and time travel skip numbers other branches took. Every operation is written once, as a
-generator of store batches; the sync methods run it with `batch`, the async ones with
+can only ever read its own pages. Records are written once and never rewritten (but by
+`forget`): a page or cluster number is handed out only if no record with different content
+holds it (`reserve`; a record holding the same messages comes back with its number, to be
+taken as stored), `commit` writes no record twice, and a per-thread high-water mark makes
+forks and time travel skip numbers other branches took. Every operation is written once, as
+a generator of store batches; the sync methods run it with `batch`, the async ones with
 `abatch` (nothing else differs). Failed calls are retried, then raise `PageStoreError`;
-every write is idempotent, so a retried or repeated step writes the same records again.
+every write is idempotent, so a retried or repeated step leaves the same records.
 
 Namespaces under ``("langmem_paging", <thread>)``:
 
@@ -35,7 +36,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 from langmem_paging.core.effects import adrive, drive
 from langmem_paging.core.errors import LifecycleChanged, PageStoreError
 from langmem_paging.core.forest import walk_members, walk_root
-from langmem_paging.core.records import ClusterNode, Page, cluster_number, page_number
+from langmem_paging.core.records import ClusterNode, Page, Reservation, cluster_number, page_number
 from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import store_indexes
@@ -477,8 +478,10 @@ class PageStore:
 
     def reserve(
         self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
-    ) -> list[int]:
-        """Allocate numbers for new records on `state`'s branch (see the module docstring).
+    ) -> Reservation:
+        """Allocate numbers for new records on `state`'s branch (see the module docstring): a list
+        of numbers whose `held` holds the stored records at numbers already holding the same
+        digest (the caller takes them as they are: a record is never rewritten).
 
         Hold the thread's lock from here to `commit` (the engine does). A number whose record or claim
         holds another digest is skipped; nothing is claimed here: `commit` claims the numbers with its
@@ -488,29 +491,31 @@ class PageStore:
 
     async def areserve(
         self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
-    ) -> list[int]:
+    ) -> Reservation:
         """Async `reserve`."""
         return await self._arun(self._reserve(thread_id, kind, digests, state))
 
     def _reserve(
         self, thread_id: str, kind: Literal["p", "c"], digests: Sequence[str], state: PagingState
-    ) -> Batches[list[int]]:
+    ) -> Batches[Reservation]:
         start = state.next[kind]
         records = thread_namespace(thread_id, "pages" if kind == "p" else "clusters")
         while True:
             items = yield [GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY)] + [
                 GetOp(records, f"{kind}{start + i}") for i in range(len(digests))
             ]
-            (held,) = yield Claimed(thread_id, kind, [start + i for i in range(len(digests))])
+            (claimed,) = yield Claimed(thread_id, kind, [start + i for i in range(len(digests))])
             high = items[0].value.get(kind, 1) if items[0] is not None else 1
             taken = [
                 i
                 for i, (item, digest) in enumerate(zip(items[1:], digests, strict=True))
                 if (item is not None and item.value.get("digest") != digest)
-                or held.get(start + i, digest) != digest
+                or claimed.get(start + i, digest) != digest
             ]
-            if not taken:  # free, or holding these very records (a retry)
-                return state.allocate(kind, len(digests), floor=start)
+            if not taken:  # free, or holding these very records (a retry, or a branch that made them)
+                numbers = state.allocate(kind, len(digests), floor=start)
+                held = {n: item.value for n, item in zip(numbers, items[1:], strict=True) if item is not None}
+                return Reservation(numbers, held)
             start = max(high, start + max(taken) + 1)
 
     def commit(
@@ -555,13 +560,23 @@ class PageStore:
         if not (pages or nodes or stats):
             return True
         children = list(dict.fromkeys(c for node in nodes for c in node.children))
-        reads = yield [
-            GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY),
-            GetOp(thread_namespace(thread_id, "meta"), _LIFECYCLE_KEY),
-        ] + [GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
-        ops: list[Op] = [self._put(thread_id, "pages", p.id, p.to_dict()) for p in pages]
-        ops += [self._put(thread_id, "clusters", n.id, n.to_dict()) for n in nodes]
-        parents = _joined({c: _parents(item) for c, item in zip(children, reads[2:], strict=True)}, nodes)
+        records: list[tuple[Kind, Page | ClusterNode]] = [("pages", p) for p in pages]
+        records += [("clusters", n) for n in nodes]
+        reads = (
+            yield [
+                GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY),
+                GetOp(thread_namespace(thread_id, "meta"), _LIFECYCLE_KEY),
+            ]
+            + [GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
+            + [GetOp(thread_namespace(thread_id, kind), record.id) for kind, record in records]
+        )
+        pointers, stored = reads[2 : 2 + len(children)], reads[2 + len(children) :]
+        ops: list[Op] = [
+            self._put(thread_id, kind, record.id, record.to_dict())
+            for (kind, record), item in zip(records, stored, strict=True)
+            if _unwritten(thread_id, kind, record, item)
+        ]
+        parents = _joined({c: _parents(item) for c, item in zip(children, pointers, strict=True)}, nodes)
         ops += [self._put(thread_id, "parents", c, {"parents": p}) for c, p in parents.items()]
         for page_id in stats:
             count, last = state.access(page_id)
@@ -774,6 +789,22 @@ def _page(item: Item | None, stats: Item | None = None) -> Page | None:
         page.access_count = stats.value.get("count", 0)
         page.last_access = stats.value.get("last", page.created_turn)
     return page
+
+
+def _unwritten(thread_id: str, kind: Kind, record: Page | ClusterNode, item: Item | None) -> bool:
+    """True when `record` is new. A record is written once: the same digest stored already is this
+    record (a retried step, or a branch that made the same page; `reserve` hands its stored form to
+    the step), so it is not written again; another digest under its id is refused (only `forget`
+    rewrites a record)."""
+    if item is None:
+        return True
+    if item.value.get("digest") != record.digest:
+        raise PageStoreError(
+            f"{kind[:-1]} {record.id} of thread {thread_id!r} is stored with other content (digest "
+            f"{item.value.get('digest')!r}, not {record.digest!r}); a record is never rewritten "
+            "(`forget` is the one path that changes one): nothing was written."
+        )
+    return False
 
 
 def _parents(item: Item | None) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from langmem_paging.core.effects import Request, arun, ask, run
 from langmem_paging.core.errors import PageStoreError, SearchIndexError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
-from langmem_paging.core.records import ClusterNode, Page, page_number
+from langmem_paging.core.records import ClusterNode, Page, Reservation, page_number
 from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.core.tracing import apaging_run, paging_run
 from langmem_paging.index.base import Hit, SearchIndex
@@ -274,10 +274,10 @@ class ThreadIO(ComputeIO, PagingIO):
         self.page_store, self.index, self.thread_id = page_store, index, thread_id
 
     # -- the store ---------------------------------------------------------------------
-    def reserve(self, request: Reserve) -> list[int]:
+    def reserve(self, request: Reserve) -> Reservation:
         return self.page_store.reserve(self.thread_id, request.kind, request.digests, request.state)
 
-    async def areserve(self, request: Reserve) -> list[int]:
+    async def areserve(self, request: Reserve) -> Reservation:
         return await self.page_store.areserve(self.thread_id, request.kind, request.digests, request.state)
 
     def load_pages(self, request: LoadPages) -> dict[str, Page]:

@@ -6,7 +6,7 @@ happens before the call reaches the store, or (a share ``landed`` of them) after
 connection dropped on the way back does. It counts calls, notes for each whether a recall or a
 paging step made it (``phases``), runs an ``on_call`` hook before each call (a crash test kills
 the process there), and records page and cluster records written again with other content
-(``rewrites``: records must never change once written).
+(``rewrites``: records must never change once written, but by `forget`).
 
 Example:
     >>> from langgraph.store.memory import InMemoryStore
@@ -81,11 +81,12 @@ class FaultInjectingStore(BaseStore):
         self.failures = 0
         """Calls failed so far."""
         self.phases: list[str] = []
-        """For each call since `arm`: ``recall`` if a recall made it, else ``step`` (a paging step)."""
+        """For each call since `arm`: ``recall`` if a recall made it, ``forget`` if `forget` did, else ``step``."""
         self.rewrites: list[str] = []
-        """Page and cluster records written again with another digest (never should happen)."""
-        self.written: dict[tuple[tuple[str, ...], str], str] = {}
-        """The digest of every page and cluster record written, by (namespace, key)."""
+        """Page and cluster records written again with other content, but by `forget` (never should
+        happen)."""
+        self.written: dict[tuple[tuple[str, ...], str], dict[str, Any]] = {}
+        """Every page and cluster record written, by (namespace, key)."""
 
     @property
     def supports_ttl(self) -> bool:  # type: ignore[override]
@@ -146,21 +147,25 @@ class FaultInjectingStore(BaseStore):
                 and op.value is not None
             ):
                 key = (op.namespace, op.key)
-                digest = op.value.get("digest", "")
                 old = self.written.get(key)
-                if old is not None and old != digest:
-                    self.rewrites.append(f"{op.namespace[1]}/{op.namespace[2]}/{op.key}: {old} -> {digest}")
-                self.written[key] = digest
+                if old is not None and old != op.value and _phase() != "forget":
+                    was, now = old.get("digest", ""), op.value.get("digest", "")
+                    change = f"{was} -> {now}" if was != now else f"{now} (same messages, other content)"
+                    self.rewrites.append(f"{op.namespace[1]}/{op.namespace[2]}/{op.key}: {change}")
+                self.written[key] = dict(op.value)
 
 
-_RECALL_FRAMES = {"recall", "arecall", "members", "amembers"}
+_PHASES = {"recall": "recall", "arecall": "recall", "members": "recall", "amembers": "recall"}
+_PHASES.update({"forget": "forget", "aforget": "forget"})
 
 
 def _phase() -> str:
+    """``recall``, ``forget`` (the one path that rewrites a record) or ``step``: who made this call."""
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_name in _RECALL_FRAMES and "langmem_paging" in frame.f_code.co_filename:
-            return "recall"
+        phase = _PHASES.get(frame.f_code.co_name)
+        if phase is not None and "langmem_paging" in frame.f_code.co_filename:
+            return phase
         frame = frame.f_back  # type: ignore[assignment]
     return "step"
 

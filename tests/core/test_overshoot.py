@@ -84,3 +84,28 @@ def test_a_turn_whose_result_was_paged_on_arrival_is_evicted_whole_when_the_next
         stored.content
     )  # the stub, not the text again
     assert reconstruct_history(result.apply(history), pages.get) == history
+
+
+def test_over_budget_with_the_protected_part_within_it_says_what_the_rest_is():
+    """Correctness v5, bug 6 (pure fuzz seed 12014): what nothing may evict fits, yet the prompt does
+    not: the rest is a page no bookmark would make smaller. The warning says so, naming what is kept."""
+    import warnings
+
+    from langgraph.store.memory import InMemoryStore
+
+    from langmem_paging import Pager, PageStore, PagingConfig
+
+    pager = Pager(PagingConfig(max_tokens=60, boundary="tokens_60", policy="lru"), PageStore(InMemoryStore()))
+    messages = [
+        HumanMessage("hello there", id="h1"),
+        AIMessage("falcon meadow orchard adoption novel camping bicycle cobalt", id="a2"),
+        HumanMessage(" ".join(["library puppy velvet lisbon festival museum"] * 7), id="h3"),
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = pager.step(messages, {}, "t")
+
+    assert result.over_budget and result.protected_tokens <= 60 and result.formed == ["p1"]
+    assert [(p.ids, p.why) for p in result.protected] == [(("h3",), "the newest user message")]
+    rest = result.tokens - result.protected_tokens
+    assert f"the other {rest} are pages no bookmark would make smaller" in str(caught[0].message)

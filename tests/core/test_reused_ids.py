@@ -154,3 +154,38 @@ def test_reused_id_visible(mode: str) -> None:
     assert any(m.content == "Brand new question with a reused id" for m in model.prompts[-1]), (
         "the model did not receive the new message whose id was reused"
     )
+
+
+def test_a_message_taking_a_stand_ins_id_past_the_budget_is_named():
+    """Correctness v5, bug 6: a message that took a bookmark's id is kept the step it arrives (the
+    model sees it once); when that passes the budget, the step names it and says why, and the
+    warning says what nothing may evict passes the budget, naming it."""
+    import warnings
+
+    from langgraph.store.memory import InMemoryStore
+
+    from langmem_paging import Pager, PageStore, PagingConfig
+
+    pager = Pager(PagingConfig(max_tokens=300, boundary="fixed_2"), PageStore(InMemoryStore()))
+    messages, state = [], {}
+    for i in range(8):
+        messages = add_messages(messages, [HumanMessage(FACTS[i] * 3, id=f"h{i}")])
+        result = pager.step(messages, state, "t")
+        messages = add_messages(result.apply(messages), [AIMessage("Noted.", id=f"a{i}")])
+        state = result.state.to_value()
+    stand_ins = [*result.state.shown.values(), *result.state.clusters.values()]
+    anchor = stand_ins[0].anchor
+    long = HumanMessage("An edit of the first question, much longer now. " * 30, id=anchor)
+    messages = add_messages(messages, [long, HumanMessage("go on", id="g")])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        later = pager.step(messages, state, "t")
+
+    assert later.over_budget and later.protected_tokens > 300
+    named = {p.ids[0]: p for p in later.protected}
+    assert named[anchor].why == "it took a stand-in's id this step"
+    assert named["g"].why == "the newest user message"
+    assert sum(p.tokens for p in later.protected) <= later.protected_tokens
+    text = " ".join(str(w.message) for w in caught)
+    assert "more than the budget" in text and f"{anchor}: {named[anchor].tokens} tokens" in text, text

@@ -92,3 +92,45 @@ def test_the_fuzzers_protected_count_takes_a_user_message_with_copied_metadata_a
     ]
     everything = sum(COUNTER.count_message(m) for m in view)
     assert generous_protected(view, COUNTER.count_message, library={"c"}) == everything
+
+
+@pytest.mark.parametrize("seed", [418, 430, 12018, 12034])
+def test_campaign_seeds_the_oracle_misjudged_pass(seed):
+    """Correctness v5: pure seeds 418, 430 and 12018 were over budget because a message that took a
+    stand-in's id is kept the step it arrives (the step now names it; the oracle confirms the id was a
+    stand-in's), and 12034 edited an old pinned message in place in replace mode (an edit in place, not
+    a new turn, as in view mode). Each failed before."""
+    report = fuzzing.Report()
+    fuzzing.PureCase(seed, fuzzing.pure_params(random.Random(seed * 7919)), report).run()
+    assert not report.failures, f"{report.failures[0].invariant}: {report.failures[0].detail}"
+
+
+def test_over_budget_account_fails_either_way():
+    """Over budget while what nothing may evict fits is wrong, and so is a step past it that names
+    less than it kept or names what its view lacks."""
+    from types import SimpleNamespace
+
+    from langmem_paging import PagingState
+    from langmem_paging.core.state import ResidentPage
+    from langmem_paging.step.result import Protected
+    from tools.fuzzing.oracles import over_budget_account
+
+    view, state, count = [HumanMessage("q", id="q")], PagingState(), COUNTER.count_message
+    fits = SimpleNamespace(protected_tokens=458, tokens=587, protected=[], view=view, state=state)
+    assert "protected 458 <= budget 500" in over_budget_account(fits, 500, count)
+    unnamed = SimpleNamespace(protected_tokens=600, tokens=620, protected=[], view=view, state=state)
+    assert over_budget_account(unnamed, 500, count).startswith("named 0 units")
+    gone = SimpleNamespace(
+        protected_tokens=600, tokens=620, protected=[Protected(("x",), "pinned", 590)], view=view, state=state
+    )
+    assert over_budget_account(gone, 500, count) == "named units not in the view: ['x']"
+    sound = SimpleNamespace(
+        protected_tokens=600, tokens=620, protected=[Protected(("q",), "pinned", 590)], view=view, state=state
+    )
+    assert over_budget_account(sound, 500, count) is None
+    # pure seed 12014: a 19-token page no bigger than its bookmark frees nothing when evicted
+    stuck = PagingState(pages={"p1": ResidentPage(ids=["h1", "a2"], order=0, tokens=19, turn=1, last=1)})
+    stuck.pages["p1"].bookmark = "[p1:zebra,library,marathon,falcon,meadow,orchard,adoption]"
+    kept = SimpleNamespace(protected_tokens=48, tokens=67, protected=[], view=view, state=stuck)
+    assert over_budget_account(kept, 60, count) is None
+    assert over_budget_account(SimpleNamespace(**{**vars(kept), "tokens": 90}), 60, count) is not None

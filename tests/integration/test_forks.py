@@ -101,3 +101,32 @@ def test_fork_abandoned_pages() -> None:
     )
     for k in range(len(model.prompts)):
         assert prompt_tokens(model, paging, k=k) <= 500, f"prompt {k} over budget"
+
+
+def test_a_page_formed_again_on_another_branch_is_the_stored_record():
+    """Correctness v5, bug 1: a branch that formed the same messages into a page after the thread's
+    keyword sketch moved on wrote the record again under its number with other keywords, so a recall
+    result that had listed it re-expanded differently. The step takes the stored record as it is."""
+    store = FaultInjectingStore(InMemoryStore())
+    pager = Pager(PagingConfig(max_tokens=600, boundary="fixed_2"), PageStore(store))
+    topics = ["beehive", "greyhound", "Kyoto", "tango", "saffron", "lantern", "cobalt", "orchard", "velvet"]
+    messages, state, forming = [], {}, None
+    for i in range(24):
+        words = " ".join(topics[(i + k) % len(topics)] for k in range(4))
+        text = f"Turn {i}: {words} and Zarko{i % 5} again, with {words} at Lake Bled{i % 3}. " * 3
+        messages = add_messages(messages, [HumanMessage(text, id=f"h{i}")])
+        result = pager.step(messages, state, "t")
+        if forming is None and "p1" in result.formed:
+            forming = (list(messages), state)  # the view and the state p1 was formed from
+        messages = add_messages(result.apply(messages), [AIMessage(f"Noted {words}.", id=f"a{i}")])
+        state = result.state.to_value()
+    first = pager.page_store.get("t", "p1")
+    assert forming is not None and first is not None
+
+    again = pager.step(*forming, "t")  # a branch from before p1 forms the same messages again
+
+    assert "p1" in again.formed
+    assert pager.page_store.get("t", "p1").to_dict() == first.to_dict(), "the record was rewritten"
+    entry = again.state.pages.get("p1") or again.state.shown["p1"]  # resident, or evicted at once
+    assert entry.bookmark == first.bookmark
+    assert not store.rewrites

@@ -99,6 +99,8 @@ def test_page_records_written_again_with_other_content_are_recorded():
     assert store.rewrites == []
     store.batch([put("p2", "other")])
     assert store.rewrites == ["t/pages/p2: d2 -> other"]
+    store.batch([PutOp(PAGE_NS, "p1", {"digest": "d1", "messages": [], "keywords": ["y"]})])
+    assert store.rewrites[1:] == ["t/pages/p1: d1 (same messages, other content)"]
 
 
 def test_ttl_support_is_the_wrapped_stores():

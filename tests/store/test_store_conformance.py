@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 
 import pytest
 from langchain_core.messages import HumanMessage
 
 from langmem_paging import ClusterNode, Page, PageStore, PagingState, thread_namespace
+from langmem_paging.core.errors import PageStoreError
 from langmem_paging.core.records import messages_digest
 from langmem_paging.core.state import ClusterEntry
 from tests.support.backends import store_rows
@@ -94,6 +96,28 @@ async def test_reserve_skips_numbers_other_branches_took_and_reuses_its_own(base
 
     same = PagingState()  # a retry of the step that formed p1 gets p1 back
     assert await io(store, "reserve", "t", "p", [other_branch.digest], same) == [1]
+
+
+async def test_a_record_is_written_once(base_store, io):
+    """Correctness v5, bug 1: a page formed again (same messages, other keywords) was written over its
+    record. `reserve` hands the stored record back with its number, and `commit` writes no record
+    twice: the same digest is skipped, another digest is refused and nothing in the batch is written."""
+    store = PageStore(base_store)
+    messages = [HumanMessage("kept", id="k")]
+    first = _page(1, messages)
+    await io(store, "commit", "t", pages=[first], nodes=[], state=PagingState(next={"p": 2, "c": 1}))
+
+    numbers = await io(store, "reserve", "t", "p", [first.digest], PagingState())
+    assert numbers == [1] and Page.from_dict(numbers.held[1]).bookmark == "[p1:x]"
+    again = dataclasses.replace(first, bookmark="[p1:y]", keywords=["y"])
+    await io(store, "commit", "t", pages=[again], nodes=[], state=PagingState(next={"p": 2, "c": 1}))
+    assert (await io(store, "get", "t", "p1")).to_dict() == first.to_dict()
+
+    other = _page(1, [HumanMessage("other", id="o")])
+    with pytest.raises(PageStoreError, match="never rewritten"):
+        await io(store, "commit", "t", pages=[_page(2, messages), other], nodes=[], state=PagingState())
+    assert (await io(store, "get", "t", "p1")).to_dict() == first.to_dict()
+    assert await io(store, "get", "t", "p2") is None
 
 
 async def test_commit_writes_the_forest_and_find_follows_it(base_store, io):

@@ -8,6 +8,7 @@ from langchain_core.messages import SystemMessage
 
 from langmem_paging import PagingState, TokenCounter
 
+from .oracles import library_ids
 from .vocabulary import COUNTER, VOCAB
 
 
@@ -122,6 +123,7 @@ class GraphBuild:
                 raise
             self.results.append((thread_id, result))
             result.recalled_in = self.recalled_in.pop(id(view), set())
+            result.stand_ins_in = library_ids(PagingState.from_value(state))
             self.log_step(thread_id, view, result)
             return result
 
@@ -134,6 +136,7 @@ class GraphBuild:
                 raise
             self.results.append((thread_id, result))
             result.recalled_in = self.recalled_in.pop(id(view), set())
+            result.stand_ins_in = library_ids(PagingState.from_value(state))
             self.log_step(thread_id, view, result)
             return result
 

@@ -16,10 +16,12 @@ from .oracles import (
     generous_protected,
     library_ids,
     order_label,
+    over_budget_account,
     over_budget_unexplained,
     recall_structure_problems,
     same_messages,
     shows_page,
+    stand_in_takers,
     stuck_label,
     tail_of,
     without_patches,
@@ -79,12 +81,15 @@ class GraphChecks:
                 f"{tokens} > {p.max_tokens} (messages {COUNTER(prompt)}, overhead {self.overhead})",
             )
         self.report.notes["graph over_budget prompts"] += 1
+        account = over_budget_account(result, result.state.budget, COUNTER.count_message)
+        if account is not None:
+            self.fail("over budget, the step's account of what it kept is wrong (graph)", account)
         # the library's messages are the ones the state shows: a user's message carrying a copied
         # bookmark mark is still the newest user turn, protected with what follows it (seed 33)
         generous = generous_protected(
             [m for m in prompt if not isinstance(m, SystemMessage)],
             COUNTER.count_message,
-            getattr(result, "recalled_in", set()),
+            set(getattr(result, "recalled_in", set())) | stand_in_takers(result, result.stand_ins_in),
             library_ids(result.state),
         )
         if over_budget_unexplained(tokens, generous, p.max_tokens, p.low_water, self.overhead):

@@ -109,7 +109,7 @@ class PureCase(PureGeneration, PureEvents, PureChecks):
         self.page_digests: dict[str, str] = {}
         self.node_digests: dict[str, str] = {}
         self.collided: set[str] = set()
-        self.edits_in_place: set[str] = set()  # view mode: reused ids no stand-in of the view had
+        self.edits_in_place: set[str] = set()  # reused ids that edit an old message in place
         self.pending_user: list[BaseMessage] = []
         self.snapshots: list[tuple] = []
         self.abandoned: set[str] = set()

@@ -19,10 +19,12 @@ from .oracles import (
     library_ids,
     library_tokens,
     order_label,
+    over_budget_account,
     over_budget_unexplained,
     recall_structure_problems,
     same_messages,
     shows_page,
+    stand_in_takers,
     stuck_label,
 )
 from .vocabulary import COUNTER
@@ -69,10 +71,14 @@ class PureChecks:
             return
         self.report.notes["pure over_budget steps"] += 1
         self.check("over budget explained")
+        before = PagingState.from_value(self.value)
+        account = over_budget_account(result, budget, count)
+        if account is not None:
+            self.fail("over budget, the step's account of what it kept is wrong", account)
         generous = generous_protected(
             result.view,
             count,
-            set(PagingState.from_value(self.value).recalled),
+            set(before.recalled) | stand_in_takers(result, library_ids(before)),
             library_ids(result.state),
         )
         if over_budget_unexplained(tokens, generous, budget, p.low_water):
@@ -115,7 +121,7 @@ class PureChecks:
         in_view = {(m.id, m.type, repr(m.content)) for m in result.view}
         for user in self.pending_user:
             if user.id in self.edits_in_place:
-                self.report.notes["view: a reused id edits a message in place (no stand-in had it)"] += 1
+                self.report.notes["a reused id edits an old message in place (no stand-in had it)"] += 1
                 continue
             self.check("new user message shown")
             if (user.id, user.type, repr(user.content)) not in in_view:

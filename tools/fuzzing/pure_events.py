@@ -87,6 +87,7 @@ class PureEvents:
                     # is kept by rule). A message that took the id under a stand-in must show (B1).
                     self.edits_in_place.add(m.id)
         in_state = {m.id for m in self.msgs}
+        plain = {m.id for m in self.msgs if set(library_mark(m)) <= {"pinned", "importance"}}  # no stand-in
         self.msgs = add_messages(self.msgs, messages)
         if self.p.mode == "replace":
             # the graph appends a message whose id left the state (paged out behind a bookmark): to
@@ -96,6 +97,12 @@ class PureEvents:
             for m in messages:
                 appended = m.id and m.id not in in_state and m.id in self.collided
                 self.ref = [*self.ref, m] if appended else add_messages(self.ref, [m])
+            # a reused id of a resident message is an edit in place, as in view mode: unless it is
+            # still the newest user message, it pages like any other old message (pure seed 12034)
+            users = [x.id for x in self.msgs if isinstance(x, HumanMessage) and not library_mark(x)]
+            for m in messages:
+                if m.id in plain and users and m.id != users[-1]:
+                    self.edits_in_place.add(m.id)
         else:
             self.ref = add_messages(self.ref, messages)
 
