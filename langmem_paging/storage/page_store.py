@@ -571,10 +571,19 @@ class PageStore:
             + [GetOp(thread_namespace(thread_id, kind), record.id) for kind, record in records]
         )
         pointers, stored = reads[2 : 2 + len(children)], reads[2 + len(children) :]
+        if any(
+            item is not None and item.value.get("digest") != record.digest
+            for (_, record), item in zip(records, stored, strict=True)
+        ):
+            # another writer holds one of these ids with other content: a record is never rewritten (only
+            # `forget` changes one), so nothing is written and the step goes again past it, as for a claim
+            return False
+        # the same digest stored already is this record (a retried step, a branch that made the same page;
+        # `reserve` handed its stored form to the step): not written again
         ops: list[Op] = [
             self._put(thread_id, kind, record.id, record.to_dict())
             for (kind, record), item in zip(records, stored, strict=True)
-            if _unwritten(thread_id, kind, record, item)
+            if item is None
         ]
         parents = _joined({c: _parents(item) for c, item in zip(children, pointers, strict=True)}, nodes)
         ops += [self._put(thread_id, "parents", c, {"parents": p}) for c, p in parents.items()]
@@ -789,22 +798,6 @@ def _page(item: Item | None, stats: Item | None = None) -> Page | None:
         page.access_count = stats.value.get("count", 0)
         page.last_access = stats.value.get("last", page.created_turn)
     return page
-
-
-def _unwritten(thread_id: str, kind: Kind, record: Page | ClusterNode, item: Item | None) -> bool:
-    """True when `record` is new. A record is written once: the same digest stored already is this
-    record (a retried step, or a branch that made the same page; `reserve` hands its stored form to
-    the step), so it is not written again; another digest under its id is refused (only `forget`
-    rewrites a record)."""
-    if item is None:
-        return True
-    if item.value.get("digest") != record.digest:
-        raise PageStoreError(
-            f"{kind[:-1]} {record.id} of thread {thread_id!r} is stored with other content (digest "
-            f"{item.value.get('digest')!r}, not {record.digest!r}); a record is never rewritten "
-            "(`forget` is the one path that changes one): nothing was written."
-        )
-    return False
 
 
 def _parents(item: Item | None) -> list[str]:
