@@ -576,6 +576,25 @@ class PostgresSearchIndex(SearchIndex):
             return await super().aadd(thread_id, pages)
         await self._atransact(self._add(thread_id, list(pages)), thread_id)
 
+    def on(self, conn: Any) -> bool:
+        """Whether this index writes on `conn` (a store's connection or pool it shares)."""
+        return conn is not None and (conn is self._sync or conn is self._async)
+
+    def add_on(self, cursor: Any, thread_id: str, pages: Sequence[Page]) -> None:
+        """`add`'s statements on a cursor of the caller's transaction on this index's connection (a
+        `PostgresStore`'s: a step's passages written with its records, `NumberClaims.joins`). When that
+        transaction fails, the caller says so (`rolled_back`)."""
+        drive(self._joined_add(thread_id, list(pages)), lambda statement: _execute(cursor, statement))
+
+    async def aadd_on(self, cursor: Any, thread_id: str, pages: Sequence[Page]) -> None:
+        """`add_on` on an async cursor."""
+        await adrive(self._joined_add(thread_id, list(pages)), lambda statement: _aexecute(cursor, statement))
+
+    def rolled_back(self, thread_id: str) -> None:
+        """A caller's transaction that ran `add_on` failed: what this object noted of the thread is
+        forgotten (the next call reads the database)."""
+        self._remember(thread_id, None)
+
     def update(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Replace the passages of pages whose content changed (a message forgotten); what the
         index holds of the thread is unchanged."""
@@ -642,6 +661,13 @@ class PostgresSearchIndex(SearchIndex):
         self._remember(thread_id, _first(rows[0]) if rows else None)
         if rows:  # else unknown: its first search loads every stored page
             yield from self._replace(thread_id, pages, locked=True)
+
+    def _joined_add(self, thread_id: str, pages: list[Page]) -> Work[None]:
+        """`_add` in a transaction of the caller's; the setup first if this object has not checked it
+        (kept pending: a rolled-back setup is made again by the next call)."""
+        if self._setup_pending and not (yield from self._set_up()):
+            yield from self._setup()
+        yield from self._add(thread_id, pages)
 
     def _replace(self, thread_id: str, pages: list[Page], *, locked: bool = False) -> Work[None]:
         if not pages:

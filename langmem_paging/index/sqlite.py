@@ -272,16 +272,24 @@ class SqliteSearchIndex(SearchIndex):
         index never saw start (its pages were stored before) is loaded by its first search."""
         pages = list(pages)
         with self._lock, self._transaction():
-            known = self._conn.execute(
-                "SELECT 1 FROM langmem_paging_fts_threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            if known is None and any(page.id == "p1" for page in pages):
-                self._conn.execute(
-                    "INSERT INTO langmem_paging_fts_threads (thread_id) VALUES (?)", (thread_id,)
-                )
-                known = (1,)
-            if known is not None:
-                self._insert(thread_id, pages)
+            self.add_in_transaction(thread_id, pages)
+
+    def add_in_transaction(self, thread_id: str, pages: Sequence[Page]) -> None:
+        """`add`'s statements in the caller's transaction on this index's connection, the caller
+        holding its lock: a step's passages written with its records, on a `SqliteStore`'s own
+        connection (`NumberClaims.joins`)."""
+        known = self._conn.execute(
+            "SELECT 1 FROM langmem_paging_fts_threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+        if known is None and any(page.id == "p1" for page in pages):
+            self._conn.execute("INSERT INTO langmem_paging_fts_threads (thread_id) VALUES (?)", (thread_id,))
+            known = (1,)
+        if known is not None:
+            self._insert(thread_id, pages)
+
+    def on(self, conn: Any) -> bool:
+        """Whether this index writes on `conn` (a store's connection it shares)."""
+        return self._conn is conn
 
     def update(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Index pages whose content changed (a message forgotten) again; the removed terms are

@@ -3,7 +3,8 @@
 A step is two flows: under the thread's lock, the pure step (`langmem_paging.step`) and the
 commit of what it made (reserve -> decide -> commit: the commit claims the numbers with the records,
 and a step whose number another writer claimed meanwhile runs again, so two runs at once on a thread
-never write one number twice); then, outside the lock, indexing the new pages, warnings, tracing and hooks.
+never write one number twice; an index on the store's connection gets the passages in that commit's
+transaction); then, outside the lock, indexing the new pages in any other index, warnings, tracing and hooks.
 `step` and `astep` differ only in the lock and the driver. Only failures of the page store and
 the index fall under `on_store_error`; anything else propagates with its own type.
 """

@@ -33,13 +33,25 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langgraph.store.base import Op
 
 from langmem_paging.core.effects import adrive, drive
+from langmem_paging.core.records import Page
+from langmem_paging.index.base import SearchIndex
+from langmem_paging.index.postgres import PostgresSearchIndex
+from langmem_paging.index.sqlite import SqliteSearchIndex
 
-__all__ = ["InProcessClaims", "NumberClaims", "PostgresClaims", "SqliteClaims", "Wanted", "claims_for"]
+__all__ = [
+    "InProcessClaims",
+    "NumberClaims",
+    "Passages",
+    "PostgresClaims",
+    "SqliteClaims",
+    "Wanted",
+    "claims_for",
+]
 
 TABLE = "langmem_paging_claims"
 
@@ -47,6 +59,17 @@ T = TypeVar("T")
 
 Wanted = tuple[str, int, str]
 """A number a write claims: (kind, number, digest of the record written there)."""
+
+
+@dataclass(frozen=True)
+class Passages:
+    """What a write indexes in its transaction: pages of the thread, into an index the claims join
+    (`NumberClaims.joins`)."""
+
+    index: SearchIndex
+    """The index, on the store's own connection."""
+    pages: list[Page]
+    """The pages (a step's new pages, and those of a gap below them)."""
 
 
 def _by_kind(wanted: Sequence[Wanted]) -> dict[str, tuple[list[int], list[str]]]:
@@ -64,6 +87,14 @@ class NumberClaims(ABC):
 
     writes_records = False
     """Whether `write` writes the records itself, in the claims' transaction."""
+
+    def joins(self, index: SearchIndex) -> bool:
+        """Whether `index` writes in the transaction of the records (`write`): its rows live in the
+        store's own database, on the store's own connection (FTS5 on a `SqliteStore`'s connection,
+        Postgres tables on a `PostgresStore`'s connection or pool), so a step's passages commit with
+        its records and claims, one durable commit per store. The rule's one home: False here (no
+        transaction of the store's); an index elsewhere is written after the commit (`IndexPages`)."""
+        return False
 
     @abstractmethod
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
@@ -84,9 +115,12 @@ class NumberClaims(ABC):
         wanted: Sequence[Wanted],
         ops: Sequence[Op],
         batch: Callable[[Sequence[Op]], Any],
+        passages: Passages | None = None,
     ) -> bool:
-        """Claim `wanted`, then write `ops` with `batch`; False, with nothing written, when another
-        digest holds one of the numbers."""
+        """Claim `wanted`, then write `ops` with `batch` (and, for claims that join the index,
+        `passages`, in the same transaction); False, with nothing written, when another digest holds
+        one of the numbers."""
+        _not_joined(self, passages)
         if not all(all(self.claim(thread_id, kind, *group)) for kind, group in _by_kind(wanted).items()):
             return False
         batch(ops)
@@ -98,10 +132,12 @@ class NumberClaims(ABC):
         wanted: Sequence[Wanted],
         ops: Sequence[Op],
         abatch: Callable[[Sequence[Op]], Awaitable[Any]],
+        passages: Passages | None = None,
     ) -> bool:
         """Async `write` (in a worker thread for claims that write the records themselves)."""
         if self.writes_records:
-            return await asyncio.to_thread(self.write, thread_id, wanted, ops, _unused)
+            return await asyncio.to_thread(self.write, thread_id, wanted, ops, _unused, passages)
+        _not_joined(self, passages)
         for kind, group in _by_kind(wanted).items():
             if not all(await self.aclaim(thread_id, kind, *group)):
                 return False
@@ -159,6 +195,9 @@ class SqliteClaims(NumberClaims):
                 "number INTEGER NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (thread_id, kind, number))"
             )
 
+    def joins(self, index: SearchIndex) -> bool:
+        return isinstance(index, SqliteSearchIndex) and index.on(self._conn)
+
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
         with self._lock, self._transaction():
             return self._claim(thread_id, kind, numbers, digests)
@@ -169,6 +208,7 @@ class SqliteClaims(NumberClaims):
         wanted: Sequence[Wanted],
         ops: Sequence[Op],
         batch: Callable[[Sequence[Op]], Any],
+        passages: Passages | None = None,
     ) -> bool:
         if not getattr(self._store, "is_setup", True):
             self._store.setup()
@@ -178,6 +218,8 @@ class SqliteClaims(NumberClaims):
                     raise _Refused
             # the store's own writer, on this transaction (`SqliteStore.batch` would open another)
             self._store._batch_put_ops(list(enumerate(ops)), cursor)
+            if passages is not None:  # `joins`: the index on this connection, this lock held
+                cast(SqliteSearchIndex, passages.index).add_in_transaction(thread_id, passages.pages)
             return True
         return False  # refused: rolled back, nothing claimed or written
 
@@ -230,6 +272,20 @@ async def _aunused(ops: Sequence[Op]) -> None:
     _unused(ops)
 
 
+def _not_joined(claims: NumberClaims, passages: Passages | None) -> None:
+    if passages is not None:
+        raise ValueError(f"{type(claims).__name__} writes no passages in its transaction (`joins`)")
+
+
+def _postgres(passages: Passages) -> PostgresSearchIndex:
+    return cast(PostgresSearchIndex, passages.index)  # `PostgresClaims.joins`
+
+
+def _rolled_back(passages: Passages | None, thread_id: str) -> None:
+    if passages is not None:
+        _postgres(passages).rolled_back(thread_id)
+
+
 class _Refused(Exception):
     """Another digest holds a number a write claims: its transaction is rolled back."""
 
@@ -259,6 +315,9 @@ class PostgresClaims(NumberClaims):
         self._store = store
         self._ready = False
         self._async = type(store).__name__ == "AsyncPostgresStore"
+
+    def joins(self, index: SearchIndex) -> bool:
+        return isinstance(index, PostgresSearchIndex) and index.on(self._store.conn)
 
     def _params(
         self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
@@ -309,12 +368,13 @@ class PostgresClaims(NumberClaims):
         wanted: Sequence[Wanted],
         ops: Sequence[Op],
         batch: Callable[[Sequence[Op]], Any],
+        passages: Passages | None = None,
     ) -> bool:
-        """Claim `wanted` and write `ops` in one transaction of the store's connection."""
+        """Claim `wanted` and write `ops` (and `passages`) in one transaction of the store's connection."""
         if self._async:
             loop = self._store.loop
             return asyncio.run_coroutine_threadsafe(
-                self.awrite(thread_id, wanted, ops, _aunused), loop
+                self.awrite(thread_id, wanted, ops, _aunused, passages), loop
             ).result()
         self._execute(self._create())  # outside the transaction: a lost create race must not abort it
         try:
@@ -326,8 +386,13 @@ class PostgresClaims(NumberClaims):
 
                 drive(self._claims(thread_id, wanted), execute)
                 self._store._batch_put_ops(list(enumerate(ops)), cur)  # the store's own writer, here
+                if passages is not None:
+                    _postgres(passages).add_on(cur, thread_id, passages.pages)
         except _Refused:
             return False
+        except BaseException:
+            _rolled_back(passages, thread_id)
+            raise
         return True
 
     async def awrite(
@@ -336,9 +401,10 @@ class PostgresClaims(NumberClaims):
         wanted: Sequence[Wanted],
         ops: Sequence[Op],
         abatch: Callable[[Sequence[Op]], Awaitable[Any]],
+        passages: Passages | None = None,
     ) -> bool:
         if not self._async:
-            return await super().awrite(thread_id, wanted, ops, abatch)
+            return await super().awrite(thread_id, wanted, ops, abatch, passages)
         await self._aexecute(self._create())
         try:
             async with self._atransaction() as cur:
@@ -349,8 +415,13 @@ class PostgresClaims(NumberClaims):
 
                 await adrive(self._claims(thread_id, wanted), execute)
                 await self._store._batch_put_ops(list(enumerate(ops)), cur)
+                if passages is not None:
+                    await _postgres(passages).aadd_on(cur, thread_id, passages.pages)
         except _Refused:
             return False
+        except BaseException:
+            _rolled_back(passages, thread_id)
+            raise
         return True
 
     @contextmanager

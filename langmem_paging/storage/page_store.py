@@ -40,7 +40,7 @@ from langmem_paging.core.records import ClusterNode, Page, Reservation, cluster_
 from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import store_indexes
-from langmem_paging.storage.claims import NumberClaims, Wanted, claims_for
+from langmem_paging.storage.claims import NumberClaims, Passages, Wanted, claims_for
 from langmem_paging.storage.lifecycle import (
     FORGOTTEN,
     Forgotten,
@@ -79,13 +79,14 @@ class Claimed:
 
 @dataclass(frozen=True)
 class ClaimedWrite:
-    """A request of a store operation: claim `wanted` and write `ops` (`NumberClaims.write`: one
-    transaction where the store allows it); answered with ``[True]``, or ``[False]`` when another
+    """A request of a store operation: claim `wanted` and write `ops`, and `passages` (`NumberClaims.write`:
+    one transaction where the store allows it); answered with ``[True]``, or ``[False]`` when another
     writer holds one of the numbers (nothing written)."""
 
     thread_id: str
     wanted: list[Wanted]
     ops: list[Op]
+    passages: Passages | None = None
 
 
 Batches = Generator["Sequence[Op] | Claimed | ClaimedWrite", list[Any], T]
@@ -182,7 +183,9 @@ class PageStore:
         if isinstance(ops, Claimed):
             return self._claim(lambda claims: [claims.held(ops.thread_id, ops.kind, ops.numbers)])
         if isinstance(ops, ClaimedWrite):
-            return self._claim(lambda claims: [claims.write(ops.thread_id, ops.wanted, ops.ops, self._batch)])
+            return self._claim(
+                lambda claims: [claims.write(ops.thread_id, ops.wanted, ops.ops, self._batch, ops.passages)]
+            )
         if not ops:
             return []
         for attempt in range(self.retries + 1):
@@ -200,7 +203,7 @@ class PageStore:
                 claims = claims_for(self.store)
                 if isinstance(ops, Claimed):
                     return [await claims.aheld(ops.thread_id, ops.kind, ops.numbers)]
-                return [await claims.awrite(ops.thread_id, ops.wanted, ops.ops, self._abatch)]
+                return [await claims.awrite(ops.thread_id, ops.wanted, ops.ops, self._abatch, ops.passages)]
             except PageStoreError:
                 raise
             except Exception as error:  # noqa: BLE001 - the claims live in the store's database
@@ -527,13 +530,15 @@ class PageStore:
         state: PagingState,
         stats: Iterable[str] = (),
         sketch: TermSketch | None = None,
+        passages: Passages | None = None,
     ) -> bool:
         """Write a step's new records, the parent pointers of its unions, mirrored access
         statistics, the high-water mark and the thread's keyword `sketch` with the new pages
         counted (the step read it before), in one batch, with the claims of the new records'
-        numbers (one transaction where the store allows it). Idempotent. False, with nothing
+        numbers (one transaction where the store allows it) and `passages`, for an index that
+        writes in that transaction (`indexes_with_records`). Idempotent. False, with nothing
         written, when another writer claimed one of the numbers since `reserve`: step again."""
-        return self._run(self._commit(thread_id, pages, nodes, state, list(stats), sketch))
+        return self._run(self._commit(thread_id, pages, nodes, state, list(stats), sketch, passages))
 
     async def acommit(
         self,
@@ -544,9 +549,15 @@ class PageStore:
         state: PagingState,
         stats: Iterable[str] = (),
         sketch: TermSketch | None = None,
+        passages: Passages | None = None,
     ) -> bool:
         """Async `commit`."""
-        return await self._arun(self._commit(thread_id, pages, nodes, state, list(stats), sketch))
+        return await self._arun(self._commit(thread_id, pages, nodes, state, list(stats), sketch, passages))
+
+    def indexes_with_records(self, index: SearchIndex) -> bool:
+        """Whether `index` writes a step's passages in the transaction of its records
+        (`NumberClaims.joins`: an index on the store's own connection)."""
+        return bool(self._claim(lambda claims: [claims.joins(index)])[0])
 
     def _commit(
         self,
@@ -556,6 +567,7 @@ class PageStore:
         state: PagingState,
         stats: list[str],
         sketch: TermSketch | None = None,
+        passages: Passages | None = None,
     ) -> Batches[bool]:
         if not (pages or nodes or stats):
             return True
@@ -603,10 +615,10 @@ class PageStore:
             state.lifecycle = born.generation
         wanted = [("p", page_number(p.id), p.digest) for p in pages if p.digest]
         wanted += [("c", cluster_number(n.id), n.digest) for n in nodes if n.digest]
-        if not wanted:
+        if not wanted and passages is None:
             yield ops
             return True
-        (written,) = yield ClaimedWrite(thread_id, wanted, ops)
+        (written,) = yield ClaimedWrite(thread_id, wanted, ops, passages)
         return bool(written)
 
     # -- the page lifecycle: forgetting one message, deleting a thread -------------------

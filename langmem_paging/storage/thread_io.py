@@ -32,6 +32,7 @@ from langmem_paging.step.io import (
     StepIO,
     page_terms,
 )
+from langmem_paging.storage.claims import Passages
 from langmem_paging.storage.lifecycle import Lifecycle
 from langmem_paging.storage.page_store import PageStore
 
@@ -333,32 +334,20 @@ class ThreadIO(ComputeIO, PagingIO):
         return _entry_terms(pages, nodes)
 
     def commit(self, request: Commit) -> bool:
-        request.state.terms_stored = not request.keep_terms  # else the records hold them
-        return self.page_store.commit(
-            self.thread_id,
-            pages=request.pages,
-            nodes=request.nodes,
-            state=request.state,
-            stats=request.stats,
-            sketch=_stored_sketch(request.state),
-        )
+        return run(_commit(request, self.page_store.indexes_with_records(self.index)), self)
 
     async def acommit(self, request: Commit) -> bool:
-        request.state.terms_stored = not request.keep_terms
-        return await self.page_store.acommit(
-            self.thread_id,
-            pages=request.pages,
-            nodes=request.nodes,
-            state=request.state,
-            stats=request.stats,
-            sketch=_stored_sketch(request.state),
-        )
+        return await arun(_commit(request, self.page_store.indexes_with_records(self.index)), self)
 
     # -- the index ---------------------------------------------------------------------
     def index_pages(self, request: IndexPages) -> None:
+        if self.page_store.indexes_with_records(self.index):
+            return None  # written with the records (`commit`)
         return run(_index_pages(request), self)
 
     async def aindex_pages(self, request: IndexPages) -> None:
+        if self.page_store.indexes_with_records(self.index):
+            return None
         return await arun(_index_pages(request), self)
 
     def search(self, request: Search) -> list[Hit]:
@@ -438,16 +427,32 @@ _Reads = Generator[Request[Any, ThreadIO], object, T]
 """A flow of reads of one thread's store and index."""
 
 
+def _commit(request: Commit, with_passages: bool) -> _Reads[bool]:
+    """A step's records, and its passages in their transaction where the index writes there
+    (`PageStore.indexes_with_records`): one durable commit per store."""
+    request.state.terms_stored = not request.keep_terms  # else the records hold them
+    passages = (yield from _with_gap(request.pages)) if with_passages and request.pages else None
+    return (yield from ask(_Write(request, passages)))
+
+
 def _index_pages(request: IndexPages) -> _Reads[None]:
+    pages = yield from _with_gap(request.pages)
     try:
-        through = yield from ask(_IndexedThrough())
-        low = min((page_number(p.id) for p in request.pages), default=0)
-        gap = yield from _gap_pages(through, low - 1)
-        yield from ask(_Add([*gap, *request.pages]))
-    except SearchIndexError:
-        raise
+        yield from ask(_Add(pages))
     except Exception as error:
         raise _index_failed(error) from error
+
+
+def _with_gap(pages: list[Page]) -> _Reads[list[Page]]:
+    """`pages`, after the stored pages between what the index holds and them (the gap a failed
+    index write left): what an index write gives the index."""
+    try:
+        through = yield from ask(_IndexedThrough())
+    except Exception as error:
+        raise _index_failed(error) from error
+    low = min((page_number(p.id) for p in pages), default=0)
+    gap = yield from _gap_pages(through, low - 1)
+    return [*gap, *pages]
 
 
 def _search(request: Search) -> _Reads[list[Hit]]:
@@ -478,6 +483,33 @@ def _gap_pages(through: int | None, upto: int) -> _Reads[list[Page]]:
     except PageStoreError as error:  # the step's own pages wait too: the next step or search retries
         raise _index_failed(error) from error
     return [found[k] for k in sorted(found, key=page_number)]
+
+
+@dataclass
+class _Write(Request[bool, ThreadIO]):
+    """A step's commit (`PageStore.commit`), with the passages of `pages` when given."""
+
+    commit: Commit
+    """What the step made."""
+    pages: list[Page] | None
+    """The pages to index in the commit's transaction (None: the index is written after it)."""
+
+    def answer(self, io: ThreadIO) -> bool:
+        return io.page_store.commit(io.thread_id, **self._arguments(io))
+
+    def aanswer(self, io: ThreadIO) -> Awaitable[bool]:
+        return io.page_store.acommit(io.thread_id, **self._arguments(io))
+
+    def _arguments(self, io: ThreadIO) -> dict[str, Any]:
+        request = self.commit
+        return {
+            "pages": request.pages,
+            "nodes": request.nodes,
+            "state": request.state,
+            "stats": request.stats,
+            "sketch": _stored_sketch(request.state),
+            "passages": Passages(io.index, self.pages) if self.pages is not None else None,
+        }
 
 
 @dataclass

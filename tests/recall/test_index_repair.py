@@ -220,7 +220,8 @@ def test_search_of_pages_stored_before_the_index_knew_the_thread_on_async_sqlite
 
 
 class FlakyIndex(SqliteSearchIndex):
-    """The store's FTS5 index whose `add` fails at chosen calls (``database is locked`` past the timeout)."""
+    """An FTS5 index in the store's file whose `add` fails at chosen calls (``database is locked`` past the
+    timeout)."""
 
     fail_adds: set[int] = set()
     adds = 0
@@ -251,7 +252,9 @@ def test_pages_whose_index_write_failed_are_found_by_search_later(tmp_path, fail
     path = str(tmp_path / "pages.db")
     store = sqlite_store(path)
     FlakyIndex.adds, FlakyIndex.fail_adds = 0, {2} if failed == "a middle step" else set()
-    index = FlakyIndex(conn=store.conn, lock=store.lock)
+    # its own connection to the file: written after the records, in a transaction of its own (an index
+    # on the store's connection writes with the records: a failure there is the store's, nothing to repair)
+    index = FlakyIndex(path)
     paging = PagingMiddleware(
         max_tokens=196, boundary="fixed_2", store=store, index=index, on_store_error="continue"
     )

@@ -149,3 +149,135 @@ def test_the_claims_and_the_records_are_one_transaction_a_failed_write_leaves_ne
     assert pages.get("t", "p1") is None
     assert commit("t", pages=[page], nodes=[], state=PagingState(next={"p": 2, "c": 1})) is True
     assert claims_for(base_store).held("t", "p", [1]) == {1: page.digest}
+
+
+# -- the passages in the same transaction (issue "Production v5", item 10) -------------------------
+
+
+def _write_commits(conn: sqlite3.Connection) -> list[int]:
+    """Trace `conn`: for each COMMIT of a transaction that changed rows, how many rows it changed."""
+    commits: list[int] = []
+    began = [conn.total_changes]
+
+    def trace(sql: str) -> None:
+        if sql.startswith("BEGIN"):
+            began[0] = conn.total_changes
+        elif sql == "COMMIT" and conn.total_changes > began[0]:
+            commits.append(conn.total_changes - began[0])
+
+    conn.set_trace_callback(trace)
+    return commits
+
+
+def _file_store(tmp_path) -> SqliteStore:
+    store = SqliteStore(
+        sqlite3.connect(str(tmp_path / "store.db"), check_same_thread=False, isolation_level=None)
+    )
+    store.setup()
+    return store
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_paging_step_makes_one_durable_commit_on_the_store_file_passages_included(tmp_path, mode):
+    """The passages were written in a transaction of their own after the records' (two durable
+    commits per paging step on the store's file)."""
+    store = _file_store(tmp_path)
+    pager = Pager(PagingConfig(max_tokens=300, boundary="fixed_2"), PageStore(store))
+    commits = _write_commits(store.conn)
+    result = _step(pager, town_turns(12), {}, mode)
+    store.conn.set_trace_callback(None)
+    assert result.pages  # the step paged
+    assert len(commits) == 1, f"{len(commits)} write transactions committed on the store file"
+    index = pager.index_for(pager.page_store)
+    assert index.indexed_through("t") == max(int(p.id[1:]) for p in result.pages)
+    hits = index.search("t", "bridges Town2", limit=5, allow=lambda p: True)
+    assert hits, "the step's passages are searchable"
+
+
+class _IndexBroken(Exception):
+    pass
+
+
+def _break_index(store, monkeypatch) -> None:
+    """Make the index's passage statement fail inside the transaction of the records."""
+    from langmem_paging.index import postgres, sqlite
+
+    if isinstance(store, SqliteStore):
+
+        def broken(self, thread_id, pages):
+            self._conn.execute(
+                "INSERT INTO langmem_paging_fts_threads (thread_id) VALUES ('~')"
+            )  # a row written
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(sqlite.SqliteSearchIndex, "_insert", broken)
+    else:
+
+        def abroken(self, thread_id, pages):
+            yield postgres._Statement("SELECT 1 / 0")  # division by zero: the transaction aborts
+
+        monkeypatch.setattr(postgres.PostgresSearchIndex, "_insert", abroken)
+
+
+@pytest.fixture(params=["sqlite file", "postgres", "apostgres"])
+def joined_store(request, tmp_path):
+    """A store whose default index writes in the transaction of its records."""
+    if request.param == "sqlite file":
+        return _file_store(tmp_path)
+    return request.getfixturevalue(
+        "postgres_store" if request.param == "postgres" else "apostgres_store_on_loop"
+    )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_failed_passage_statement_rolls_back_the_records_and_the_claims(joined_store, mode, monkeypatch):
+    from langmem_paging.core.errors import PageStoreError
+    from langmem_paging.index.defaults import default_index
+    from langmem_paging.storage.claims import Passages, claims_for
+
+    pages = PageStore(joined_store, retries=0)
+    index = default_index(joined_store)
+    assert pages.indexes_with_records(index)
+    page = _page(1, "the heron nests by the weir")
+
+    def commit():
+        state = PagingState(next={"p": 2, "c": 1})
+        call = pages.commit if mode == "sync" else pages.acommit
+        outcome = call("t", pages=[page], nodes=[], state=state, passages=Passages(index, [page]))
+        return outcome if mode == "sync" else run_coroutine(outcome, joined_store)
+
+    _break_index(joined_store, monkeypatch)
+    with pytest.raises(PageStoreError):
+        commit()
+    monkeypatch.undo()
+    assert pages.get("t", "p1") is None  # the records rolled back with the passages
+    assert claims_for(joined_store).held("t", "p", [1]) == {}
+    assert index.indexed_through("t") is None and index.indexed_through("~") is None
+    assert commit() is True
+    assert pages.get("t", "p1") is not None and index.indexed_through("t") == 1
+    assert [h.page_id for h in index.search("t", "heron", limit=3, allow=lambda p: True)] == ["p1"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_step_whose_passages_fail_is_a_store_error_and_the_next_step_pages(tmp_path, mode, monkeypatch):
+    """The turn behaves as a store failure does: "raise" raises `PageStoreError`, "continue" answers
+    unpaged with a warning; nothing was written, and the next step pages and indexes."""
+    import warnings
+
+    from langmem_paging.core.errors import PageStoreError
+
+    store = _file_store(tmp_path)
+    config = PagingConfig(max_tokens=300, boundary="fixed_2")
+    _break_index(store, monkeypatch)
+    with pytest.raises(PageStoreError, match="disk I/O error"):
+        _step(Pager(config, PageStore(store)), town_turns(12), {}, mode)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        unpaged = _step(Pager(config, PageStore(store), on_store_error="continue"), town_turns(12), {}, mode)
+    assert not unpaged.pages and any("not paged" in str(w.message) for w in caught)
+    assert PageStore(store).list_pages("t") == []
+    monkeypatch.undo()
+    pager = Pager(config, PageStore(store))
+    result = _step(pager, town_turns(12), {}, mode)
+    assert result.pages and len(PageStore(store).list_pages("t")) == len(result.pages)
+    assert pager.index_for(pager.page_store).indexed_through("t") == len(result.pages)
