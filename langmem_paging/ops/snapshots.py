@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from langmem_paging.core.state import STATE_KEY, PagingState
 
-__all__ = ["PagingStep", "Snapshot", "load_snapshots", "paging_steps"]
+__all__ = ["Branches", "PagingStep", "Snapshot", "load_branches", "load_snapshots", "paging_steps"]
 
 
 @dataclass
@@ -58,21 +58,38 @@ def load_snapshots(
 
     Returns:
         Oldest first; empty if the thread has no checkpoint. Checkpoints of other branches
-        (forks, time travel) are left out: the latest one's parents are followed.
+        (forks, time travel, a concurrent run's lost writes) are left out: the latest one's
+        parents are followed (`load_branches` returns them too).
     """
-    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     if not lineage:
-        latest = saver.get_tuple(config)
+        latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
         return [_snapshot(latest)] if latest is not None else []
+    return load_branches(saver, thread_id).latest
+
+
+@dataclass
+class Branches:
+    """A thread's checkpoints (root graph), split at its latest one's branch."""
+
+    latest: list[Snapshot]
+    """The latest checkpoint's branch, oldest first (`load_snapshots`)."""
+    others: list[Snapshot]
+    """Every other checkpoint, oldest first: forks, time travel, and what a run writing on the
+    thread at the same time as another wrote and lost (LangGraph's last write wins)."""
+
+
+def load_branches(saver: BaseCheckpointSaver[Any], thread_id: str) -> Branches:
+    """The thread's checkpoints in one listing: the latest one's branch and all the others."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     by_id = {s.checkpoint_id: s for s in map(_snapshot, saver.list(config))}
-    if not by_id:
-        return []
     chain: list[Snapshot] = []
-    at: str | None = max(by_id)  # checkpoint ids are time-ordered (uuid6), as `get_tuple` assumes
+    at: str | None = max(
+        by_id, default=None
+    )  # checkpoint ids are time-ordered (uuid6), as `get_tuple` assumes
     while at is not None and at in by_id:
-        chain.append(by_id[at])
-        at = by_id[at].parent_id
-    return chain[::-1]
+        chain.append(by_id.pop(at))
+        at = chain[-1].parent_id
+    return Branches(latest=chain[::-1], others=[by_id[key] for key in sorted(by_id)])
 
 
 @dataclass

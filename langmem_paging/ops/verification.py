@@ -28,7 +28,7 @@ class Issue:
 
     code: str
     """``missing-page``, ``missing-cluster``, ``unresolved-bookmark``,
-    ``duplicate``, ``lost``, ``changed``, ``order``, ``user-turns``."""
+    ``duplicate``, ``lost``, ``changed``, ``order``, ``user-turns``; as a warning, ``off-branch``."""
     detail: str
     """What is wrong, naming the page, cluster or message."""
 
@@ -63,6 +63,13 @@ class Verification:
     unverified: list[str] = field(default_factory=list)
     """Ids of messages no checkpoint held in their original form (e.g. a run saved with
     ``durability="exit"``): present, but their text could not be compared."""
+    off_branch: list[str] = field(default_factory=list)
+    """Ids of messages a checkpoint off the latest branch held and the latest branch never did:
+    turns a run lost to another run on the thread at the same time (LangGraph's last write wins;
+    serialize runs per thread), or left on a fork on purpose (time travel). Not an issue: the
+    latest branch can still be lossless; `warnings` names them."""
+    warnings: list[Issue] = field(default_factory=list)
+    """What may be wrong without making the thread lossy (``off-branch``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe."""
@@ -193,6 +200,7 @@ def verify_thread(
     snapshots: Sequence[Snapshot],
     *,
     counter: TokenCounter | None = None,
+    others: Sequence[Snapshot] = (),
 ) -> Verification:
     """Rebuild the thread's history from its latest checkpoint and the store, and check it is lossless.
 
@@ -208,6 +216,8 @@ def verify_thread(
         snapshots: The branch's checkpoints, oldest first (`load_snapshots`).
         counter: The tokenizer recall results were rendered with (default cl100k): a shrunk
             recall result is re-rendered with it.
+        others: The thread's checkpoints off that branch (`load_branches`): messages they held
+            that the branch never did are listed in ``off_branch`` with an ``off-branch`` warning.
 
     Returns:
         A `Verification`; ``lossless`` is True when no issue was found.
@@ -248,8 +258,24 @@ def verify_thread(
                 f"the rebuilt history has {result.user_turns} user turns, the checkpoints saw {seen_turns}",
             )
         )
+    result.off_branch = _off_branch(others, first)
+    if result.off_branch:
+        shown = ", ".join(result.off_branch[:20]) + (" ..." if len(result.off_branch) > 20 else "")
+        result.warnings.append(
+            Issue(
+                "off-branch",
+                f"{len(result.off_branch)} message(s) held by checkpoints off the latest branch are not on it "
+                f"(lost to a concurrent run on the thread, or left on a fork): {shown}",
+            )
+        )
     result.lossless = not result.issues
     return result
+
+
+def _off_branch(others: Sequence[Snapshot], on_branch: dict[str, BaseMessage]) -> list[str]:
+    """Original messages checkpoints off the branch held and no checkpoint of the branch did."""
+    found = (m.id for s in others for m in s.messages if m.id and _is_original(m) and m.id not in on_branch)
+    return list(dict.fromkeys(found))
 
 
 def _duplicates(history: Sequence[BaseMessage]) -> list[Issue]:
