@@ -59,7 +59,9 @@ class Verification:
     pages_used: int = 0
     """Stored pages the rebuild read."""
     forgotten: list[str] = field(default_factory=list)
-    """Ids of messages forgotten on purpose (`PageStore.forget`): rebuilt as tombstones, not compared."""
+    """Ids of messages forgotten on purpose (`PageStore.forget`): rebuilt as tombstones, not compared
+    (nor are the recall results that showed their pages: `forget` shrinks them, and they rebuild from
+    the scrubbed pages)."""
     unverified: list[str] = field(default_factory=list)
     """Ids of messages no checkpoint held in their original form (e.g. a run saved with
     ``durability="exit"``): present, but their text could not be compared."""
@@ -247,7 +249,8 @@ def verify_thread(
             first.setdefault(message.id or "", message)
     result.seen = len(first)
     result.forgotten = [m.id or "" for m in history if library_mark(m).get("forgotten")]
-    result.issues += _compare(first, history, result.unverified, set(result.forgotten))
+    scrubbed = _shows_scrubbed(history, fetch) if result.forgotten else set()
+    result.issues += _compare(first, history, result.unverified, {*result.forgotten, *scrubbed})
     result.issues += _arrival_order(first, history)
     result.user_turns = sum(1 for m in history if is_user_turn(m))
     seen_turns = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
@@ -270,6 +273,19 @@ def verify_thread(
         )
     result.lossless = not result.issues
     return result
+
+
+def _shows_scrubbed(history: Sequence[BaseMessage], fetch: _Fetcher) -> set[str]:
+    """Ids of the recall results that showed a page holding a forgotten message."""
+    return {
+        m.id or ""
+        for m in history
+        if any(
+            (page := fetch.page(pid)) is not None
+            and any(library_mark(x).get("forgotten") for x in page.messages)
+            for pid in recall_copy_pages(m)
+        )
+    }
 
 
 def _off_branch(others: Sequence[Snapshot], on_branch: dict[str, BaseMessage]) -> list[str]:

@@ -89,3 +89,28 @@ def test_verify_warns_of_turns_lost_to_a_concurrent_run(postgres_uri, locked, ca
     main(["verify", THREAD, "--store", uri])
     text = capsys.readouterr().out
     assert ("warning: off-branch:" in text) is (not locked), text
+
+
+def test_verify_after_forgetting_a_message_a_recall_result_showed():
+    """A recall result that showed a page is shrunk by `forget` and rebuilt from the scrubbed page:
+    it differs from what the checkpoint held by the forgotten text only, which is no loss (found by
+    tools/bench_deploy.py: verify said NOT LOSSLESS, 'changed: message recall-...')."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from graphs.deploy_graph import build
+    from langmem_paging.ops import load_snapshots
+
+    store, saver = InMemoryStore(), InMemorySaver()
+    agent = build(True, store=store, checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    texts = [f"turn {i}: Mirela keeps {100 + i} beehives near Bled{i}." for i in range(10)]
+    texts[1] += " My locker code is Kestrel42."
+    for i, text in enumerate([*texts, "RECALL p1", "one more turn"]):
+        agent.invoke({"messages": [HumanMessage(text, id=f"h{i}")]}, config)
+    held = [m for s in load_snapshots(saver, "t") for m in s.messages]
+    assert any(m.type == "tool" and "Kestrel42" in str(m.content) for m in held), "the recall showed it"
+    PageStore(store).forget("t", "h1", graph=agent)
+    result = verify_thread(PageStore(store), "t", load_snapshots(saver, "t"))
+    assert result.lossless, result.issues
+    assert "h1" in result.forgotten
