@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,13 @@ def _target(served: Served) -> ServerTarget | AppTarget:
 
 
 async def _chaos(
-    served: Served, uri: str, target: Any, out: list[Any], load: Load, l0_done: asyncio.Event
+    served: Served,
+    uri: str,
+    target: Any,
+    out: list[Any],
+    reconnects: list[warnings.WarningMessage],
+    load: Load,
+    l0_done: asyncio.Event,
 ) -> None:
     """A worker SIGKILLed a third of the way (several workers), and, once thread L0 is done, its
     turn-1 message forgotten, then searched for through the server (a recall by query)."""
@@ -87,7 +94,7 @@ async def _chaos(
         for _ in range(2 * served.workers):  # until a kill lands on a turn in flight (a client retried)
             out.append(("killed", served.kill_worker()))
             await asyncio.sleep(1.5)
-            if _died_mid_turn(served, load) or len(load.sent) >= load.planned:
+            if _died_mid_turn(served, load, reconnects) or len(load.sent) >= load.planned:
                 break
     await l0_done.wait()
     key, text, thread = f"L0-c0-{load.round}-1", secret("L0", "c0"), load.threads["L0"]
@@ -96,28 +103,37 @@ async def _chaos(
     await target.run(load.graph, thread, f"L0-c0-{load.round}-search", "SEARCH ZarkoL0x1 locker code")
 
 
-def _died_mid_turn(served: Served, load: Load) -> bool:
-    """A killed worker was in a turn: a client retried it, or (the Agent Server, whose SDK client
-    reconnects by itself) the runtime swept the run the dead worker held and ran it again."""
-    return bool(load.failures) or "Swept stale runs" in served.log.read_text(errors="replace")
+def _reconnects(caught: list[warnings.WarningMessage]) -> int:
+    """The SDK's 'attempting reconnect' warnings among those caught."""
+    return sum("attempting reconnect" in str(w.message) for w in caught)
+
+
+def _died_mid_turn(served: Served, load: Load, reconnects: list[warnings.WarningMessage]) -> bool:
+    """A killed worker was in a turn: a client retried it, or (the Agent Server) the SDK client
+    reconnected to its run (a warning), or the runtime swept the run the dead worker held."""
+    return bool(load.failures or _reconnects(reconnects)) or "Swept stale runs" in served.log.read_text(
+        errors="replace"
+    )
 
 
 async def _checked_run(served: Served, uri: str, args: argparse.Namespace) -> dict[str, Any]:
     target, out = _target(served), []
     try:
-        load = await run_load(
-            target,
-            "paging",
-            threads=args.threads,
-            turns=args.turns,
-            during=lambda ld, ev: _chaos(served, uri, target, out, ld, ev),
-        )
+        with warnings.catch_warnings(record=True) as caught:  # the SDK warns when it reconnects
+            warnings.simplefilter("always")
+            load = await run_load(
+                target,
+                "paging",
+                threads=args.threads,
+                turns=args.turns,
+                during=lambda ld, ev: _chaos(served, uri, target, out, caught, ld, ev),
+            )
     finally:
         await close(target)
     forgotten = next(o for o in out if isinstance(o, Forgotten))
     killed = [o[1] for o in out if isinstance(o, tuple)]
     problems = check_load(uri, load, forgotten)
-    if killed and not _died_mid_turn(served, load):
+    if killed and not _died_mid_turn(served, load, caught):
         problems.append(f"{len(killed)} worker(s) killed, none mid-turn: the kill tested nothing")
     return {
         "load": load,
@@ -125,6 +141,7 @@ async def _checked_run(served: Served, uri: str, args: argparse.Namespace) -> di
         "killed": killed,
         "retried": sum(s.tries > 1 for s in load.sent),
         "swept": served.log.read_text(errors="replace").count("Swept stale runs"),
+        "reconnected": _reconnects(caught),
         "forgotten": forgotten,
     }
 

@@ -48,5 +48,7 @@ def test_deployed_paging_loses_nothing(runtime, workers):
     )  # every turn answered: L0 (half), both clients of the shared thread
     assert checked["forgotten"] == "L0-c0-0-1"
     if workers > 1:
-        # a worker died mid-turn: its client retried, or the runtime swept its run and ran it again
-        assert checked["killed"] and (checked["retried"] or checked["swept"]), checked
+        # a worker died mid-turn: its client retried or reconnected, or the runtime swept its run
+        assert checked["killed"] and (checked["retried"] or checked["reconnected"] or checked["swept"]), (
+            checked
+        )
