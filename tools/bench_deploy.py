@@ -92,7 +92,7 @@ async def _chaos(
         while len(load.sent) < load.planned // 3:
             await asyncio.sleep(0.05)
         for _ in range(2 * served.workers):  # until a kill lands on a turn in flight (a client retried)
-            out.append(("killed", served.kill_worker()))
+            out.append(("killed", served.kill_worker(prefer=getattr(target, "last_pid", None))))
             await asyncio.sleep(1.5)
             if _died_mid_turn(served, load, reconnects) or len(load.sent) >= load.planned:
                 break

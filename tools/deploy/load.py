@@ -55,12 +55,15 @@ class AppTarget:
         import httpx
 
         self.client = httpx.AsyncClient(base_url=url, timeout=ATTEMPT_TIMEOUT, trust_env=False)
+        self.last_pid: int | None = None
+        """The worker that answered last (kept-alive connections stay with it: it has turns in flight)."""
 
     async def run(self, graph: str, thread: str, key: str, text: str) -> None:
         response = await self.client.post(
             "/turn", json={"graph": graph, "thread": thread, "id": key, "text": text}
         )
         response.raise_for_status()
+        self.last_pid = response.json()["pid"]
 
 
 @dataclass

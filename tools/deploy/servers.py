@@ -67,14 +67,16 @@ class Served:
             return [self.process.pid]
         return [pid for pid in _children(self.process.pid) if b"spawn_main" in _cmdline(pid)]
 
-    def kill_worker(self) -> int | None:
-        """SIGKILL one worker (the supervisor starts another); its pid, or None if none was found."""
+    def kill_worker(self, prefer: int | None = None) -> int | None:
+        """SIGKILL one worker, `prefer` if it is one (the supervisor starts another); its pid, or
+        None if none was found."""
         pids = self.worker_pids() if self.workers > 1 else []
         if not pids:
             return None
+        pid = prefer if prefer in pids else pids[0]
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pids[0], signal.SIGKILL)
-        return pids[0]
+            os.kill(pid, signal.SIGKILL)
+        return pid
 
 
 def _children(pid: int) -> list[int]:
