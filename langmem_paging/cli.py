@@ -42,6 +42,7 @@ from langmem_paging.core.records import Page
 from langmem_paging.core.tokens import OFFLINE_ENCODINGS, TokenCounter
 from langmem_paging.index.defaults import default_index
 from langmem_paging.ops import (
+    Branches,
     Snapshot,
     export_records,
     format_inspection,
@@ -50,6 +51,7 @@ from langmem_paging.ops import (
     import_records,
     inspect_thread,
     list_threads,
+    load_branches,
     load_snapshots,
     paging_steps,
     record_counts,
@@ -257,6 +259,11 @@ def _snapshots(args: argparse.Namespace, *, lineage: bool) -> list[Snapshot]:
         return load_snapshots(saver, args.thread, lineage=lineage) if saver is not None else []
 
 
+def _branches(args: argparse.Namespace) -> Branches:
+    with _checkpointer(args) as saver:
+        return load_branches(saver, args.thread) if saver is not None else Branches([], [])
+
+
 def _no_such_thread(args: argparse.Namespace) -> _Fail:
     return _Fail(
         f"no such thread {args.thread!r} in {shown_uri(_store_uri(args))}: it has no store records and "
@@ -368,7 +375,8 @@ def _show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _verify(args: argparse.Namespace, out: TextIO) -> int:
-    snapshots = _snapshots(args, lineage=True)
+    branches = _branches(args)
+    snapshots = branches.latest
     with _store(args) as store:
         if _is_unknown(store, args, snapshots):
             raise _no_such_thread(args)
@@ -386,7 +394,11 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
                 2,
             )
         result = verify_thread(
-            PageStore(store), args.thread, snapshots, counter=TokenCounter(encoding=args.encoding)
+            PageStore(store),
+            args.thread,
+            snapshots,
+            counter=TokenCounter(encoding=args.encoding),
+            others=branches.others,
         )
     if args.json:
         _print(out, result.to_dict())

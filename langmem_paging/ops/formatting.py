@@ -121,4 +121,5 @@ def format_verification(result: Verification) -> str:
             f"(present, text not compared): {', '.join(result.unverified[:10])}"
         )
     lines += [f"  {issue.code}: {issue.detail}" for issue in result.issues]
+    lines += [f"  warning: {issue.code}: {issue.detail}" for issue in result.warnings]
     return "\n".join(lines)

@@ -12,7 +12,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from langmem_paging.core.state import STATE_KEY, PagingState
 
-__all__ = ["PagingStep", "Snapshot", "latest_branch", "load_snapshots", "paging_steps", "snapshot_of_state"]
+__all__ = [
+    "Branches",
+    "PagingStep",
+    "Snapshot",
+    "latest_branch",
+    "load_branches",
+    "load_snapshots",
+    "paging_steps",
+    "snapshot_of_state",
+]
 
 
 @dataclass
@@ -77,28 +86,47 @@ def load_snapshots(
 
     Returns:
         Oldest first; empty if the thread has no checkpoint. Checkpoints of other branches
-        (forks, time travel) are left out: the latest one's parents are followed.
+        (forks, time travel, a concurrent run's lost writes) are left out: the latest one's
+        parents are followed (`load_branches` returns them too).
     """
-    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     if not lineage:
-        latest = saver.get_tuple(config)
+        latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
         return [_snapshot(latest)] if latest is not None else []
-    return latest_branch(map(_snapshot, saver.list(config)))
+    return load_branches(saver, thread_id).latest
+
+
+@dataclass
+class Branches:
+    """A thread's checkpoints (root graph), split at its latest one's branch."""
+
+    latest: list[Snapshot]
+    """The latest checkpoint's branch, oldest first (`load_snapshots`)."""
+    others: list[Snapshot]
+    """Every other checkpoint, oldest first: forks, time travel, and what a run writing on the
+    thread at the same time as another wrote and lost (LangGraph's last write wins)."""
+
+
+def load_branches(saver: BaseCheckpointSaver[Any], thread_id: str) -> Branches:
+    """The thread's checkpoints in one listing: the latest one's branch and all the others."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    return _branches(map(_snapshot, saver.list(config)))
 
 
 def latest_branch(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
     """The checkpoints on the branch of the latest one (its parents followed), oldest first; checkpoints
     of other branches (forks, time travel) are left out. The checkpoints may come in any order (a
     checkpointer's ``list``, a LangGraph server's thread history)."""
+    return _branches(snapshots).latest
+
+
+def _branches(snapshots: Iterable[Snapshot]) -> Branches:
     by_id = {s.checkpoint_id: s for s in snapshots}
-    if not by_id:
-        return []
     chain: list[Snapshot] = []
-    at: str | None = max(by_id)  # checkpoint ids are time-ordered (uuid6), as `get_tuple` assumes
+    at: str | None = max(by_id, default=None)  # checkpoint ids are time-ordered (uuid6), as get_tuple assumes
     while at is not None and at in by_id:
-        chain.append(by_id[at])
-        at = by_id[at].parent_id
-    return chain[::-1]
+        chain.append(by_id.pop(at))
+        at = chain[-1].parent_id
+    return Branches(latest=chain[::-1], others=[by_id[key] for key in sorted(by_id)])
 
 
 @dataclass

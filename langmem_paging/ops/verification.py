@@ -28,7 +28,7 @@ class Issue:
 
     code: str
     """``missing-page``, ``missing-cluster``, ``unresolved-bookmark``,
-    ``duplicate``, ``lost``, ``changed``, ``order``, ``user-turns``."""
+    ``duplicate``, ``lost``, ``changed``, ``order``, ``user-turns``; as a warning, ``off-branch``."""
     detail: str
     """What is wrong, naming the page, cluster or message."""
 
@@ -59,10 +59,19 @@ class Verification:
     pages_used: int = 0
     """Stored pages the rebuild read."""
     forgotten: list[str] = field(default_factory=list)
-    """Ids of messages forgotten on purpose (`PageStore.forget`): rebuilt as tombstones, not compared."""
+    """Ids of messages forgotten on purpose (`PageStore.forget`): rebuilt as tombstones, not compared
+    (nor are the recall results that showed their pages: `forget` shrinks them, and they rebuild from
+    the scrubbed pages)."""
     unverified: list[str] = field(default_factory=list)
     """Ids of messages no checkpoint held in their original form (e.g. a run saved with
     ``durability="exit"``): present, but their text could not be compared."""
+    off_branch: list[str] = field(default_factory=list)
+    """Ids of messages a checkpoint off the latest branch held and the latest branch never did:
+    turns a run lost to another run on the thread at the same time (LangGraph's last write wins;
+    serialize runs per thread), or left on a fork on purpose (time travel). Not an issue: the
+    latest branch can still be lossless; `warnings` names them."""
+    warnings: list[Issue] = field(default_factory=list)
+    """What may be wrong without making the thread lossy (``off-branch``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe."""
@@ -193,6 +202,7 @@ def verify_thread(
     snapshots: Sequence[Snapshot],
     *,
     counter: TokenCounter | None = None,
+    others: Sequence[Snapshot] = (),
 ) -> Verification:
     """Rebuild the thread's history from its latest checkpoint and the store, and check it is lossless.
 
@@ -208,6 +218,8 @@ def verify_thread(
         snapshots: The branch's checkpoints, oldest first (`load_snapshots`).
         counter: The tokenizer recall results were rendered with (default cl100k): a shrunk
             recall result is re-rendered with it.
+        others: The thread's checkpoints off that branch (`load_branches`): messages they held
+            that the branch never did are listed in ``off_branch`` with an ``off-branch`` warning.
 
     Returns:
         A `Verification`; ``lossless`` is True when no issue was found.
@@ -237,7 +249,8 @@ def verify_thread(
             first.setdefault(message.id or "", message)
     result.seen = len(first)
     result.forgotten = [m.id or "" for m in history if library_mark(m).get("forgotten")]
-    result.issues += _compare(first, history, result.unverified, set(result.forgotten))
+    scrubbed = _shows_scrubbed(history, fetch) if result.forgotten else set()
+    result.issues += _compare(first, history, result.unverified, {*result.forgotten, *scrubbed})
     result.issues += _arrival_order(first, history)
     result.user_turns = sum(1 for m in history if is_user_turn(m))
     seen_turns = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
@@ -248,8 +261,37 @@ def verify_thread(
                 f"the rebuilt history has {result.user_turns} user turns, the checkpoints saw {seen_turns}",
             )
         )
+    result.off_branch = _off_branch(others, first)
+    if result.off_branch:
+        shown = ", ".join(result.off_branch[:20]) + (" ..." if len(result.off_branch) > 20 else "")
+        result.warnings.append(
+            Issue(
+                "off-branch",
+                f"{len(result.off_branch)} message(s) held by checkpoints off the latest branch are not on it "
+                f"(lost to a concurrent run on the thread, or left on a fork): {shown}",
+            )
+        )
     result.lossless = not result.issues
     return result
+
+
+def _shows_scrubbed(history: Sequence[BaseMessage], fetch: _Fetcher) -> set[str]:
+    """Ids of the recall results that showed a page holding a forgotten message."""
+    return {
+        m.id or ""
+        for m in history
+        if any(
+            (page := fetch.page(pid)) is not None
+            and any(library_mark(x).get("forgotten") for x in page.messages)
+            for pid in recall_copy_pages(m)
+        )
+    }
+
+
+def _off_branch(others: Sequence[Snapshot], on_branch: dict[str, BaseMessage]) -> list[str]:
+    """Original messages checkpoints off the branch held and no checkpoint of the branch did."""
+    found = (m.id for s in others for m in s.messages if m.id and _is_original(m) and m.id not in on_branch)
+    return list(dict.fromkeys(found))
 
 
 def _duplicates(history: Sequence[BaseMessage]) -> list[Issue]:

@@ -288,29 +288,44 @@ def start_langgraph_server(
         ]
         env = offline_env()
         env.update(extra_env or {})
-        started = time.monotonic()
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                command,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see the hook's docstring
-            )
-        stack.callback(_stop, process)
-        url = _wait_ready(process, log_path, port, started, start_timeout)
+        process, url, seconds = stack.enter_context(
+            serving(command, cwd=workdir, env=env, log_path=log_path, port=port, start_timeout=start_timeout)
+        )
         yield LangGraphServer(
             url=url,
             process=process,
             workdir=workdir,
             log_path=log_path,
             command=command,
-            start_seconds=time.monotonic() - started,
+            start_seconds=seconds,
             graph_ids=list(data.get("graphs", {})),
         )
+
+
+@contextlib.contextmanager
+def serving(
+    command: list[str], *, cwd: Path, env: dict[str, str], log_path: Path, port: int, start_timeout: float
+) -> Iterator[tuple[subprocess.Popen, str, float]]:
+    """Run an HTTP server `command` in its own process group (SIGTERMed if this process dies), its
+    output in `log_path`; wait for ``GET /ok`` on `port` and yield (process, url, seconds to ready);
+    on exit stop the whole group and wait."""
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see the hook's docstring
+        )
+    try:
+        url = _wait_ready(process, log_path, port, started, start_timeout)
+        yield process, url, time.monotonic() - started
+    finally:
+        _stop(process)
 
 
 def _wait_ready(process: subprocess.Popen, log_path: Path, port: int, started: float, timeout: float) -> str:
@@ -318,7 +333,7 @@ def _wait_ready(process: subprocess.Popen, log_path: Path, port: int, started: f
     while time.monotonic() - started < timeout:
         if process.poll() is not None:
             raise LangGraphServerError(
-                f"langgraph dev exited with code {process.returncode} before it was ready; "
+                f"{' '.join(map(str, process.args[:4]))} exited with code {process.returncode} before it was ready; "
                 f"log {log_path}:\n{log_tail(log_path)}"
             )
         # The server falls back to another port when ours was taken in the meantime: believe its banner.
@@ -329,7 +344,7 @@ def _wait_ready(process: subprocess.Popen, log_path: Path, port: int, started: f
             return url
         time.sleep(0.2)
     raise LangGraphServerError(
-        f"langgraph dev was not ready at {url}/ok within {timeout:.0f}s; "
+        f"{' '.join(map(str, process.args[:4]))} was not ready at {url}/ok within {timeout:.0f}s; "
         f"log {log_path}:\n{log_tail(log_path)}"
     )
 

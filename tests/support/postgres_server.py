@@ -195,9 +195,10 @@ def _sweep_stale_dirs(older_than: float = 600.0) -> None:
 
 
 @contextlib.contextmanager
-def running_postgres(*, timeout: float = 30.0, tries: int = 3) -> Iterator[str]:
+def running_postgres(*, timeout: float = 30.0, tries: int = 3, max_connections: int = 50) -> Iterator[str]:
     """Start a throwaway server, yield ``postgresql://langmem@127.0.0.1:PORT/postgres?sslmode=disable``.
 
+    ``max_connections``: a multi-worker server opens a few pools per worker (tools/bench_deploy.py).
     Raises PostgresUnavailable, with the server log's tail, when no server can be started.
     """
     bindir = find_bindir()
@@ -242,7 +243,7 @@ def running_postgres(*, timeout: float = 30.0, tries: int = 3) -> Iterator[str]:
                         "-c",
                         "synchronous_commit=off",
                         "-c",
-                        "max_connections=50",
+                        f"max_connections={max_connections}",
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
