@@ -41,6 +41,7 @@ __all__ = [
     "message_session",
     "message_timestamp",
     "recall_copy_pages",
+    "recall_copy_shown",
     "require_messages",
     "speaker",
     "split_units",
@@ -92,6 +93,23 @@ def recall_copy_pages(message: BaseMessage) -> list[str]:
     recalled = message.artifact.get(METADATA_KEY, {})
     pages = recalled.get("recalled") if isinstance(recalled, dict) else None
     return list(pages) if isinstance(pages, list) else []
+
+
+def recall_copy_shown(message: BaseMessage) -> list[str]:
+    """Page ids a `recall` ToolMessage shows anything of: the pages whose text it carries and the
+    member pages a cluster listing names with their bookmarks (the spec's cluster items)."""
+    if not isinstance(message, ToolMessage) or not isinstance(message.artifact, dict):
+        return []
+    recalled = message.artifact.get(METADATA_KEY, {})
+    spec = recalled.get("spec") if isinstance(recalled, dict) else None
+    items = spec.get("items") if isinstance(spec, dict) else None
+    listed = [
+        str(page)
+        for item in (items if isinstance(items, list) else [])
+        if isinstance(item, dict) and "cluster" in item
+        for page in item.get("members") or []
+    ]
+    return list(dict.fromkeys([*recall_copy_pages(message), *listed]))
 
 
 def speaker(message: BaseMessage) -> str:

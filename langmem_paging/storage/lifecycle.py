@@ -49,7 +49,7 @@ from langmem_paging.core.messages import (
     dump_messages,
     library_mark,
     load_messages,
-    recall_copy_pages,
+    recall_copy_shown,
 )
 from langmem_paging.core.records import ClusterNode, Page, cluster_number, messages_digest
 from langmem_paging.core.state import STATE_KEY, PagingState, ResidentPage, ShownPage, TermSketch
@@ -379,8 +379,8 @@ def _scrubbed_message(
         cid = mark["cluster"]
         new = cluster_message(cid, nodes[cid].bookmark, message.id or "") if cid in nodes else None
         return new if new is not None and new.content != message.content else None
-    if isinstance(message, ToolMessage) and recall_copy_pages(message):
-        stale = not mark.get("shrunk") and not set(recall_copy_pages(message)).isdisjoint(pages)
+    if isinstance(message, ToolMessage) and (shown := recall_copy_shown(message)):
+        stale = not mark.get("shrunk") and not set(shown).isdisjoint(pages)
         return shrink_recall_copy(message) if stale else None
     if message.id in ids and not mark.get("forgotten") and not mark.get("paged_result"):
         return tombstone(message)

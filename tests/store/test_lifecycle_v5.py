@@ -421,3 +421,27 @@ def test_view_mode_the_next_prompt_and_the_paging_state_follow_without_a_graph()
     assert _hits(json.dumps(agent.get_state(CONFIG).values["paging"])) == []
     paging.forget(THREAD, "card", graph=agent)
     assert _hits(_checkpoint_text(agent)) == []
+
+
+def test_a_recall_listing_a_clusters_pages_loses_the_forgotten_words():
+    """A recall of a cluster lists its pages' bookmarks (ids only in the spec's cluster item, not in
+    `recalled`): after a forget, that listing in the state still showed the page's old bookmark (the
+    operators' `where` transcript). It shrinks to a reference, which re-expands from the scrubbed records."""
+    from langchain_core.messages import AIMessage
+
+    def answer(prompt):
+        last = prompt[-1]
+        if isinstance(last, HumanMessage) and "list the cluster" in str(last.content):
+            cluster = re.search(r"\[(c\d+):", " ".join(str(m.content) for m in prompt)).group(1)
+            return AIMessage("", tool_calls=[{"name": "recall", "args": {"page_ids": [cluster]}, "id": "r1"}])
+        return "Noted."
+
+    store = InMemoryStore()
+    agent, paging, model = _agent(store, responses=[answer] * 60)
+    _converse(agent)
+    agent.invoke({"messages": ["Please list the cluster of my notes."]}, CONFIG)
+    listing = next(m for m in agent.get_state(CONFIG).values["messages"] if m.type == "tool")
+    assert "=== c" in listing.content and _hits(listing.content), listing.content  # the card page's bookmark
+    paging.forget(THREAD, "card")
+    assert _hits(_next_prompt(agent, model)) == []
+    assert _hits(_checkpoint_text(agent)) == []
