@@ -23,35 +23,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from langmem_paging import PagingState
 from langmem_paging.core.messages import METADATA_KEY, is_user_turn
+from tests.fuzz.graph_case import graph_case
 from tools.fuzzing import Report
-from tools.fuzzing.graph import GraphCase, GraphParams
+from tools.fuzzing.graph import GraphCase
 from tools.fuzzing.oracles import generous_protected, over_budget_unexplained
-from tools.fuzzing.vocabulary import COUNTER, VOCAB, Words
+from tools.fuzzing.vocabulary import COUNTER, VOCAB
 
 THREAD = "g33-0"
-
-
-def _params(kind: str, max_tokens: int) -> GraphParams:
-    """Seed 33's options, without the store faults, removals and time travel it needed to get here."""
-    return GraphParams(
-        kind=kind,
-        mode="replace",
-        sync=True,
-        boundary="fixed_5",
-        policy="fifo",
-        max_tokens=max_tokens,
-        low_water=None,
-        bookmark_share=0.05,
-        large_result_share=0.5,
-        fail_rate=0.0,
-        on_store_error="raise",
-        backend="memory",
-        turns=1,
-        threads=1,
-        forks=False,
-        concurrent=False,
-        system_prompt=kind == "middleware",
-    )
 
 
 def _tool_round(words: int):
@@ -69,14 +47,10 @@ def _tool_round(words: int):
 
 
 def _case(kind: str, max_tokens: int) -> tuple[GraphCase, Report]:
-    report = Report()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        case = GraphCase(33, _params(kind, max_tokens), report)
-    case.words[THREAD] = Words(random.Random(33), "zt33x")
-    case.snapshots[THREAD] = {}
-    case.heads[THREAD] = None
-    return case, report
+    """Seed 33's options, without the store faults, removals and time travel it needed to get here."""
+    return graph_case(
+        33, THREAD, "zt33x", kind=kind, max_tokens=max_tokens, system_prompt=kind == "middleware"
+    )
 
 
 @pytest.mark.parametrize(("kind", "max_tokens", "words"), [("node", 300, 130), ("middleware", 700, 250)])

@@ -21,7 +21,7 @@ from langmem_paging.testing import FaultInjectingStore
 from .graph_build import GraphBuild, scenario_tools
 from .graph_checks import GraphChecks
 from .graph_generate import GraphGeneration
-from .oracles import in_history_order, same_messages
+from .oracles import kept_by_remove_all, same_messages
 from .report import INJECTED, FuzzFailure, InjectedStoreError, Report
 from .stores import _sqlite_store
 from .vocabulary import BOUNDARIES, COUNTER, POLICIES, Words
@@ -214,16 +214,14 @@ class GraphCase(GraphBuild, GraphGeneration, GraphChecks):
         inputs, remove_all = self.user_input(thread, {} if before.next else values)
         expected = list(history)
         if remove_all:
-            keep = list(inputs[2:-1])
-            # a kept cluster bookmark stands for pages from several places in the history (some
-            # after messages kept beside it): keeping messages never reorders them
-            kept = reconstruct_history(
-                keep,
+            kept = kept_by_remove_all(
+                list(inputs[2:-1]),
+                history,
+                values.get("paging"),
                 lambda pid: self.oracle.get(thread, pid),
-                COUNTER,
-                clusters=lambda cid: self.oracle.get_cluster(thread, cid),
+                lambda cid: self.oracle.get_cluster(thread, cid),
             )
-            expected = [inputs[1], *in_history_order(kept, history)]
+            expected = [inputs[1], *kept]
             self.report.notes["graph REMOVE_ALL_MESSAGES"] += 1
         else:
             for m in inputs[:-1]:

@@ -14,6 +14,7 @@ from langmem_paging.core.records import page_number
 from .oracles import (
     chat_problems,
     generous_protected,
+    left_to_sibling,
     library_ids,
     order_label,
     over_budget_account,
@@ -232,6 +233,7 @@ class GraphChecks:
                     pid in self.abandoned.get(thread, set())
                     and "No such page" not in content
                     and not content.startswith("recall failed")
+                    and not left_to_sibling(content, pid, kwargs.get("served") or {})
                 ):
                     self.fail("abandoned branch page visible (graph)", f"{pid}: {content[:200]!r}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -16,10 +17,13 @@ from langchain_core.messages import (
 from langmem_paging import (
     Page,
     PagingState,
+    reconstruct_history,
 )
 from langmem_paging.core.library_messages import bookmark_message
 from langmem_paging.core.messages import is_pinned, is_user_turn, library_mark, tool_call_ids
 from langmem_paging.core.rendering import render_message
+
+from .vocabulary import COUNTER
 
 # -- checks ------------------------------------------------------------------------------------
 
@@ -168,6 +172,23 @@ def shows_page(content: str, page_id: str) -> bool:
     return re.search(rf"^=== {re.escape(page_id)}( · .*)? ===$", content, re.MULTILINE) is not None
 
 
+def left_to_sibling(content: str, page_id: str, served: Mapping[str, Any]) -> bool:
+    """True when a recall result leaves `page_id` to the recall call of the same message that
+    asked for it first (`served`: the library's ``Served`` by id), pointing to that call: the
+    sibling's own result answers for the id, and is checked for it (graph seed 27: two parallel
+    calls asked for a page of an abandoned branch; the first said "No such page", the second
+    pointed to it)."""
+    sibling = served.get(page_id)
+    if sibling is None:
+        return False
+    for ids, calls in re.findall(
+        r"^(.*): in the result of your other \S+ call \(([^)]*)\), not repeated\.", content, re.MULTILINE
+    ):
+        if page_id in ids.split(", ") and sibling.call in calls.split(", "):
+            return True
+    return False
+
+
 def _messages_named(detail: str) -> int | None:
     """How many message lines a header's detail promises (None: a part, or a cluster)."""
     whole = re.fullmatch(r"(\d+) messages?", detail)
@@ -227,6 +248,26 @@ def tail_of(history: list[BaseMessage], expected: list[BaseMessage]) -> list[Bas
     """What `history` has beyond the messages of `expected` (to compare the rest as a multiset)."""
     seen = {(m.id, repr(m.content)) for m in expected}
     return [m for m in history if (m.id, repr(m.content)) not in seen]
+
+
+def kept_by_remove_all(
+    keep: list[BaseMessage],
+    history: list[BaseMessage],
+    paging: Any,
+    get_page: Callable[[str], Page | None],
+    get_cluster: Callable[[str], Any],
+) -> list[BaseMessage]:
+    """The history an app keeps when it sends ``REMOVE_ALL_MESSAGES`` then `keep` (messages of the
+    state, `paging` its paging state): the kept bookmarks' pages and the kept messages, in history
+    order. Only a bookmark the paging state shows stands for pages; a user's message carrying a
+    copied bookmark or cluster mark is just the user's (graph seed 22: view mode, where every
+    message of the state is the app's, expanded a spoofed ``{"cluster": "c1"}``)."""
+    kept = reconstruct_history(
+        keep, get_page, COUNTER, clusters=get_cluster, state=PagingState.from_value(paging)
+    )
+    # a kept cluster bookmark stands for pages from several places in the history (some after
+    # messages kept beside it): keeping messages never reorders them
+    return in_history_order(kept, history)
 
 
 def in_history_order(kept: list[BaseMessage], history: list[BaseMessage]) -> list[BaseMessage]:
