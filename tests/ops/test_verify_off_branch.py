@@ -104,7 +104,9 @@ def test_verify_after_forgetting_a_message_a_recall_result_showed():
     store, saver = InMemoryStore(), InMemorySaver()
     agent = build(True, store=store, checkpointer=saver)
     config = {"configurable": {"thread_id": "t"}}
-    texts = [f"turn {i}: Mirela keeps {100 + i} beehives near Bled{i}." for i in range(10)]
+    texts = [
+        f"turn {i}: Mirela keeps {100 + i} beehives near Bled{i}." for i in range(14)
+    ]  # p1 formed by turn 12
     texts[1] += " My locker code is Kestrel42."
     for i, text in enumerate([*texts, "RECALL p1", "one more turn"]):
         agent.invoke({"messages": [HumanMessage(text, id=f"h{i}")]}, config)
