@@ -14,7 +14,10 @@ Per runtime and worker count: one checked run (paging; a worker SIGKILLed mid-tu
 several, the clients retrying; a message forgotten while the load goes on), then ``--reps``
 repetitions of a paging and a no-paging load, alternated, every run checked (tools/deploy/checks.py:
 lossless, no turn lost even on the thread two clients share, no page number with two contents, no
-page of another thread, the forgotten text nowhere). Prints a table (medians over repetitions) and
+page of another thread, the forgotten text nowhere). The server runtimes install the server app
+(``langmem_paging.server:app``): ``GET /paging/ready`` must answer 200 before the load, the forget
+goes through ``POST /paging/threads/{id}/forget``, and thread L0, deleted through the server at the
+end (``DELETE /threads/{id}``), must leave no row in the library's tables. Prints a table (medians over repetitions) and
 writes JSON. Bounded: ``--threads`` clients (+2 on a shared thread), ``--turns`` each, and
 ``--budget-s`` (the remaining combinations are skipped, and said so).
 
@@ -41,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.postgres_server import fresh_database, running_postgres  # noqa: E402
-from tools.deploy.checks import Forgotten, check_load  # noqa: E402
+from tools.deploy.checks import Forgotten, check_load, rows_of_thread  # noqa: E402
 from tools.deploy.load import AppTarget, Load, ServerTarget, close, run_load, secret  # noqa: E402
 from tools.deploy.servers import RUNTIMES, Served, running_redis, serve  # noqa: E402
 
@@ -59,11 +62,8 @@ COLUMNS = [
 
 
 def forget_message(uri: str, thread: str, message_id: str) -> list[str]:
-    """Forget one message of a thread (store, indexes, checkpointed state); the pages changed.
-
-    FORGET_HOOK: through the library on the database today; switch to the server's route
-    (``/paging/...`` in langmem_paging/server.py) once it serves forget, so every worker's
-    in-process index hears of it."""
+    """Forget one message of a thread through the library on the database (store, indexes,
+    checkpointed state); the pages changed. The plain app's way: it serves no ``/paging`` routes."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
 
@@ -71,6 +71,19 @@ def forget_message(uri: str, thread: str, message_id: str) -> list[str]:
 
     with PostgresStore.from_conn_string(uri) as store, PostgresSaver.from_conn_string(uri) as saver:
         return PageStore(store).forget(thread, message_id, checkpointer=saver)
+
+
+async def _forget(target: Any, uri: str, thread: str, message_id: str) -> list[str]:
+    """FORGET_HOOK: on a LangGraph server through its app's route ``POST /paging/threads/{id}/forget``
+    (the worker that answers tells every worker's in-process index), else `forget_message`."""
+    if not isinstance(target, ServerTarget):
+        return await asyncio.to_thread(forget_message, uri, thread, message_id)
+    answer = await target.paging("POST", f"/threads/{thread}/forget", json={"message_id": message_id})
+    if answer.status_code != 200:
+        raise RuntimeError(
+            f"POST /paging/threads/{thread}/forget answered {answer.status_code}: {answer.text}"
+        )
+    return list(answer.json()["pages"])
 
 
 def _target(served: Served) -> ServerTarget | AppTarget:
@@ -98,9 +111,21 @@ async def _chaos(
                 break
     await l0_done.wait()
     key, text, thread = f"L0-c0-{load.round}-1", secret("L0", "c0"), load.threads["L0"]
-    pages = await asyncio.to_thread(forget_message, uri, thread, key)
+    pages = await _forget(target, uri, thread, key)
     out.append(Forgotten("L0", key, text, pages))
     await target.run(load.graph, thread, f"L0-c0-{load.round}-search", "SEARCH ZarkoL0x1 locker code")
+
+
+async def _deleted(target: Any, uri: str, thread: str) -> list[str]:
+    """``DELETE /threads/{id}`` through the server: no row of the thread left in the library's tables."""
+    if not rows_of_thread(uri, thread):
+        return [f"thread {thread} has no row in the library's tables: its deletion tests nothing"]
+    try:
+        await target.client.threads.delete(thread)
+    finally:
+        await close(target)
+    left = rows_of_thread(uri, thread)
+    return [f"thread {thread} deleted through the server: {n} row(s) left in {t}" for t, n in left.items()]
 
 
 def _reconnects(caught: list[warnings.WarningMessage]) -> int:
@@ -117,8 +142,12 @@ def _died_mid_turn(served: Served, load: Load, reconnects: list[warnings.Warning
 
 
 async def _checked_run(served: Served, uri: str, args: argparse.Namespace) -> dict[str, Any]:
-    target, out = _target(served), []
+    target, out, problems = _target(served), [], []
     try:
+        if isinstance(target, ServerTarget):  # the server app answers before the load
+            ready = await target.paging("GET", "/ready")
+            if ready.status_code != 200:
+                problems.append(f"GET /paging/ready answered {ready.status_code}: {ready.text[:300]}")
         with warnings.catch_warnings(record=True) as caught:  # the SDK warns when it reconnects
             warnings.simplefilter("always")
             load = await run_load(
@@ -132,7 +161,7 @@ async def _checked_run(served: Served, uri: str, args: argparse.Namespace) -> di
         await close(target)
     forgotten = next(o for o in out if isinstance(o, Forgotten))
     killed = [o[1] for o in out if isinstance(o, tuple)]
-    problems = check_load(uri, load, forgotten)
+    problems += check_load(uri, load, forgotten)
     if killed and not _died_mid_turn(served, load, caught):
         problems.append(f"{len(killed)} worker(s) killed, none mid-turn: the kill tested nothing")
     return {
@@ -177,6 +206,8 @@ def _combination(
         load, forgotten = checked.pop("load"), checked.pop("forgotten")
         row.update(checked=checked | {"turns": len(load.sent), "forgotten": forgotten.key})
         row["problems"] += checked["problems"]
+        if runtime == "agent-server":
+            row["problems"] += asyncio.run(_deleted(_target(served), uri, load.threads["L0"]))
         if runtime != "dev":
             row["runs"] += _repetitions(served, uri, args)
     if runtime == "dev":  # the same threads go on after a restart: paging survives it
@@ -184,6 +215,7 @@ def _combination(
             target = _target(served)
             after = asyncio.run(_after_restart(target, load, args))
             row["problems"] += [f"after restart: {p}" for p in check_load(uri, after, forgotten)]
+            row["problems"] += asyncio.run(_deleted(_target(served), uri, load.threads["L0"]))
             row["runs"] += _repetitions(served, uri, args)
     row["problems"] += [p for run in row["runs"] for p in run["problems"]]
     return row | _summary(row["runs"])

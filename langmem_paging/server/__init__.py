@@ -28,6 +28,7 @@ from typing import Any
 from langgraph.store.base import BaseStore
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.types import Receive, Scope, Send
 
 from langmem_paging.server.client_store import ClientStore
 from langmem_paging.server.deletion import DeletePagesWithThreads, adelete_thread_pages
@@ -47,6 +48,24 @@ __all__ = [
 ]
 
 
+class _PagingApp(Starlette):
+    """Starlette, with the lifespan sent straight to the router, past every middleware.
+
+    The server makes this app its own and adds its middleware to it, among them
+    ``EnsureStoreAccessible``, which reads the runtime's store on every call, a lifespan's too: under
+    ``langgraph-runtime-pg`` (0.11.1.post1, langgraph-api 0.11.1) that read raises before the lifespan
+    has set the store up, so the lifespan failed, the database pool never started, and every request
+    answered 500 (``Store requires setup_store()/start_pool() first``). Middleware has nothing to do
+    with a lifespan (Starlette's own passes it through)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            scope["app"] = self
+            await self.router(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def paging_app(
     store: BaseStore | None = None, *, checkpointer: Any = None, client: Any = None, prefix: str = PREFIX
 ) -> Starlette:
@@ -60,7 +79,7 @@ def paging_app(
     """
     routes = PagingRoutes(store, checkpointer=checkpointer, client=client, prefix=prefix)
     deletion = Middleware(DeletePagesWithThreads, store=store, client=client)
-    return Starlette(routes=routes.routes(), middleware=[deletion])
+    return _PagingApp(routes=routes.routes(), middleware=[deletion])
 
 
 app = paging_app()

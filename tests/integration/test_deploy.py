@@ -1,7 +1,9 @@
 """The deployment benchmark (tools/bench_deploy.py) at a small size, for its invariants, not its
 timings: each runtime serves the scripted graph on one Postgres under concurrent clients (a thread
 of their own, and one thread two clients share); a worker is SIGKILLed mid-turn (several workers)
-and a message is forgotten during the load; `langgraph dev` is restarted and goes on. Afterwards
+and a message is forgotten during the load (through the server app's route on the server runtimes,
+which install it); `langgraph dev` is restarted and goes on; a thread deleted through the server
+leaves no row in the library's tables. Afterwards
 every thread is lossless with no turn lost, no page number has two contents, no page holds another
 thread's turn, and the forgotten text is nowhere."""
 
@@ -18,11 +20,20 @@ from tools.bench_deploy import run
 from tools.deploy.servers import AGENT_SERVER_VENV
 
 pytestmark = pytest.mark.deploy
+TURNS = 16
+"""Thread L0 has 8, so it is paged before its message is forgotten (the server's route refuses a
+thread without pages: 404)."""
 
 
 def _args(runtime: str, workers: int) -> argparse.Namespace:
     return argparse.Namespace(
-        runtimes=[runtime], workers=[workers], threads=1, turns=8, reps=0, budget_s=300.0, max_connections=200
+        runtimes=[runtime],
+        workers=[workers],
+        threads=1,
+        turns=TURNS,
+        reps=0,
+        budget_s=300.0,
+        max_connections=200,
     )
 
 
@@ -44,7 +55,7 @@ def test_deployed_paging_loses_nothing(runtime, workers):
     assert not row["problems"], "\n".join(row["problems"])
     checked = row["checked"]
     assert (
-        checked["turns"] == 8 // 2 + 2 * 8
+        checked["turns"] == TURNS // 2 + 2 * TURNS
     )  # every turn answered: L0 (half), both clients of the shared thread
     assert checked["forgotten"] == "L0-c0-0-1"
     if workers > 1:

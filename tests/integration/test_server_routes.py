@@ -278,6 +278,40 @@ async def test_a_store_not_set_up_breaks_only_the_paging_routes():
         assert "setup_store" in answer.json()["detail"]
 
 
+def test_the_servers_lifespan_starts_though_its_middleware_reads_a_store_the_lifespan_sets_up():
+    """As the Agent Server installs the app on langgraph-runtime-pg: its lifespan (which sets the store
+    up) merged into the app's, and its middleware, which reads that store on every call, added to the
+    app's. Before: the lifespan went through that middleware, failed, and every request answered 500."""
+    from contextlib import asynccontextmanager
+
+    from starlette.middleware import Middleware
+    from starlette.testclient import TestClient
+
+    runtime: dict[str, object] = {}
+
+    class EnsureStore:  # the server's EnsureStoreAccessible: the runtime's store, on every call
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if "store" not in runtime:
+                raise RuntimeError("Store requires setup_store()/start_pool() first")
+            await self.app(scope, receive, send)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        runtime["store"] = InMemoryStore()
+        yield
+
+    app = paging_app(InMemoryStore())
+    app.user_middleware += [Middleware(EnsureStore)]
+    app.router.lifespan_context = lifespan
+    app.router.routes.append(Route("/ok", lambda request: JSONResponse({"ok": True})))
+    with TestClient(app) as client:
+        assert client.get("/ok").status_code == 200
+        assert client.get("/paging/ready").status_code == 200
+
+
 async def test_without_a_store_or_a_server_the_routes_say_how_to_give_one():
     async with client_of(paging_app()) as client:
         answer = await client.get("/paging/ready")

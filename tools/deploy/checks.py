@@ -5,7 +5,9 @@
 * every turn a client sent (both clients of the shared thread included) is on the latest branch;
 * no page number was given two contents (each page record is the content its number was claimed
   for, `langmem_paging_claims`), and no page holds another thread's words or turns;
-* a forgotten message's text is nowhere: store records, checkpointed state (`where_text`).
+* a forgotten message's text is nowhere: store records, checkpointed state (`where_text`), any text
+  column of any table of the database but what a forget does not reach (`NOT_REACHED`);
+* a thread deleted through the server leaves no row in the library's tables (`rows_of_thread`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,60 @@ def check_load(uri: str, load: Load, forgotten: Forgotten | None = None) -> list
         problems += _claims(page_store, uri, list(load.threads.values()), skip)
         if forgotten is not None:
             problems += _forgotten(page_store, saver, load.threads[forgotten.label], forgotten)
+    if forgotten is not None:
+        left = rows_holding(uri, forgotten.text, skip=NOT_REACHED)
+        problems += [
+            f"forgotten {forgotten.key}: {n} row(s) of {t} hold {forgotten.text!r}" for t, n in left.items()
+        ]
     return problems
+
+
+NOT_REACHED = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "runs")
+"""What a forget does not reach (docs/operators.md): the checkpointer's history (its latest checkpoint
+is checked, `where_text`) and the Agent Server's record of each run's input (what the client sent)."""
+
+
+def rows_holding(
+    uri: str, text: str, *, only_library: bool = False, skip: tuple[str, ...] = ()
+) -> dict[str, int]:
+    """``schema.table`` -> how many rows hold `text` in a text column, over every table of the
+    database (`only_library`: the library's, ``langmem_paging*`` and the store's, which have a
+    ``prefix`` column), but those named in `skip`; tables with none left out."""
+    import psycopg
+
+    with psycopg.connect(uri) as conn:
+        columns = conn.execute(
+            "SELECT c.table_schema, c.table_name, c.column_name, c.data_type FROM information_schema.columns c "
+            "JOIN information_schema.tables t USING (table_schema, table_name) "
+            "WHERE c.table_schema NOT IN ('pg_catalog', 'information_schema') AND t.table_type = 'BASE TABLE' "
+            "AND c.data_type IN ('text', 'character varying', 'jsonb', 'json', 'tsvector', 'ARRAY', 'bytea')"
+        ).fetchall()
+        tables: dict[tuple[str, str], list[str]] = {}
+        for schema, table, column, kind in columns:
+            if table not in skip:
+                tables.setdefault((schema, table), []).append(
+                    f'position(%(raw)s in "{column}") > 0'
+                    if kind == "bytea"
+                    else f'position(%(text)s in "{column}"::text) > 0'
+                )
+        if only_library:
+            tables = {
+                (s, t): cols
+                for (s, t), cols in tables.items()
+                if t.startswith("langmem_paging") or any('"prefix"' in c for c in cols)
+            }
+        found = {}
+        for (schema, table), matches in tables.items():
+            query = f'SELECT count(*) FROM "{schema}"."{table}" WHERE {" OR ".join(matches)}'
+            (count,) = conn.execute(query, {"text": text, "raw": text.encode()}).fetchone()
+            if count:
+                found[f"{schema}.{table}"] = count
+    return found
+
+
+def rows_of_thread(uri: str, thread: str) -> dict[str, int]:
+    """The library's rows that name `thread` (its id in a thread column or a store namespace)."""
+    return rows_holding(uri, thread, only_library=True)
 
 
 def _thread(page_store: PageStore, saver, load: Load, label: str) -> list[str]:

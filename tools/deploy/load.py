@@ -47,6 +47,10 @@ class ServerTarget:
     async def state(self, thread: str) -> dict[str, Any]:
         return await self.client.threads.get_state(thread)
 
+    async def paging(self, method: str, path: str, **kwargs: Any) -> Any:
+        """A request to the server app's ``/paging`` routes (langmem_paging.server): the response."""
+        return await self.client.http.client.request(method, f"/paging{path}", **kwargs)
+
 
 class AppTarget:
     """The plain multi-process app (tools/deploy/app.py)."""

@@ -37,6 +37,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNTIMES = ("dev", "agent-server", "app")
 GRAPHS = {name: f"{REPO_ROOT}/graphs/deploy_graph.py:{name}" for name in ("paging", "plain")}
 PERSISTENCE = f"{REPO_ROOT}/graphs/postgres_persistence.py"
+HTTP = {"app": "langmem_paging.server:app"}
+"""The server app (paging routes, pages deleted with their threads) each server runtime installs."""
 START_TIMEOUT = 180.0
 AGENT_SERVER_VENV = REPO_ROOT / ".venv-agent-server"
 """Where the Agent Server runtime is installed: ``langgraph-runtime-pg`` pins ``langgraph-api==0.11.1``
@@ -95,10 +97,12 @@ def _cmdline(pid: int) -> bytes:
 
 
 def dev_config(workdir: Path) -> Path:
-    """The ``langgraph.json`` of the ``dev`` runtime: both graphs, store and checkpointer by path."""
+    """The ``langgraph.json`` of the ``dev`` runtime: both graphs, the server app, store and
+    checkpointer by path."""
     config = {
         "dependencies": [str(REPO_ROOT)],
         "graphs": GRAPHS,
+        "http": HTTP,
         "store": {"path": f"{PERSISTENCE}:store"},
         "checkpointer": {"path": f"{PERSISTENCE}:checkpointer"},
     }
@@ -126,7 +130,7 @@ def serve(
     if runtime == "agent-server":
         migrate(uri)
         (workdir / "langgraph.json").write_text(
-            json.dumps({"dependencies": [str(REPO_ROOT)], "graphs": GRAPHS})
+            json.dumps({"dependencies": [str(REPO_ROOT)], "graphs": GRAPHS, "http": HTTP})
         )
         env.update(RUNTIME_ENV, DATABASE_URI=uri, REDIS_URI=redis_uri)
         command = [
