@@ -45,7 +45,10 @@ class ClientStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         if self.loop is None:
-            raise NotImplementedError("ClientStore's sync calls need loop=: use its async methods")
+            raise RuntimeError(
+                "ClientStore's sync calls need `loop=` (the event loop its client runs on, called from "
+                "another thread); or use its async methods (`abatch`, `await PageStore(store).aforget(...)`)"
+            )
         return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), self.loop).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:

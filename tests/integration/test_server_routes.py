@@ -363,3 +363,10 @@ async def test_a_message_still_in_the_context_is_forgotten_over_http_not_refused
     assert answer.status_code == 200, answer.text
     assert answer.json()["pages"] == []
     assert resident.id in PageStore(store).get_lifecycle(THREAD).forgotten
+
+
+def test_a_client_store_without_a_loop_refuses_sync_calls_naming_the_option():
+    from langmem_paging.server import ClientStore
+
+    with pytest.raises(RuntimeError, match="`loop=`"):
+        ClientStore(object()).batch([])
