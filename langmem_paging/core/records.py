@@ -11,6 +11,7 @@ counts for operators.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,9 +32,9 @@ __all__ = [
     "unescape_text",
 ]
 
-_REFUSED = re.compile("[\x00\ud800-\udfff]")
-"""What a database refuses in text: NUL (PostgreSQL's text and JSONB) and surrogate code points
-(not UTF-8: a lone one, as a cut emoji or a `surrogateescape`-decoded file leaves)."""
+_REFUSED_IN_JSON = re.compile(r"(?<!\\)(?:\\\\)*\\u0000|[\ud800-\udfff]")
+"""What a database refuses in text, as JSON writes it: NUL (PostgreSQL's text and JSONB) and surrogate
+code points (not UTF-8: a lone one, as a cut emoji or a `surrogateescape`-decoded file leaves)."""
 _ESCAPES = re.compile(r"[\\\x00\ud800-\udfff]")
 _UNESCAPES = re.compile(r"\\(\\|0|u[0-9a-f]{4})")
 ESCAPED_KEY = "text_escape"
@@ -71,13 +72,10 @@ def _unescape_one(match: re.Match[str]) -> str:
 
 
 def _refused(value: Any) -> bool:
-    if isinstance(value, str):
-        return _REFUSED.search(value) is not None
-    if isinstance(value, dict):
-        return any(_refused(k) or _refused(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_refused(v) for v in value)
-    return False
+    """Whether a string in `value` (a record's JSON dict) holds what a database refuses, read off its
+    JSON text in one pass: a NUL is written ``\\u0000`` there (after an even run of backslashes: an odd one
+    is a literal backslash), a surrogate as itself."""
+    return _REFUSED_IN_JSON.search(json.dumps(value, ensure_ascii=False)) is not None
 
 
 def _map_strings(value: Any, convert: Any) -> Any:

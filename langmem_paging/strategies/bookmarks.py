@@ -18,6 +18,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal, TypeAlias, cast
 
 from langchain_core.messages import BaseMessage
@@ -395,6 +396,7 @@ def shown_keywords(text: str) -> list[str]:
     return [w for group in parsed[1] for w in ([group] if _is_date_form(group) else group.split())]
 
 
+@lru_cache(maxsize=8192)  # asked for each keyword of each bookmark rendered while one is fitted
 def _is_date_form(form: str) -> bool:
     """A date keyword: one date word, or a day with its month (``25 May``), never a run of words."""
     parts = form.split()
