@@ -4,7 +4,7 @@ against every message the branch's checkpoints ever held."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -243,36 +243,50 @@ def verify_thread(
     result.rebuilt = len(history)
     result.pages_used = sum(p is not None for p in fetch.pages.values())
     result.issues += _duplicates(history) + _ordinal_order(history, state, fetch)
-    first: dict[str, BaseMessage] = {}
-    for snapshot in snapshots:
-        for message in snapshot.messages:
-            first.setdefault(message.id or "", message)
+    first = _first_seen(snapshots)
     result.seen = len(first)
     result.forgotten = [m.id or "" for m in history if library_mark(m).get("forgotten")]
     scrubbed = _shows_scrubbed(history, fetch) if result.forgotten else set()
     result.issues += _compare(first, history, result.unverified, {*result.forgotten, *scrubbed})
     result.issues += _arrival_order(first, history)
     result.user_turns = sum(1 for m in history if is_user_turn(m))
-    seen_turns = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
-    if state.skeleton is None and result.user_turns != seen_turns:
-        result.issues.append(
-            Issue(
-                "user-turns",
-                f"the rebuilt history has {result.user_turns} user turns, the checkpoints saw {seen_turns}",
-            )
-        )
+    if state.skeleton is None:
+        result.issues += _user_turns(result.user_turns, first)
     result.off_branch = _off_branch(others, first)
-    if result.off_branch:
-        shown = ", ".join(result.off_branch[:20]) + (" ..." if len(result.off_branch) > 20 else "")
-        result.warnings.append(
-            Issue(
-                "off-branch",
-                f"{len(result.off_branch)} message(s) held by checkpoints off the latest branch are not on it "
-                f"(lost to a concurrent run on the thread, or left on a fork): {shown}",
-            )
-        )
+    result.warnings += _off_branch_warning(result.off_branch)
     result.lossless = not result.issues
     return result
+
+
+def _first_seen(snapshots: Sequence[Snapshot]) -> dict[str, BaseMessage]:
+    """Every message id the checkpoints held, with the message as it first appeared, in that order."""
+    first: dict[str, BaseMessage] = {}
+    for snapshot in snapshots:
+        for message in snapshot.messages:
+            first.setdefault(message.id or "", message)
+    return first
+
+
+def _user_turns(rebuilt: int, first: Mapping[str, BaseMessage]) -> list[Issue]:
+    """An issue when the rebuilt history has another number of user turns than the checkpoints saw."""
+    seen = sum(1 for m in first.values() if _is_original(m) and is_user_turn(m))
+    if rebuilt == seen:
+        return []
+    return [Issue("user-turns", f"the rebuilt history has {rebuilt} user turns, the checkpoints saw {seen}")]
+
+
+def _off_branch_warning(off_branch: Sequence[str]) -> list[Issue]:
+    """The ``off-branch`` warning listing (the first 20 of) `off_branch`, if any."""
+    if not off_branch:
+        return []
+    shown = ", ".join(off_branch[:20]) + (" ..." if len(off_branch) > 20 else "")
+    return [
+        Issue(
+            "off-branch",
+            f"{len(off_branch)} message(s) held by checkpoints off the latest branch are not on it "
+            f"(lost to a concurrent run on the thread, or left on a fork): {shown}",
+        )
+    ]
 
 
 def _shows_scrubbed(history: Sequence[BaseMessage], fetch: _Fetcher) -> set[str]:

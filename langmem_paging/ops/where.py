@@ -37,7 +37,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.messages import load_messages
-from langmem_paging.core.records import Page
+from langmem_paging.core.records import ClusterNode, Page
 from langmem_paging.core.state import PagingState, ResidentPage, ShownPage
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
@@ -104,24 +104,11 @@ def where_text(
         messages: The latest checkpoint's messages.
     """
     words = vocabulary([text])
-    out: list[Place] = []
     pages = page_store.list_pages(thread_id)
-    holders = {
-        page.id: [
-            f"{page.id} {m.id}"
-            for m in page.messages
-            if _holds(message_text(m), text) or not vocabulary([message_text(m)]).isdisjoint(words)
-        ]
-        for page in pages
-    }
+    holders = {page.id: _holders(page, text, words) for page in pages}
     anywhere = ", ".join(h for found in holders.values() for h in found)
-    for page in pages:
-        out += _page_places(page, text, words, ", ".join(holders[page.id]))
-    for node in page_store.list_clusters(thread_id):
-        if _holds(node.bookmark, text) or _terms_hit(node.keywords, words):
-            out.append(Place("cluster bookmark", node.id, node.bookmark, anywhere))
-        if hit := _terms_hit(node.terms, words):
-            out.append(Place("cluster terms", node.id, ",".join(hit), anywhere))
+    out = [place for page in pages for place in _page_places(page, text, words, ", ".join(holders[page.id]))]
+    out += _cluster_places(page_store.list_clusters(thread_id), text, words, anywhere)
     sketch = page_store.get_sketch(thread_id)
     if sketch is not None and (hit := _terms_hit(sketch.doc_freq, words)):
         out.append(Place("store sketch", "sketch", ",".join(hit), anywhere))
@@ -129,9 +116,29 @@ def where_text(
         out += _index_rows(page_store, thread_id, text, index, {p.id: p for p in pages})
     if paging:
         out += _state_places(PagingState.from_value(dict(paging)), words, text)
-    for m in messages:
-        if _holds(message_text(m), text):
-            out.append(Place("state message", str(m.id), _cut(message_text(m))))
+    return out + [
+        Place("state message", str(m.id), _cut(message_text(m)))
+        for m in messages
+        if _holds(message_text(m), text)
+    ]
+
+
+def _holders(page: Page, text: str, words: set[str]) -> list[str]:
+    """The page's messages holding `text` or one of its words, as ``"<page id> <message id>"``."""
+    return [
+        f"{page.id} {m.id}"
+        for m in page.messages
+        if _holds(message_text(m), text) or not vocabulary([message_text(m)]).isdisjoint(words)
+    ]
+
+
+def _cluster_places(nodes: Iterable[ClusterNode], text: str, words: set[str], held: str) -> list[Place]:
+    out = []
+    for node in nodes:
+        if _holds(node.bookmark, text) or _terms_hit(node.keywords, words):
+            out.append(Place("cluster bookmark", node.id, node.bookmark, held))
+        if hit := _terms_hit(node.terms, words):
+            out.append(Place("cluster terms", node.id, ",".join(hit), held))
     return out
 
 
