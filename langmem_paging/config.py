@@ -22,22 +22,31 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SkipValidation,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from langmem_paging.core.hooks import PagingHooks
 from langmem_paging.strategies.bookmarks import Bookmarker, as_bookmarker
 from langmem_paging.strategies.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.strategies.policies import get_policy
 from langmem_paging.strategies.policy import EvictionPolicy
+from langmem_paging.strategies.tiers import TierMode
 
-if TYPE_CHECKING:  # imported for typing only: embeddings and tiers import numpy
+if TYPE_CHECKING:  # imported for typing only: the embeddings module imports numpy
     from langmem_paging.strategies.embeddings import Embedder
-    from langmem_paging.strategies.tiers import TierMode
 
 __all__ = [
     "RECALL_BUDGET_SHARE",
     "RECALL_MIN_TOKENS",
     "Budget",
+    "BasePagingOptions",
     "BookmarkFn",
     "MessageCounter",
     "PagingConfig",
@@ -65,16 +74,15 @@ RECALL_BUDGET_SHARE = 0.5
 """...or this share of the message budget, when `recall_max_tokens` is not set."""
 
 
-class PagingOptions(TypedDict, total=False):
-    """The paging options as keyword arguments (everything but `max_tokens`), for typing
-    ``**options`` of `page_messages`, `PagingMiddleware` and `PagingNode`. Defaults and
-    documentation live on `PagingConfig` (``PagingConfig.fields()``); a test keeps the two in step."""
+class BasePagingOptions(TypedDict, total=False):
+    """The paging options as keyword arguments but `max_tokens` and `model` (`create_paging_agent`
+    names its chat model `model`): what `PagingOptions` and `AgentPagingOptions` share. Defaults
+    and documentation live on `PagingConfig` (``PagingConfig.fields()``); a test keeps the two in step."""
 
     low_water_tokens: Budget | None
     boundary: str | BoundaryStrategy
     policy: str | EvictionPolicy
     mode: Literal["replace", "view"]
-    model: str | BaseChatModel | None
     encoding: str | None
     token_counter: MessageCounter | BaseChatModel | Literal["approximate"] | None
     bookmarker: Bookmarker | BookmarkFn | str | None
@@ -93,8 +101,24 @@ class PagingOptions(TypedDict, total=False):
     calibrate: bool
 
 
-class _Options(BaseModel):
-    """The validated fields (internal; `PagingConfig` turns its errors into plain ValueErrors)."""
+class PagingOptions(BasePagingOptions, total=False):
+    """The paging options as keyword arguments (everything but `max_tokens`), for typing
+    ``**options`` of `page_messages`, `PagingMiddleware` and `PagingNode`."""
+
+    model: str | BaseChatModel | None
+
+
+class PagingConfig(BaseModel):
+    """Paging options, validated once, frozen.
+
+    Args: the options, keyword-only (``max_tokens`` required): one list, the fields below, each
+    documented, listed with types and defaults by `PagingConfig.documented()` and docs/options.md
+    (generated from it).
+
+    Raises:
+        ValueError: For an unknown option or a bad value, naming the option.
+        TypeError: For an option of the wrong type.
+    """
 
     model_config = ConfigDict(
         arbitrary_types_allowed=True, extra="forbid", frozen=True, use_attribute_docstrings=True
@@ -108,25 +132,25 @@ class _Options(BaseModel):
     """When over budget, page down to this (default 75% of the message budget), so paging
     happens in steps rather than every turn: an int, ``("tokens", 3000)``, or ``("fraction", 0.6)``
     of the message budget."""
-    boundary: Any = "fixed_20"
+    boundary: SkipValidation[str | BoundaryStrategy] = "fixed_20"
     """How pages are cut: `fixed_N`, `tokens_N`, `exchange`, `session`, `topic_shift`, or a
     `BoundaryStrategy`."""
-    policy: Any = "fifo"
+    policy: SkipValidation[str | EvictionPolicy] = "fifo"
     """Which page goes next: `fifo`, `lru`, `lfu`, `semantic`, `stae` (or a spec such as
     ``"stae:beta=0.7,grouping=kmeans"``), or an `EvictionPolicy`."""
     mode: Literal["replace", "view"] = "replace"
     """`replace`: bookmarks replace pages in state. `view`: state keeps the full history and
     the model is shown the paged view."""
-    model: Any = None
+    model: SkipValidation[str | BaseChatModel | None] = None
     """A model name (``"openai:gpt-4o-mini"``) or chat model, to choose the tiktoken encoding
     (default: the model the agent calls)."""
     encoding: str | None = None
     """tiktoken encoding name (``cl100k_base`` or ``o200k_base``); overrides `model`."""
-    token_counter: Any = None
+    token_counter: SkipValidation[MessageCounter | None] = None
     """How to count a message list instead of tiktoken: a callable ``messages -> int``,
     ``"approximate"`` (langchain_core's `count_tokens_approximately`), or a chat model (its
     `get_num_tokens_from_messages`: the provider's own tokenizer where the integration has one)."""
-    bookmarker: Any = None
+    bookmarker: SkipValidation[Bookmarker | BookmarkFn | str | None] = None
     """A `Bookmarker`, a function ``(page_id, messages, context) -> (text, keywords)``, or a name:
     ``"compact"`` (the default, ``[p3:Bailey adopted dog,May]``: words space-separated, the date
     after a comma, about twice the words of the comma form in the same tokens), ``"keywords"``
@@ -150,14 +174,14 @@ class _Options(BaseModel):
     """A page joins a cluster when the cosine similarity of their terms reaches this."""
     max_clusters: int | None = Field(default=None, ge=1)
     """Cluster roots at most (default: what half the bookmark share holds, at least 2)."""
-    hooks: Sequence[Any] = ()
+    hooks: SkipValidation[tuple[PagingHooks, ...]] = ()
     """`PagingHooks` told when pages form, are evicted, are recalled."""
-    search_embedder: Any = None
+    search_embedder: Any = None  # an Embedder | Embeddings | str | None: `Embedder`'s module imports numpy
     """An `Embedder`, a LangChain ``Embeddings`` (e.g. ``OpenAIEmbeddings``), or an embedder's name
     (``"default"``: local MiniLM int8 on onnxruntime, the ``embeddings`` extra; ``"hashing"``;
     ``"minilm"``: the ``minilm`` extra; ``"openai:<model>"``) to rank search passages by meaning too:
     BM25 over the best BM25 score plus the cosine. None: BM25 only."""
-    tiers: Any = None
+    tiers: SkipValidation[TierMode | str | None] = None
     """Hot/warm/cold tiers: ``TierScoring(...)``, ``UtilityScoring(...)``, or ``"importance"`` /
     ``"utility"``; a tier score then decides what leaves the context (instead of `policy`) and
     which evicted pages stay shown as digests. None: no warm tier."""
@@ -253,7 +277,7 @@ class _Options(BaseModel):
         return tuple(value)
 
     @model_validator(mode="after")
-    def _consistent(self) -> _Options:
+    def _consistent(self) -> PagingConfig:
         if (
             isinstance(self.max_tokens, int)
             and isinstance(self.low_water_tokens, int)
@@ -265,6 +289,98 @@ class _Options(BaseModel):
                 f"({self.max_tokens}); it must be at most `max_tokens` (default: 75% of it)",
             )
         return self
+
+    if TYPE_CHECKING:  # typed like the middleware: mypy catches a misspelled or missing option
+
+        def __init__(self, *, max_tokens: Budget, **options: Unpack[PagingOptions]) -> None: ...
+
+    else:  # at run time the errors name the option at fault
+
+        def __init__(self, **options: Any) -> None:
+            _check_names(options)
+            try:
+                super().__init__(**options)
+            except ValidationError as error:
+                first = error.errors()[0]
+                cause = (first.get("ctx") or {}).get("error")
+                name = (
+                    cause.option
+                    if isinstance(cause, _OptionError)
+                    else ".".join(str(p) for p in first["loc"]) or "options"
+                )
+                message = first["msg"].removeprefix("Value error, ")
+                raise ValueError(f"Invalid paging option `{name}`: {message}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("PagingConfig is immutable; build a new one with `replace(...)`.")
+
+    def __repr__(self) -> str:
+        fields = self.model_dump(exclude_defaults=True)
+        return f"PagingConfig({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
+
+    __str__ = __repr__
+
+    def replace(self, **changes: Any) -> PagingConfig:
+        """A copy with some options changed."""
+        current = {name: getattr(self, name) for name in self.model_fields_set}
+        return PagingConfig(**{**current, **changes})
+
+    @staticmethod
+    def fields() -> dict[str, str]:
+        """Option name -> its documentation."""
+        return {name: doc for name, (doc, _) in PagingConfig.documented().items()}
+
+    @staticmethod
+    def documented() -> dict[str, tuple[str, Any]]:
+        """Option name -> (its documentation, its default): the one option list the docs derive from."""
+        return {
+            name: (field.description or "", field.default)
+            for name, field in PagingConfig.model_fields.items()
+        }
+
+    # -- resolved values ---------------------------------------------------------------------
+    def low_water_for(self, budget: int) -> int:
+        """`low_water_tokens` (capped at the budget; a fraction of it), or 75% of the message budget."""
+        low = self.low_water_tokens
+        if isinstance(low, int):
+            return max(1, min(low, budget))
+        return max(1, int(budget * (0.75 if low is None else low[1])))
+
+    @property
+    def effective_low_water(self) -> int:
+        """The low-water mark for the whole `max_tokens` (an int budget)."""
+        if not isinstance(self.max_tokens, int):
+            raise ValueError(
+                "`effective_low_water` needs an int `max_tokens`; resolve a fraction with "
+                "`low_water_for(resolve_max_tokens(max_tokens, model))`."
+            )
+        return self.low_water_for(self.max_tokens)
+
+    def recall_cap_for(self, budget: int) -> int:
+        """Before any step measured the context: `recall_max_tokens`, or half the message budget
+        (at least 64). Afterwards `Pager.room_for` sizes results from what is protected."""
+        return self.recall_max_tokens or max(RECALL_MIN_TOKENS, int(budget * RECALL_BUDGET_SHARE))
+
+
+def _check_names(options: dict[str, Any]) -> None:
+    """Refuse an unknown option (pointing SummarizationMiddleware's to the migration table) and a
+    missing `max_tokens`."""
+    unknown = sorted(set(options) - set(PagingConfig.model_fields))
+    if migrating := [name for name in unknown if name in _SUMMARIZATION_OPTIONS]:
+        raise TypeError(
+            f"{' and '.join(f'`{name}`' for name in migrating)} {'are' if len(migrating) > 1 else 'is'} "
+            "SummarizationMiddleware's; paging takes "
+            "`max_tokens` (when to act) and `low_water_tokens` (how much stays), e.g. trigger=('tokens', "
+            "4000), keep=('tokens', 3000) -> max_tokens=4000, low_water_tokens=3000. The migration "
+            "table: docs/choosing.md#migrating-from-summarizationmiddlewaretrigger-keep."
+        )
+    if unknown:
+        available = ", ".join(f"`{name}`" for name in PagingConfig.model_fields)
+        raise TypeError(
+            f"Unknown paging option {', '.join(f'`{u}`' for u in unknown)}. Available: {available}."
+        )
+    if "max_tokens" not in options:
+        raise TypeError("Paging needs `max_tokens`: the token budget of the model's context (e.g. 4000).")
 
 
 def _budget(value: Any, whole: str) -> int | Fraction:
@@ -370,154 +486,6 @@ def check_thread_id(thread_id: str) -> str:
             "key. Use printable thread ids (config={'configurable': {'thread_id': '...'}})."
         )
     return thread_id
-
-
-class PagingConfig:
-    """Paging options, validated once, frozen.
-
-    Args: the options, keyword-only (``max_tokens`` required): one list, documented on each field of
-    `_Options` and listed with types and defaults by `PagingConfig.documented()` and docs/options.md
-    (generated from it).
-
-    Raises:
-        ValueError: For an unknown option or a bad value, naming the option.
-        TypeError: For an option of the wrong type.
-    """
-
-    __slots__ = ("_options",)
-
-    if TYPE_CHECKING:
-        _options: _Options
-        model_fields_set: set[str]
-        """The options given explicitly (the rest are defaults)."""
-        # what `__getattr__` answers, as checked and normalised by `_Options` (one field per option)
-        max_tokens: int | Fraction
-        low_water_tokens: int | Fraction | None
-        boundary: str | BoundaryStrategy
-        policy: str | EvictionPolicy
-        mode: Literal["replace", "view"]
-        model: str | BaseChatModel | None
-        encoding: str | None
-        token_counter: MessageCounter | None
-        bookmarker: Bookmarker | BookmarkFn | str | None
-        recall_max_tokens: int | None
-        recent_messages: int
-        search_results: int
-        passage_neighbours: int
-        bookmark_share: float
-        large_result_share: float | None
-        cluster_threshold: float
-        max_clusters: int | None
-        hooks: tuple[PagingHooks, ...]
-        search_embedder: Embedder | Embeddings | str | None
-        tiers: TierMode | str | None
-        tool_name: str
-        calibrate: bool
-
-    if TYPE_CHECKING:  # typed like the middleware: mypy catches a misspelled or missing option
-
-        def __init__(self, *, max_tokens: Budget, **options: Unpack[PagingOptions]) -> None: ...
-
-    else:  # at run time the checks below name the option at fault
-
-        def __init__(self, **options: Any) -> None:
-            self._build(options)
-
-    def _build(self, options: dict[str, Any]) -> None:
-        unknown = sorted(set(options) - set(_Options.model_fields))
-        if migrating := [name for name in unknown if name in _SUMMARIZATION_OPTIONS]:
-            raise TypeError(
-                f"{' and '.join(f'`{name}`' for name in migrating)} {'are' if len(migrating) > 1 else 'is'} "
-                "SummarizationMiddleware's; paging takes "
-                "`max_tokens` (when to act) and `low_water_tokens` (how much stays), e.g. trigger=('tokens', "
-                "4000), keep=('tokens', 3000) -> max_tokens=4000, low_water_tokens=3000. The migration "
-                "table: docs/choosing.md#migrating-from-summarizationmiddlewaretrigger-keep."
-            )
-        if unknown:
-            available = ", ".join(f"`{name}`" for name in _Options.model_fields)
-            raise TypeError(
-                f"Unknown paging option {', '.join(f'`{u}`' for u in unknown)}. Available: {available}."
-            )
-        if "max_tokens" not in options:
-            raise TypeError("Paging needs `max_tokens`: the token budget of the model's context (e.g. 4000).")
-        try:
-            object.__setattr__(self, "_options", _Options(**options))
-        except ValidationError as error:
-            first = error.errors()[0]
-            cause = (first.get("ctx") or {}).get("error")
-            name = (
-                cause.option
-                if isinstance(cause, _OptionError)
-                else ".".join(str(p) for p in first["loc"]) or "options"
-            )
-            message = first["msg"].removeprefix("Value error, ")
-            raise ValueError(f"Invalid paging option `{name}`: {message}") from None
-
-    if not TYPE_CHECKING:  # mypy reads the typed fields above, and a misspelled one is an error
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(object.__getattribute__(self, "_options"), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("PagingConfig is immutable; build a new one with `replace(...)`.")
-
-    def __repr__(self) -> str:
-        fields = self._options.model_dump(exclude_defaults=True)
-        return f"PagingConfig({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
-
-    def replace(self, **changes: Any) -> PagingConfig:
-        """A copy with some options changed."""
-        current = {name: getattr(self._options, name) for name in self._options.model_fields_set}
-        config = PagingConfig.__new__(PagingConfig)
-        config._build({**current, **changes})
-        return config
-
-    @staticmethod
-    def fields() -> dict[str, str]:
-        """Option name -> its documentation."""
-        return {name: doc for name, (doc, _) in PagingConfig.documented().items()}
-
-    @staticmethod
-    def documented() -> dict[str, tuple[str, Any]]:
-        """Option name -> (its documentation, its default): the one option list the docs derive from."""
-        return {
-            name: (field.description or "", field.default) for name, field in _Options.model_fields.items()
-        }
-
-    # -- resolved values ---------------------------------------------------------------------
-    def low_water_for(self, budget: int) -> int:
-        """`low_water_tokens` (capped at the budget; a fraction of it), or 75% of the message budget."""
-        low = self.low_water_tokens
-        if isinstance(low, int):
-            return max(1, min(low, budget))
-        return max(1, int(budget * (0.75 if low is None else low[1])))
-
-    @property
-    def effective_low_water(self) -> int:
-        """The low-water mark for the whole `max_tokens` (an int budget)."""
-        if not isinstance(self.max_tokens, int):
-            raise ValueError(
-                "`effective_low_water` needs an int `max_tokens`; resolve a fraction with "
-                "`low_water_for(resolve_max_tokens(max_tokens, model))`."
-            )
-        return self.low_water_for(self.max_tokens)
-
-    def recall_cap_for(self, budget: int) -> int:
-        """Before any step measured the context: `recall_max_tokens`, or half the message budget
-        (at least 64). Afterwards `Pager.room_for` sizes results from what is protected."""
-        return self.recall_max_tokens or max(RECALL_MIN_TOKENS, int(budget * RECALL_BUDGET_SHARE))
-
-    def resolved_policy(self) -> EvictionPolicy:
-        """The policy object."""
-        return get_policy(self.policy)
-
-    def resolved_boundary(self) -> BoundaryStrategy:
-        """The boundary strategy object."""
-        return get_boundary(self.boundary)
-
-    def resolved_bookmarker(self) -> Bookmarker:
-        """The bookmarker object."""
-        return as_bookmarker(self.bookmarker)
 
 
 def resolve_max_tokens(max_tokens: int | tuple[str, float], model: Any) -> int:

@@ -3,59 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import Any, Unpack
 
 from langchain.agents import create_agent
-from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
-from langmem_paging.config import BookmarkFn, Budget, MessageCounter
-from langmem_paging.core.hooks import PagingHooks
+from langmem_paging.config import BasePagingOptions, Budget
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.integrations.engine import OnStoreError
 from langmem_paging.integrations.middleware import PagingMiddleware
-from langmem_paging.strategies.bookmarks import Bookmarker
-from langmem_paging.strategies.boundaries import BoundaryStrategy
-from langmem_paging.strategies.policy import EvictionPolicy
-
-if TYPE_CHECKING:  # imported for typing only: embeddings and tiers import numpy
-    from langmem_paging.strategies.embeddings import Embedder
-    from langmem_paging.strategies.tiers import TierMode
 
 __all__ = ["AgentPagingOptions", "create_paging_agent"]
 
 
-class AgentPagingOptions(TypedDict, total=False):
+class AgentPagingOptions(BasePagingOptions, total=False):
     """`create_paging_agent`'s paging keywords: `PagingMiddleware`'s (`PagingOptions` and the call
-    resources) but `model`, which names the agent's chat model there (its encoding follows it). A test
-    keeps the keys in step with `PagingOptions`."""
+    resources) but `model`, which names the agent's chat model there (its encoding follows it)."""
 
     max_tokens: Budget
     ttl: float | None
     index: SearchIndex | None
     on_store_error: OnStoreError
-    low_water_tokens: Budget | None
-    boundary: str | BoundaryStrategy
-    policy: str | EvictionPolicy
-    mode: Literal["replace", "view"]
-    encoding: str | None
-    token_counter: MessageCounter | BaseChatModel | Literal["approximate"] | None
-    bookmarker: Bookmarker | BookmarkFn | str | None
-    recall_max_tokens: int | None
-    recent_messages: int
-    search_results: int
-    passage_neighbours: int
-    bookmark_share: float
-    large_result_share: float | None
-    cluster_threshold: float
-    max_clusters: int | None
-    hooks: Sequence[PagingHooks]
-    search_embedder: Embedder | Embeddings | str | None
-    tiers: TierMode | str | None
-    tool_name: str
-    calibrate: bool
 
 
 DEFAULT_MAX_TOKENS = 4000

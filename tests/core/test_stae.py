@@ -402,7 +402,7 @@ def test_stae_is_registered_by_name_and_spec():
     policy = get_policy("stae:beta=0.7,grouping=kmeans,inverted=true,embedder=hashing,h=0.5")
     assert (policy.beta, policy.grouping, policy.inverted, policy.h) == (0.7, "kmeans", True, 0.5)
     assert isinstance(
-        PagingConfig(max_tokens=1000, policy="stae:grouping=temporal").resolved_policy(), STAEPolicy
+        get_policy(PagingConfig(max_tokens=1000, policy="stae:grouping=temporal").policy), STAEPolicy
     )
 
 
