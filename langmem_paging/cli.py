@@ -489,16 +489,28 @@ def _forget(args: argparse.Namespace, out: TextIO) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             out.write("nothing forgotten\n")
             return 1
+    snapshots = _snapshots(args, lineage=False)
     with _store(args) as store, _checkpointer(args) as saver, _passages_index(args) as passages:
-        if not any(record_counts(store, args.thread).values()):
+        if _is_unknown(store, args, snapshots):
             raise _no_such_thread(args)
+        pages = PageStore(store)
+        # a message of a page, or one still in the context (a thread with no page yet too): refused
+        # before anything is written otherwise
+        resident = snapshots[-1].messages if snapshots else []
+        if not any(m.id == args.message_id for m in resident) and not any(
+            m.id == args.message_id for page in pages.scan(args.thread) for m in page.messages
+        ):
+            raise _Fail(
+                f"no page of thread {args.thread!r} and no message of its latest checkpoint is "
+                f"{args.message_id!r}",
+                1,
+            )
         # the same index as the agent's (`default_index` sees through the TTL-preserving view), and the
         # latest checkpoint, so the next prompt's bookmarks and sketch lose the text too
-        changed = PageStore(store).forget(args.thread, args.message_id, index=passages, checkpointer=saver)
-    if not changed:
-        raise _Fail(f"no page of thread {args.thread!r} holds message {args.message_id!r}", 1)
+        changed = pages.forget(args.thread, args.message_id, index=passages, checkpointer=saver)
     state = "" if saver is not None else " (no checkpoints given: the agent's next step corrects its state)"
-    out.write(f"forgot message {args.message_id} in {', '.join(changed)} of thread {args.thread}{state}\n")
+    where = ", ".join(changed) or "no page (still in the context)"
+    out.write(f"forgot message {args.message_id} in {where} of thread {args.thread}{state}\n")
     return 0
 
 

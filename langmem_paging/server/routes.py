@@ -1,7 +1,8 @@
 """The paging routes: readiness, and forget, delete, verify and export of one thread, over HTTP.
 
 Every route answers JSON. A bad thread or message id (empty, over `MAX_ID` characters, control
-characters) is refused with 400 before anything is read; an unknown thread or message with 404;
+characters) is refused with 400 before anything is read; an unknown thread or message with 404 (a
+thread is known by its store records, and for forget by its latest checkpoint too);
 a store that cannot be reached or fails with 503; nothing else is touched on an error. The work is
 the library's: `PageStore.aforget` / `adelete_thread` (the page lifecycle's entry point),
 `ops.verify_thread`, `ops.export_records`, `ops.acheck_ready`.
@@ -102,26 +103,34 @@ class PagingRoutes:
         return await self._forget(thread_id, message_id)
 
     async def _forget(self, thread_id: str, message_id: str) -> JSONResponse:
-        store = await self._known_thread(thread_id)
+        """A message a page holds, or one of the thread's latest checkpoint (still in the context, on a
+        thread with no page yet too: the lifecycle record names it and the next step tombstones it in
+        the state). 404 ``unknown_thread`` when the store holds no record of the thread and no checkpoint
+        of it can be read; ``unknown_message`` when neither holds the message."""
+        store = await self._store()
         pages = PageStore(store)
-        if not (await _paged(pages, thread_id, message_id) or await self._resident(thread_id, message_id)):
-            raise _Refused(
-                404,
-                "unknown_message",
-                f"no page of thread {thread_id!r} and no message of its latest checkpoint is {message_id!r}",
-            )
+        if not await _paged(pages, thread_id, message_id):
+            latest = await self._latest_ids(thread_id)
+            if latest is None and not await _has_records(store, thread_id):
+                raise _unknown_thread(thread_id)
+            if message_id not in (latest or ()):
+                raise _Refused(
+                    404,
+                    "unknown_message",
+                    f"no page of thread {thread_id!r} and no message of its latest checkpoint is {message_id!r}",
+                )
         changed = await pages.aforget(thread_id, message_id)
         return JSONResponse({"thread_id": thread_id, "message_id": message_id, "pages": changed})
 
-    async def _resident(self, thread_id: str, message_id: str) -> bool:
-        """Whether the thread's latest checkpoint holds the message (forget then tombstones it in the
-        state at the next step); False where no checkpoints can be read."""
+    async def _latest_ids(self, thread_id: str) -> set[str | None] | None:
+        """The message ids of the thread's latest checkpoint; None where it has none or no checkpoints
+        can be read."""
         try:
             snapshots = await self._snapshots(thread_id)
         except _Refused:
-            return False
+            return None
         latest = latest_branch(snapshots)
-        return bool(latest) and any(m.id == message_id for m in latest[-1].messages)
+        return {m.id for m in latest[-1].messages} if latest else None
 
     async def delete_pages(self, request: Request) -> JSONResponse:
         """``DELETE .../pages``: every record, index row and claim of the thread."""
@@ -140,9 +149,7 @@ class PagingRoutes:
     async def verify(self, request: Request) -> JSONResponse:
         """``GET .../verify``: the lossless check (``langmem-paging verify --json``'s report)."""
         thread_id = _id(request.path_params["thread_id"], "thread id")
-        store, _ = await reach_store(self.store, self.client)
-        if store is None:
-            raise _Refused(503, "store_unreachable", _UNREACHABLE)
+        store = await self._store()
         snapshots = await self._snapshots(thread_id)
         pages = PageStore(without_ttl_refresh(store))
         try:
@@ -154,10 +161,14 @@ class PagingRoutes:
         return JSONResponse(result.to_dict())
 
     # -- shared ----------------------------------------------------------------------------------
-    async def _known_thread(self, thread_id: str) -> BaseStore:
+    async def _store(self) -> BaseStore:
         store, _ = await reach_store(self.store, self.client)
         if store is None:
             raise _Refused(503, "store_unreachable", _UNREACHABLE)
+        return store
+
+    async def _known_thread(self, thread_id: str) -> BaseStore:
+        store = await self._store()
         if not await _has_records(store, thread_id):
             raise _unknown_thread(thread_id)
         return store

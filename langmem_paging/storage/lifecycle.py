@@ -81,9 +81,9 @@ _WORD = re.compile(r"\w+")
 @dataclass
 class Lifecycle:
     """A thread's lifecycle record (``meta``/``lifecycle``), the one a state or an in-process index
-    compares with what it was built from. Written with the thread's first pages, rewritten with a new
-    `generation` by every forget in the batch of its scrub, deleted with the thread (no record: the
-    thread has nothing, or predates the record)."""
+    compares with what it was built from. Written with the thread's first pages or its first forget,
+    rewritten with a new `generation` by every forget in the batch of its scrub, deleted with the
+    thread (no record: the thread has nothing, or predates the record)."""
 
     generation: str
     """Changes with every forget (a random token: a thread deleted and started again never repeats

@@ -19,7 +19,7 @@ Namespaces under ``("langmem_paging", <thread>)``:
 - ``meta``: the high-water mark of page and cluster numbers (``next``), the thread's keyword
   sketch (``sketch``, `langmem_paging.core.sketch`), written with the pages it counts, and its
   lifecycle record (``lifecycle``, `langmem_paging.storage.lifecycle.Lifecycle`): written with the
-  thread's first pages, given a new generation by every forget.
+  thread's first pages or its first forget, given a new generation by every forget.
 """
 
 from __future__ import annotations
@@ -643,7 +643,8 @@ class PageStore:
            every other message still rebuilds exactly; the page's bookmark, keywords and terms and
            every cluster bookmark above it are re-derived from what remains (a neutral mark, ``[p3:]``,
            when nothing remains); the thread's keyword sketch loses the terms gone from every page;
-           and the thread's lifecycle record gets a new generation listing the message;
+           and the thread's lifecycle record gets a new generation listing the message (also when no
+           page holds it: a message never paged, on a thread with no page yet too);
         2. the search index (`index`, and every default index this process made for the store): the
            pages' rows are replaced; an in-process index elsewhere sees the new generation before its
            next search and loads the thread again from the records;
@@ -717,9 +718,9 @@ class PageStore:
             for ids in _chunks(high, 500):
                 found = yield from self._get_many(thread_id, ids)
                 pages += found.values()
-        if not pages:
-            return Forgotten(message_id)
-        items = yield from self._list_items(thread_id, "clusters")
+        # no page holds the message (it is still in the context, or the thread has no page yet): the
+        # lifecycle record names it all the same, so the next step tombstones it in the state
+        items = (yield from self._list_items(thread_id, "clusters")) if pages else []
         forgot = forget_in_records(pages, [ClusterNode.from_dict(it.value) for it in items], message_id)
         sketch = yield from self._get_sketch(thread_id)
         known = yield from self._get_lifecycle(thread_id)

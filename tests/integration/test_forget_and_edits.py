@@ -8,7 +8,7 @@ paged out was recalled with its old text.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing
+from contextlib import closing, contextmanager
 
 import pytest
 from langchain.agents import create_agent
@@ -38,15 +38,22 @@ def _turns(agent, config, texts):
     return values
 
 
-def test_a_forgotten_message_is_gone_from_pages_search_and_recall_and_the_rest_still_rebuilds(tmp_path):
-    path = str(tmp_path / "thread.sqlite")
-    config = {"configurable": {"thread_id": "privacy"}}
+@contextmanager
+def _sqlite_file(path: str):
+    """A SQLite file holding the store and the checkpoints."""
     with (
         closing(sqlite3.connect(path, check_same_thread=False, isolation_level=None)) as conn,
         closing(sqlite3.connect(path, check_same_thread=False)) as saver_conn,
     ):
-        store, saver = SqliteStore(conn), SqliteSaver(saver_conn)
+        store = SqliteStore(conn)
         store.setup()
+        yield store, SqliteSaver(saver_conn)
+
+
+def test_a_forgotten_message_is_gone_from_pages_search_and_recall_and_the_rest_still_rebuilds(tmp_path):
+    path = str(tmp_path / "thread.sqlite")
+    config = {"configurable": {"thread_id": "privacy"}}
+    with _sqlite_file(path) as (store, saver):
         paging = PagingMiddleware(max_tokens=476, boundary="fixed_2", store=store)
         model = ScriptedChatModel(responses=["Noted."] * 15 + [_search("card number"), "None."])
         agent = create_agent(model, middleware=[paging], store=store, checkpointer=saver)
@@ -96,6 +103,28 @@ def test_the_forget_command_needs_yes_and_names_a_missing_message(tmp_path, caps
     assert cli(["forget", "t", "no-such-message", "--store", uri, "--yes"]) == 1
     assert cli(["forget", "t", "m0", "--store", uri, "--yes"]) == 0
     assert "forgot message m0" in capsys.readouterr().out
+
+
+def test_the_forget_command_forgets_a_message_of_a_thread_with_no_page_yet(tmp_path, capsys):
+    """Checkpoints but no store record (below the budget). Before: "no such thread" (the command knew
+    a thread by its records only) and the message stayed in the context. A message neither the pages
+    nor the latest checkpoint hold is refused with nothing written."""
+    path = str(tmp_path / "thread.sqlite")
+    config = {"configurable": {"thread_id": "t"}}
+    with _sqlite_file(path) as (store, saver):
+        model = ScriptedChatModel(responses=["Noted."] * 4)
+        agent = create_agent(
+            model, middleware=[PagingMiddleware(max_tokens=800, store=store)], store=store, checkpointer=saver
+        )
+        agent.invoke({"messages": [HumanMessage("My locker code is Vrtojba77.", id="code")]}, config)
+        uri = f"sqlite:///{path}"
+        assert cli(["forget", "t", "no-such-message", "--store", uri, "--yes"]) == 1
+        assert store.search(("langmem_paging",)) == [], "a refused forget writes nothing"
+        assert cli(["forget", "t", "code", "--store", uri, "--yes"]) == 0
+        assert "forgot message code in no page" in capsys.readouterr().out
+        assert "Vrtojba77" not in repr(saver.get_tuple(config).checkpoint["channel_values"])
+        agent.invoke({"messages": [HumanMessage("Anything else?")]}, config)
+        assert "Vrtojba77" not in " ".join(str(m.content) for m in model.prompts[-1])
 
 
 @pytest.mark.parametrize("mode", ["view"])

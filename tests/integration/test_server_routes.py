@@ -370,3 +370,35 @@ def test_a_client_store_without_a_loop_refuses_sync_calls_naming_the_option():
 
     with pytest.raises(RuntimeError, match="`loop=`"):
         ClientStore(object()).batch([])
+
+
+async def test_a_thread_with_no_page_yet_forgets_a_message_of_its_checkpoint_over_http():
+    """A thread below its budget has checkpoints but no store record. Before: 404 unknown_thread (the
+    route knew a thread by its records only) and the message stayed in the next prompt. A message its
+    checkpoint does not hold stays 404 (``unknown_message``: the thread is known by its checkpoints)."""
+    from langchain.agents import create_agent
+
+    from langmem_paging import PagingMiddleware
+    from langmem_paging.testing import ScriptedChatModel
+
+    store, saver = InMemoryStore(), InMemorySaver()
+    model = ScriptedChatModel(responses=["Noted."] * 4)
+    paging = PagingMiddleware(max_tokens=800, boundary="fixed_4", store=store)
+    agent = create_agent(model, middleware=[paging], checkpointer=saver, store=store)
+    config = {"configurable": {"thread_id": "young"}}
+    agent.invoke({"messages": [HumanMessage("My locker code is Vrtojba77.", id="code")]}, config)
+    assert everything(store) == [], "nothing was paged"
+
+    async with client_of(paging_app(store, checkpointer=saver)) as client:
+        unknown = await client.delete("/paging/threads/young/messages/no-such-message")
+        assert unknown.status_code == 404 and unknown.json()["error"] == "unknown_message"
+        assert everything(store) == []
+        answer = await client.post("/paging/threads/young/forget", json={"message_id": "code"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["pages"] == []
+
+    await agent.ainvoke({"messages": [HumanMessage("Anything else?")]}, config)
+    assert "Vrtojba77" not in " ".join(str(m.content) for m in model.prompts[-1])
+    latest = saver.get_tuple(config).checkpoint["channel_values"]
+    assert "Vrtojba77" not in repr(latest)
+    assert await paging.adelete_thread("young") > 0 and everything(store) == []

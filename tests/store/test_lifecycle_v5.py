@@ -445,3 +445,65 @@ def test_a_recall_listing_a_clusters_pages_loses_the_forgotten_words():
     paging.forget(THREAD, "card")
     assert _hits(_next_prompt(agent, model)) == []
     assert _hits(_checkpoint_text(agent)) == []
+
+
+# -- a message never paged (issue 30) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run_forget", ["sync", "async"])
+def test_forget_of_a_message_never_paged_reaches_the_next_prompt_and_the_checkpoint(backend, run_forget):
+    """A thread below its budget has no page record. Before: the forget returned early with no
+    lifecycle record, so the next step never learnt of it and the card stayed in the checkpointed
+    messages and the next prompt."""
+    store, index, database = backend
+    agent, paging, model = _agent(store, index)
+    agent.invoke({"messages": [HumanMessage(CARD, id="card")]}, CONFIG)
+    agent.invoke({"messages": [HumanMessage(FACTS[0], id="fact0")]}, CONFIG)
+    assert paging.page_store.list_pages(THREAD) == [], "nothing was paged: the card is resident"
+    assert _hits(_checkpoint_text(agent))
+
+    if run_forget == "sync":
+        assert paging.forget(THREAD, "card") == []  # no graph, no checkpointer; no page holds it
+    else:
+        assert asyncio.run(paging.aforget(THREAD, "card")) == []
+    records = _store_text(store)
+    assert paging.forget(THREAD, "card") == [] and _store_text(store) == records  # a re-run converges
+
+    assert _hits(_next_prompt(agent, model)) == []
+    assert _hits(_checkpoint_text(agent)) == []
+    assert _hits(_store_text(store)) == [] and _hits(_database_text(database)) == []
+    assert "Zarko0" in _next_prompt(agent, model), "the rest of the thread stays"
+
+    assert paging.delete_thread(THREAD) > 0  # the lifecycle record goes with the thread
+    assert store.search(("langmem_paging",), limit=10) == []
+    assert THREAD not in _database_text(database)
+
+
+@pytest.mark.parametrize("call", range(1, 6))
+def test_a_forget_of_a_message_never_paged_cut_at_any_store_call_converges_on_a_rerun(call):
+    """Its store calls: high-water mark, the listing, sketch, lifecycle, the write (5th, failing after
+    it landed): each fails once, the re-run converges on one record naming the message."""
+    faulty = FaultInjectingStore(InMemoryStore(), landed=1.0)
+    agent, paging, model = _agent(faulty)
+    paging.page_store.retries = 0
+    agent.invoke({"messages": [HumanMessage(CARD, id="card")]}, CONFIG)
+    faulty.arm(fail_at=[call])
+    with pytest.raises(PageStoreError):
+        paging.forget(THREAD, "card")
+    assert faulty.calls == call, "the forget makes five store calls"
+    assert paging.forget(THREAD, "card") == []
+    assert list(paging.page_store.get_lifecycle(THREAD).forgotten) == ["card"]
+    assert _hits(_next_prompt(agent, model)) == []
+    assert _hits(_checkpoint_text(agent)) == []
+
+
+def test_forget_of_a_resident_message_in_view_mode_reaches_the_next_prompt():
+    """View mode keeps the whole history in the state (its copy goes with `graph=`); the prompt and
+    the paging state follow the forget of a message never paged."""
+    agent, paging, model = scripted_agent(600, mode="view", responses=["Noted."] * 10)
+    agent.invoke({"messages": [HumanMessage(CARD, id="card")]}, CONFIG)
+    assert paging.page_store.list_pages(THREAD) == []
+    paging.forget(THREAD, "card")
+    assert _hits(_next_prompt(agent, model)) == []
+    assert _hits(_next_prompt(agent, model)) == [], "a later step does not show it again"
+    assert _hits(json.dumps(agent.get_state(CONFIG).values["paging"])) == []
