@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -574,52 +574,69 @@ class PageStore:
         children = list(dict.fromkeys(c for node in nodes for c in node.children))
         records: list[tuple[Kind, Page | ClusterNode]] = [("pages", p) for p in pages]
         records += [("clusters", n) for n in nodes]
-        reads = (
-            yield [
-                GetOp(thread_namespace(thread_id, "meta"), _NEXT_KEY),
-                GetOp(thread_namespace(thread_id, "meta"), _LIFECYCLE_KEY),
-            ]
-            + [GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
-            + [GetOp(thread_namespace(thread_id, kind), record.id) for kind, record in records]
-        )
+        reads = yield _commit_reads(thread_id, children, records)
         pointers, stored = reads[2 : 2 + len(children)], reads[2 + len(children) :]
-        if any(
-            item is not None and item.value.get("digest") != record.digest
-            for (_, record), item in zip(records, stored, strict=True)
-        ):
+        if _held_with_other_content(records, stored):
             # another writer holds one of these ids with other content: a record is never rewritten (only
             # `forget` changes one), so nothing is written and the step goes again past it, as for a claim
             return False
-        # the same digest stored already is this record (a retried step, a branch that made the same page;
-        # `reserve` handed its stored form to the step): not written again
-        ops: list[Op] = [
-            self._put(thread_id, kind, record.id, record.to_dict())
-            for (kind, record), item in zip(records, stored, strict=True)
-            if item is None
-        ]
         parents = _joined({c: _parents(item) for c, item in zip(children, pointers, strict=True)}, nodes)
-        ops += [self._put(thread_id, "parents", c, {"parents": p}) for c, p in parents.items()]
-        for page_id in stats:
-            count, last = state.access(page_id)
-            ops.append(self._put(thread_id, "stats", page_id, {"count": count, "last": last}))
-        high = reads[0].value if reads[0] is not None else {"p": 1, "c": 1}
-        new_high = {k: max(high.get(k, 1), state.next[k]) for k in ("p", "c")}
-        if new_high != high:
-            ops.append(self._put(thread_id, "meta", _NEXT_KEY, new_high))
-        if sketch is not None and pages:
-            ops.append(self._put(thread_id, "meta", _SKETCH_KEY, sketch.to_record()))
-        _check_lifecycle(reads[1], state)
-        if reads[0] is None and reads[1] is None and pages:  # the thread's first pages start its lifecycle
-            born = Lifecycle.new()
-            ops.append(self._put(thread_id, "meta", _LIFECYCLE_KEY, born.to_record()))
-            state.lifecycle = born.generation
-        wanted = [("p", page_number(p.id), p.digest) for p in pages if p.digest]
-        wanted += [("c", cluster_number(n.id), n.digest) for n in nodes if n.digest]
+        ops = self._record_ops(thread_id, records, stored, parents, stats, state)
+        ops += self._meta_ops(thread_id, reads[0], reads[1], state, sketch, formed=bool(pages))
+        wanted = _numbers_wanted(pages, nodes)
         if not wanted and passages is None:
             yield ops
             return True
         (written,) = yield ClaimedWrite(thread_id, wanted, ops, passages)
         return bool(written)
+
+    def _record_ops(
+        self,
+        thread_id: str,
+        records: Sequence[tuple[Kind, Page | ClusterNode]],
+        stored: Sequence[Item | None],
+        parents: Mapping[str, list[str]],
+        stats: Sequence[str],
+        state: PagingState,
+    ) -> list[Op]:
+        """A commit's records not stored yet (the same digest stored already is this record: a retried
+        step, a branch that made the same page; `reserve` handed its stored form to the step), the
+        parent pointers of its unions and the mirrored access statistics."""
+        ops: list[Op] = [
+            self._put(thread_id, kind, record.id, record.to_dict())
+            for (kind, record), item in zip(records, stored, strict=True)
+            if item is None
+        ]
+        ops += [self._put(thread_id, "parents", c, {"parents": p}) for c, p in parents.items()]
+        return ops + [
+            self._put(thread_id, "stats", pid, dict(zip(("count", "last"), state.access(pid), strict=True)))
+            for pid in stats
+        ]
+
+    def _meta_ops(
+        self,
+        thread_id: str,
+        high_item: Item | None,
+        lifecycle_item: Item | None,
+        state: PagingState,
+        sketch: TermSketch | None,
+        *,
+        formed: bool,
+    ) -> list[Op]:
+        """A commit's thread records: the high-water mark where it rose, the keyword sketch with the
+        pages `formed` now counted, and the lifecycle record the thread's first pages start (a lifecycle that
+        changed since the step read it refuses the commit: `LifecycleChanged`)."""
+        high = high_item.value if high_item is not None else {"p": 1, "c": 1}
+        new_high = {k: max(high.get(k, 1), state.next[k]) for k in ("p", "c")}
+        ops: list[Op] = [self._put(thread_id, "meta", _NEXT_KEY, new_high)] if new_high != high else []
+        if sketch is not None and formed:
+            ops.append(self._put(thread_id, "meta", _SKETCH_KEY, sketch.to_record()))
+        _check_lifecycle(lifecycle_item, state)
+        if high_item is None and lifecycle_item is None and formed:  # the thread's first pages
+            born = Lifecycle.new()
+            ops.append(self._put(thread_id, "meta", _LIFECYCLE_KEY, born.to_record()))
+            state.lifecycle = born.generation
+        return ops
 
     # -- the page lifecycle: forgetting one message, deleting a thread -------------------
     def forget(
@@ -815,6 +832,35 @@ def _page(item: Item | None, stats: Item | None = None) -> Page | None:
 
 def _parents(item: Item | None) -> list[str]:
     return list(item.value.get("parents", [])) if item is not None else []
+
+
+def _commit_reads(
+    thread_id: str, children: Sequence[str], records: Sequence[tuple[Kind, Page | ClusterNode]]
+) -> list[GetOp]:
+    """What a commit reads first: the high-water mark, the lifecycle record, the parent pointers of the
+    unions' children, and each record's id (held already?)."""
+    meta = thread_namespace(thread_id, "meta")
+    return (
+        [GetOp(meta, _NEXT_KEY), GetOp(meta, _LIFECYCLE_KEY)]
+        + [GetOp(thread_namespace(thread_id, "parents"), c) for c in children]
+        + [GetOp(thread_namespace(thread_id, kind), record.id) for kind, record in records]
+    )
+
+
+def _numbers_wanted(pages: Sequence[Page], nodes: Sequence[ClusterNode]) -> list[tuple[str, int, str]]:
+    """The numbers a commit claims, with the digest of the record each is for."""
+    wanted = [("p", page_number(p.id), p.digest) for p in pages if p.digest]
+    return wanted + [("c", cluster_number(n.id), n.digest) for n in nodes if n.digest]
+
+
+def _held_with_other_content(
+    records: Sequence[tuple[Kind, Page | ClusterNode]], stored: Sequence[Item | None]
+) -> bool:
+    """Whether a record's id is stored already with another digest (another writer's content)."""
+    return any(
+        item is not None and item.value.get("digest") != record.digest
+        for (_, record), item in zip(records, stored, strict=True)
+    )
 
 
 def _joined(parents: dict[str, list[str]], nodes: Sequence[ClusterNode]) -> dict[str, list[str]]:
