@@ -140,28 +140,7 @@ def check_suite(out: Path, budgets: Sequence[int], boundaries: Sequence[str]) ->
     Raises:
         SuiteIncomplete: naming the run and what it lacks.
     """
-    headers: dict[str, dict] = {}
-    for run in SUITE:
-        results = out / run.name / "results.jsonl"
-        if not results.exists():
-            raise SuiteIncomplete(f"run {run.name!r} is missing: no {results}")
-        head, rows = _questions(out / run.name)
-        samples = sorted({r["sample_id"] for r in rows})
-        cells = {(r["budget"], r["boundary"], r["policy"], r["sample_id"]) for r in rows}
-        wanted = [
-            (b, bd, p, s)
-            for b in budgets
-            for bd in (boundaries if run.grid else ["fixed_20"])
-            for p in run.policies
-            for s in samples
-        ]
-        missing = [cell for cell in wanted if cell not in cells]
-        if not samples or missing:
-            what = f"{len(missing)} of {len(wanted)} units, first {missing[0]}" if missing else "every unit"
-            raise SuiteIncomplete(
-                f"run {run.name!r} in {results} lacks {what}; re-run the suite to finish it"
-            )
-        headers[run.name] = head
+    headers = {run.name: _check_run(out, run, budgets, boundaries) for run in SUITE}
     commits = {name: head.get("git_commit") for name, head in headers.items()}
     first = next(iter(commits.values()))
     if not all(same_code(first, c) for c in commits.values()):
@@ -169,6 +148,33 @@ def check_suite(out: Path, budgets: Sequence[int], boundaries: Sequence[str]) ->
             f"the runs under {out} come from commits {commits}, whose code differs: use a new --out"
         )
     return headers
+
+
+def _check_run(out: Path, run: SuiteRun, budgets: Sequence[int], boundaries: Sequence[str]) -> dict:
+    """`run`'s header, once its results under `out` hold every (budget, boundary, policy) cell for
+    every conversation they saw (`check_suite`).
+
+    Raises:
+        SuiteIncomplete: naming the run and what it lacks.
+    """
+    results = out / run.name / "results.jsonl"
+    if not results.exists():
+        raise SuiteIncomplete(f"run {run.name!r} is missing: no {results}")
+    head, rows = _questions(out / run.name)
+    samples = sorted({r["sample_id"] for r in rows})
+    cells = {(r["budget"], r["boundary"], r["policy"], r["sample_id"]) for r in rows}
+    wanted = [
+        (b, bd, p, s)
+        for b in budgets
+        for bd in (boundaries if run.grid else ["fixed_20"])
+        for p in run.policies
+        for s in samples
+    ]
+    missing = [cell for cell in wanted if cell not in cells]
+    if not samples or missing:
+        what = f"{len(missing)} of {len(wanted)} units, first {missing[0]}" if missing else "every unit"
+        raise SuiteIncomplete(f"run {run.name!r} in {results} lacks {what}; re-run the suite to finish it")
+    return head
 
 
 def run_suite(

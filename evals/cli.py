@@ -317,25 +317,13 @@ def _run(parser, args) -> int:
         pin_threads(args.threads if args.threads is not None else threads_per_process(args.processes))
     except ValueError as error:
         parser.error(str(error))
-    dataset = args.on if args.command == "ablate" else args.command
-    reader = None
-    if args.reader == "llm":
-        from evals.readers.llm import LLMReader
-
-        try:
-            reader = LLMReader.from_env(
-                args.model, judge_model=args.judge_model, max_model_calls=args.max_model_calls
-            )
-        except (ValueError, ImportError) as exc:
-            parser.error(str(exc))
+    ablation = args.command == "ablate"
+    dataset = args.on if ablation else args.command
+    reader = _llm_reader(parser, args)
     conversations, sha = _conversations(dataset, args)
-    readers = _paging_readers(parser, args.paging_reader, single=args.command == "ablate")
-    policies = _policy_specs(parser, args.policies) if args.command == "ablate" else [args.policy]
-    unknown = {
-        m for m in getattr(args, "methods", []) if m not in METHODS and reader_of(m) not in READER_MODES
-    }
-    if unknown:
-        parser.error(f"unknown methods {sorted(unknown)}; available: {', '.join(METHODS)}")
+    readers = _paging_readers(parser, args.paging_reader, single=ablation)
+    policies = _policy_specs(parser, args.policies) if ablation else [args.policy]
+    _check_methods(parser, args)
     methods = _embedder_methods(parser, args)
     config = RunConfig(
         dataset=dataset,
@@ -344,27 +332,17 @@ def _run(parser, args) -> int:
         reader=args.reader,
         data_sha256=sha,
         methods=methods,
-        boundaries=args.boundaries if args.command == "ablate" else [args.boundary],
+        boundaries=args.boundaries if ablation else [args.boundary],
         policies=policies,
         paging_readers=readers,
         search_embedder=getattr(args, "search_embedder", None),
-        extra={"limit": args.limit, "max_questions": args.max_questions}
-        | (reader.version if reader is not None else {})
-        | (
-            {}
-            if dataset == "locomo"
-            else {
-                "turns": args.synthetic_turns,
-                "facts": args.synthetic_facts,
-                "conversations": args.synthetic_conversations,
-            }
-        ),
+        extra=_run_extra(args, dataset, reader),
     )
     summary = run(
         conversations,
         config,
         args.out,
-        ablation=args.command == "ablate",
+        ablation=ablation,
         progress=not args.no_progress,
         reader=reader,
         workers=args.workers,
@@ -372,6 +350,54 @@ def _run(parser, args) -> int:
     )
     from evals.report import markdown_table
 
+    print(markdown_table(summary["rows"], _printed_columns(ablation, reader is not None)))
+    print(f"\nwrote {args.out}/results.jsonl, summary.json, summary.md and plots")
+    return 0
+
+
+def _llm_reader(parser, args):
+    """The `LLMReader` of ``--reader llm`` (its environment checked now), else None."""
+    if args.reader != "llm":
+        return None
+    from evals.readers.llm import LLMReader
+
+    try:
+        return LLMReader.from_env(
+            args.model, judge_model=args.judge_model, max_model_calls=args.max_model_calls
+        )
+    except (ValueError, ImportError) as exc:
+        parser.error(str(exc))
+
+
+def _check_methods(parser, args) -> None:
+    """``--methods`` names only known methods (and paging readers)."""
+    unknown = {
+        m for m in getattr(args, "methods", []) if m not in METHODS and reader_of(m) not in READER_MODES
+    }
+    if unknown:
+        parser.error(f"unknown methods {sorted(unknown)}; available: {', '.join(METHODS)}")
+
+
+def _run_extra(args, dataset: str, reader) -> dict:
+    """`RunConfig.extra`: the limits, the llm reader's version, the synthetic conversations' sizes."""
+    synthetic = (
+        {}
+        if dataset == "locomo"
+        else {
+            "turns": args.synthetic_turns,
+            "facts": args.synthetic_facts,
+            "conversations": args.synthetic_conversations,
+        }
+    )
+    return (
+        {"limit": args.limit, "max_questions": args.max_questions}
+        | (reader.version if reader is not None else {})
+        | synthetic
+    )
+
+
+def _printed_columns(ablation: bool, answers: bool) -> list[str]:
+    """The columns of the table a run prints."""
     cols = (
         [
             "budget",
@@ -382,7 +408,7 @@ def _run(parser, args) -> int:
             "mean_bookmark_tokens",
             "over_budget_rate",
         ]
-        if args.command == "ablate"
+        if ablation
         else [
             "method",
             "budget",
@@ -393,11 +419,7 @@ def _run(parser, args) -> int:
             "page_selection_top3",
         ]
     )
-    if reader is not None:
-        cols += ["answer_f1", "judge_score", "recall_trigger_rate"]
-    print(markdown_table(summary["rows"], cols))
-    print(f"\nwrote {args.out}/results.jsonl, summary.json, summary.md and plots")
-    return 0
+    return cols + (["answer_f1", "judge_score", "recall_trigger_rate"] if answers else [])
 
 
 def _ablation_suite(parser, args) -> int:

@@ -70,24 +70,26 @@ def aggregate(rows: list[dict], keys: Sequence[str]) -> list[dict]:
         groups[(*base, CATEGORIES.get(row["category"], str(row["category"])))].append(row)
         if row["category"] != 5:
             groups[(*base, "all")].append(row)
-    out = []
-    for group, members in sorted(groups.items(), key=lambda kv: _order(kv[0])):
-        out.append(
-            {
-                **dict(zip([*keys, "category"], group, strict=True)),
-                "n_questions": len(members),
-                "evidence_coverage": _mean(r["evidence_coverage"] for r in members),
-                "mean_context_tokens": _mean(r["context_tokens"] for r in members),
-                "mean_bookmark_tokens": _mean(r["bookmark_tokens"] for r in members),
-                "bookmark_share": _mean(r["bookmark_tokens"] / r["budget"] for r in members),
-                "max_bookmark_share": _max(r["bookmark_tokens"] / r["budget"] for r in members),
-                "page_selection_top1": _mean(r.get("page_selection_top1") for r in members),
-                "page_selection_top3": _mean(r.get("page_selection_top3") for r in members),
-                "over_budget_rate": _mean(float(r["over_budget"]) for r in members if "over_budget" in r),
-                **(_answer_metrics(members) if any("answer" in r for r in members) else {}),
-            }
-        )
-    return out
+    return [
+        {**dict(zip([*keys, "category"], group, strict=True)), **_group_metrics(members)}
+        for group, members in sorted(groups.items(), key=lambda kv: _order(kv[0]))
+    ]
+
+
+def _group_metrics(members: list[dict]) -> dict:
+    """`aggregate`'s metrics of one group's question rows."""
+    return {
+        "n_questions": len(members),
+        "evidence_coverage": _mean(r["evidence_coverage"] for r in members),
+        "mean_context_tokens": _mean(r["context_tokens"] for r in members),
+        "mean_bookmark_tokens": _mean(r["bookmark_tokens"] for r in members),
+        "bookmark_share": _mean(r["bookmark_tokens"] / r["budget"] for r in members),
+        "max_bookmark_share": _max(r["bookmark_tokens"] / r["budget"] for r in members),
+        "page_selection_top1": _mean(r.get("page_selection_top1") for r in members),
+        "page_selection_top3": _mean(r.get("page_selection_top3") for r in members),
+        "over_budget_rate": _mean(float(r["over_budget"]) for r in members if "over_budget" in r),
+        **(_answer_metrics(members) if any("answer" in r for r in members) else {}),
+    }
 
 
 def _answer_metrics(members: list[dict]) -> dict:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from evals.conversation import to_messages
@@ -135,27 +136,17 @@ def run_needles(
     """Run every (conversation, policy, level, reader) not yet in ``out/results.jsonl``, then
     write the summaries and the plot. Re-running with the same output directory resumes.
     `processes`: replays run in that many processes (rows do not depend on it)."""
-    from evals.runner import header
+    from evals.runner import progress_bar, run_jobs, start_results
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    results = out / "results.jsonl"
-    done: set[str] = set()
-    if results.exists():
-        lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-        if lines and lines[0].get("config") != asdict(config):
-            raise ValueError(f"{results} holds a run with another configuration; use a new --out.")
-        done = {
-            _key(r["sample_id"], r["policy"], r["level"], r["reader"])
-            for r in lines
-            if r.get("type") == "needle"
-        }
-    else:
-        head = header(config)  # type: ignore[arg-type]
-        head["segments"] = {
-            i.conversation.sample_id: {"covered": i.covered, "of": i.n_segments} for i in items
-        }
-        results.write_text(json.dumps(head) + "\n")
+    results = Path(out) / "results.jsonl"
+    done = start_results(
+        results,
+        config,
+        lambda: _header(items, config),
+        lambda r: (
+            _key(r["sample_id"], r["policy"], r["level"], r["reader"]) if r.get("type") == "needle" else None
+        ),
+    )
     todo = [
         (i, p, lv, r)
         for i in items
@@ -164,33 +155,27 @@ def run_needles(
         for r in config.readers
         if _key(i.conversation.sample_id, p, lv, r) not in done
     ]
-    from evals.runner import progress_bar
-
+    jobs = [
+        partial(run_conversation, i, policy=p, level=lv, boundary=config.boundary, reader=r)
+        for i, p, lv, r in todo
+    ]
     total = sum(len(item.needles) for item, *_ in todo)  # one question (and row) per needle
     with results.open("a") as f, progress_bar(total, "needles", "question", enabled=progress) as bar:
-        if processes > 1 and len(todo) > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [
-                    pool.submit(run_conversation, i, policy=p, level=lv, boundary=config.boundary, reader=r)
-                    for i, p, lv, r in todo
-                ]
-                for future in as_completed(futures):
-                    rows = future.result()
-                    f.write("".join(json.dumps(r) + "\n" for r in rows))
-                    f.flush()
-                    bar.update(len(rows))
-        else:
-            for item, policy, level, reader in todo:
-                rows = run_conversation(
-                    item, policy=policy, level=level, boundary=config.boundary, reader=reader
-                )
-                f.write("".join(json.dumps(r) + "\n" for r in rows))
-                f.flush()
-                bar.update(len(rows))
+        for rows in run_jobs(jobs, processes):
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+            f.flush()
+            bar.update(len(rows))
     return write_needle_reports(out)
+
+
+def _header(items: Sequence[NeedleConversation], config: NeedleConfig) -> dict:
+    """results.jsonl's first row: the runner's header, and how many segments of each conversation
+    hold a needle."""
+    from evals.runner import header
+
+    head = header(config)  # type: ignore[arg-type]
+    head["segments"] = {i.conversation.sample_id: {"covered": i.covered, "of": i.n_segments} for i in items}
+    return head
 
 
 def _arm_order(policy: str, reader: str, level: str) -> tuple:
@@ -205,32 +190,38 @@ def summarize(rows: list[dict]) -> dict:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["policy"], r["reader"], r["level"])].append(r)
-    table = []
-    for (policy, reader, level), members in sorted(groups.items(), key=lambda kv: _arm_order(*kv[0])):
-        per_conversation = {r["sample_id"]: r for r in members}
-        clusters = [r["sample_id"] for r in members]
-        retained = [r["retained"] for r in members]
-        table.append(
-            {
-                "policy": policy,
-                "reader": reader,
-                "level": level,
-                "mean_budget": round(
-                    sum(r["budget"] for r in per_conversation.values()) / len(per_conversation), 1
-                ),
-                "ecr": round(sum(r["ecr"] for r in per_conversation.values()) / len(per_conversation), 4),
-                "nrr": round(sum(retained) / len(retained), 4),
-                "nrr_ci95": mean_interval(retained, clusters=clusters),
-                "nrr_resident": round(sum(r["resident"] for r in members) / len(members), 4),
-                "mean_context_tokens": round(sum(r["context_tokens"] for r in members) / len(members), 1),
-                "n_needles": len(members),
-                "n_conversations": len(per_conversation),
-            }
-        )
+    table = [
+        _arm_row(*arm, members) for arm, members in sorted(groups.items(), key=lambda kv: _arm_order(*kv[0]))
+    ]
+    return {"rows": table, "by_segment": _by_segment(rows), "comparisons": _against_fifo(groups)}
+
+
+def _arm_row(policy: str, reader: str, level: str, members: list[dict]) -> dict:
+    """`summarize`'s row of one (policy, reader, level) from its needles' rows."""
+    per_conversation = {r["sample_id"]: r for r in members}
+    clusters = [r["sample_id"] for r in members]
+    retained = [r["retained"] for r in members]
+    return {
+        "policy": policy,
+        "reader": reader,
+        "level": level,
+        "mean_budget": round(sum(r["budget"] for r in per_conversation.values()) / len(per_conversation), 1),
+        "ecr": round(sum(r["ecr"] for r in per_conversation.values()) / len(per_conversation), 4),
+        "nrr": round(sum(retained) / len(retained), 4),
+        "nrr_ci95": mean_interval(retained, clusters=clusters),
+        "nrr_resident": round(sum(r["resident"] for r in members) / len(members), 4),
+        "mean_context_tokens": round(sum(r["context_tokens"] for r in members) / len(members), 1),
+        "n_needles": len(members),
+        "n_conversations": len(per_conversation),
+    }
+
+
+def _by_segment(rows: list[dict]) -> list[dict]:
+    """NRR (retained, and resident) per (policy, reader, level) and segment."""
     segments: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         segments[(r["policy"], r["reader"], r["level"], r["segment"])].append(r)
-    by_segment = [
+    return [
         {
             "policy": p,
             "reader": rd,
@@ -242,6 +233,11 @@ def summarize(rows: list[dict]) -> dict:
         }
         for (p, rd, lv, s), m in sorted(segments.items(), key=lambda kv: (_arm_order(*kv[0][:3]), kv[0][3]))
     ]
+
+
+def _against_fifo(groups: dict[tuple, list[dict]]) -> list[dict]:
+    """Each policy minus fifo at the same reader and level, retained and resident, paired over the
+    same needles."""
     comparisons = []
     keyed = {k: {(r["sample_id"], r["segment"]): r for r in m} for k, m in groups.items()}
     for (policy, reader, level), mine in sorted(keyed.items(), key=lambda kv: _arm_order(*kv[0])):
@@ -264,7 +260,7 @@ def summarize(rows: list[dict]) -> dict:
                     ),
                 }
             )
-    return {"rows": table, "by_segment": by_segment, "comparisons": comparisons}
+    return comparisons
 
 
 def write_needle_reports(out: str | Path) -> dict:

@@ -115,15 +115,30 @@ def parse_spec(spec: str) -> PolicySpec:
     """
     label = spec.strip()
     parts = label.split("+")
-    bookmarker = None
-    if len(parts) > 1 and parts[-1].startswith("bookmarks:"):
-        bookmarker = parts.pop().removeprefix("bookmarks:")
-        if not _NAME.match(bookmarker):
-            raise ValueError(
-                f"Policy spec {spec!r}: the bookmark part must read 'bookmarks:NAME', e.g. "
-                "'bookmarks:discriminative'."
-            )
-    policy_part, tiers = parts[0], None
+    bookmarker = _bookmarker_part(spec, parts)
+    policy_part, tiers = _tier_part(spec, parts)
+    name, _, raw = policy_part.partition(":")
+    if not _NAME.match(name):
+        raise ValueError(f"Policy spec {spec!r}: {name!r} is not a policy name.")
+    return PolicySpec(label, name, _options(spec, raw), tiers, bookmarker)
+
+
+def _bookmarker_part(spec: str, parts: list[str]) -> str | None:
+    """The bookmarker's name of a trailing ``bookmarks:NAME`` part, popped from `parts`; None without one."""
+    if len(parts) < 2 or not parts[-1].startswith("bookmarks:"):
+        return None
+    bookmarker = parts.pop().removeprefix("bookmarks:")
+    if not _NAME.match(bookmarker):
+        raise ValueError(
+            f"Policy spec {spec!r}: the bookmark part must read 'bookmarks:NAME', e.g. "
+            "'bookmarks:discriminative'."
+        )
+    return bookmarker
+
+
+def _tier_part(spec: str, parts: list[str]) -> tuple[str, str | None]:
+    """``(policy part, tier mode or None)`` of `parts` (the bookmark part popped): ``POLICY``,
+    ``POLICY+tiers:MODE`` or ``tiers:MODE`` (FIFO with tiers)."""
     if len(parts) > 2:
         raise ValueError(
             f"Policy spec {spec!r}: at most one '+tiers:MODE' may follow the policy (then '+bookmarks:NAME')."
@@ -134,16 +149,18 @@ def parse_spec(spec: str) -> PolicySpec:
         policy_part, tiers = "fifo", parts[0]
     elif len(parts) == 2:
         policy_part, tiers = parts
-    if tiers is not None:
-        mode = tiers.removeprefix("tiers:")
-        if not tiers.startswith("tiers:") or not _NAME.match(mode):
-            raise ValueError(
-                f"Policy spec {spec!r}: the tier part must read 'tiers:MODE', e.g. 'tiers:importance'."
-            )
-        tiers = mode
-    name, _, raw = policy_part.partition(":")
-    if not _NAME.match(name):
-        raise ValueError(f"Policy spec {spec!r}: {name!r} is not a policy name.")
+    else:
+        return parts[0], None
+    mode = tiers.removeprefix("tiers:")
+    if not tiers.startswith("tiers:") or not _NAME.match(mode):
+        raise ValueError(
+            f"Policy spec {spec!r}: the tier part must read 'tiers:MODE', e.g. 'tiers:importance'."
+        )
+    return policy_part, mode
+
+
+def _options(spec: str, raw: str) -> dict[str, Any]:
+    """The policy's options from `raw`, ``key=value,key=value`` (empty pieces skipped)."""
     options: dict[str, Any] = {}
     for item in (i for i in raw.split(",") if i) if raw else ():
         key, eq, value = item.partition("=")
@@ -152,7 +169,7 @@ def parse_spec(spec: str) -> PolicySpec:
         if key.strip() in options:
             raise ValueError(f"Policy spec {spec!r}: option {key.strip()!r} given twice.")
         options[key.strip()] = _value(value.strip())
-    return PolicySpec(label, name, options, tiers, bookmarker)
+    return options
 
 
 def _policy_class(name: str):

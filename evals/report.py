@@ -96,25 +96,67 @@ def _share_lines(rows: list[dict], label) -> list[str]:
     return out
 
 
+ABLATION_COLUMNS = [
+    "budget",
+    "boundary",
+    "policy",
+    "evidence_coverage",
+    "page_selection_top1",
+    "page_selection_top3",
+    "mean_bookmark_tokens",
+    "bookmark_share",
+    "max_bookmark_share",
+    "mean_context_tokens",
+    "over_budget_rate",
+    "n_questions",
+]
+"""summary.md's columns for an ablation (boundary x policy)."""
+
+METHOD_COLUMNS = [
+    "method",
+    "budget",
+    "evidence_coverage",
+    "mean_context_tokens",
+    "mean_bookmark_tokens",
+    "bookmark_share",
+    "max_bookmark_share",
+    "page_selection_top1",
+    "page_selection_top3",
+    "over_budget_rate",
+    "n_questions",
+]
+"""summary.md's columns for a comparison of methods."""
+
+ANSWER_COLUMNS = ["answer_f1", "judge_score", "recall_trigger_rate", "n_errors"]
+"""summary.md's columns added when the llm reader answered."""
+
+
 def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
     """Write summary.json, summary.md and PNG plots; return the summary."""
-    from evals.metrics import CATEGORY_COLUMNS, aggregate, category_table, paired_comparisons
-
     out = Path(out)
     head, rows = load_results(out)
     keys = ["budget", "boundary", "policy", "protocol"] if ablation else ["method", "budget", "protocol"]
+    summary = _summary(head, rows, keys, ablation)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "summary.md").write_text("\n".join(_summary_markdown(summary, keys, ablation)) + "\n")
+    try:
+        plot(summary, out, ablation=ablation)
+    except ImportError:
+        print("plots skipped: matplotlib is missing (pip install -e '.[evals]')", file=sys.stderr)
+    return summary
+
+
+def _summary(head: dict, rows: list[dict], keys: list[str], ablation: bool) -> dict:
+    """summary.json: the rows by `keys` (all categories but adversarial, and by category), the
+    strongest baseline (methods only) and the paired comparisons."""
+    from evals.metrics import aggregate, category_table, paired_comparisons
+
     table = aggregate(rows, keys)
     summary = {"header": head, "rows": [r for r in table if r["category"] == "all"], "by_category": table}
     summary["category_table"] = category_table(table, keys)
     arms = list(dict.fromkeys((r["boundary"], r["policy"]) if ablation else (r["method"],) for r in rows))
-    if ablation:  # every cell against fixed_20/fifo (or the first cell run), and each policy against fifo
-        reference = ("fixed_20", "fifo") if ("fixed_20", "fifo") in arms else arms[0]
-        pairs = [(arm, reference) for arm in arms if arm != reference]
-        pairs += [
-            (arm, (arm[0], "fifo"))
-            for arm in arms
-            if arm[1] != "fifo" and (arm[0], "fifo") in arms and (arm[0], "fifo") != reference
-        ]
+    if ablation:
+        pairs = _ablation_pairs(arms)
     else:
         pairs = _method_pairs(arms)
         summary["strongest_baseline"] = strongest_baseline(summary["rows"])
@@ -122,71 +164,41 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
         rows, ["boundary", "policy"] if ablation else ["method"], pairs
     )
     summary["bootstrap"] = "clustered by conversation (sample_id), 2000 replicates, percentile 95% interval"
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    cols = (
-        [
-            "budget",
-            "boundary",
-            "policy",
-            "evidence_coverage",
-            "page_selection_top1",
-            "page_selection_top3",
-            "mean_bookmark_tokens",
-            "bookmark_share",
-            "max_bookmark_share",
-            "mean_context_tokens",
-            "over_budget_rate",
-            "n_questions",
-        ]
-        if ablation
-        else [
-            "method",
-            "budget",
-            "evidence_coverage",
-            "mean_context_tokens",
-            "mean_bookmark_tokens",
-            "bookmark_share",
-            "max_bookmark_share",
-            "page_selection_top1",
-            "page_selection_top3",
-            "over_budget_rate",
-            "n_questions",
-        ]
-    )
+    return summary
+
+
+def _ablation_pairs(arms: list[tuple]) -> list[tuple[tuple, tuple]]:
+    """Every cell against fixed_20/fifo (or the first cell run), and each policy against fifo."""
+    reference = ("fixed_20", "fifo") if ("fixed_20", "fifo") in arms else arms[0]
+    pairs = [(arm, reference) for arm in arms if arm != reference]
+    pairs += [
+        (arm, (arm[0], "fifo"))
+        for arm in arms
+        if arm[1] != "fifo" and (arm[0], "fifo") in arms and (arm[0], "fifo") != reference
+    ]
+    return pairs
+
+
+def _summary_markdown(summary: dict, keys: list[str], ablation: bool) -> list[str]:
+    """summary.md's lines: the table over categories 1-4, bookmark shares, the strongest baseline,
+    the per-category tables, the paired comparisons."""
+    from evals.metrics import CATEGORY_COLUMNS
+
+    table = summary["by_category"]
+    cols = [*(ABLATION_COLUMNS if ablation else METHOD_COLUMNS)]
     if any("answer_f1" in r for r in table):
-        cols += ["answer_f1", "judge_score", "recall_trigger_rate", "n_errors"]
-    reader = (
-        head["reader"]
-        if isinstance(head["reader"], str)
-        else " ".join(f"{k}={v}" for k, v in head["reader"].items())
-    )
+        cols += ANSWER_COLUMNS
+    best = summary.get("strongest_baseline")
     md = [
-        f"# {'Ablation' if ablation else 'Methods'} ({head['config']['dataset']}, protocol "
-        f"{head['config']['protocol']}, reader {reader}, commit {str(head['git_commit'])[:10]}"
-        f"{' dirty' if head['git_dirty'] else ''})",
+        _title(summary["header"], ablation),
         "",
         "## All categories but adversarial",
         "",
         markdown_table(summary["rows"], cols),
         "",
     ]
-    from evals.paging_method import reader_of
-
-    md += _share_lines(
-        summary["rows"],
-        (lambda r: f"{r['boundary']}/{r['policy']}")
-        if ablation
-        else (lambda r: r["method"] if reader_of(r["method"]) is not None else None),
-    )
-    best = summary.get("strongest_baseline")
-    if best:
-        per = ", ".join(f"B={b}: {m}" for b, m in best["by_budget"].items())
-        md += [
-            "",
-            f"**Strongest retrieval baseline: {best['overall']}** (highest evidence coverage averaged "
-            f"over budgets, {best['mean_coverage']:.3f}; per budget: {per}). Paging is compared with it "
-            "below, as with every other method.",
-        ]
+    md += _share_lines(summary["rows"], _share_label(ablation))
+    md += _baseline_lines(best)
     md += [
         "",
         "## Evidence coverage per category",
@@ -200,17 +212,57 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
         "",
         markdown_table(table, ["category", *cols]),
     ]
+    return md + _comparison_lines(summary["comparisons"], best, ablation)
+
+
+def _title(head: dict, ablation: bool) -> str:
+    """summary.md's title: what was run, on what, with which reader, by which commit."""
+    reader = (
+        head["reader"]
+        if isinstance(head["reader"], str)
+        else " ".join(f"{k}={v}" for k, v in head["reader"].items())
+    )
+    return (
+        f"# {'Ablation' if ablation else 'Methods'} ({head['config']['dataset']}, protocol "
+        f"{head['config']['protocol']}, reader {reader}, commit {str(head['git_commit'])[:10]}"
+        f"{' dirty' if head['git_dirty'] else ''})"
+    )
+
+
+def _share_label(ablation: bool):
+    """`_share_lines`' label of a row: its cell in an ablation, its method when it is paging."""
+    from evals.paging_method import reader_of
+
+    if ablation:
+        return lambda r: f"{r['boundary']}/{r['policy']}"
+    return lambda r: r["method"] if reader_of(r["method"]) is not None else None
+
+
+def _baseline_lines(best: dict | None) -> list[str]:
+    """The strongest retrieval baseline (`strongest_baseline`) in a sentence; none without one."""
+    if not best:
+        return []
+    per = ", ".join(f"B={b}: {m}" for b, m in best["by_budget"].items())
+    return [
+        "",
+        f"**Strongest retrieval baseline: {best['overall']}** (highest evidence coverage averaged "
+        f"over budgets, {best['mean_coverage']:.3f}; per budget: {per}). Paging is compared with it "
+        "below, as with every other method.",
+    ]
+
+
+def _comparison_lines(comparisons: list[dict], best: dict | None, ablation: bool) -> list[str]:
+    """The paired comparisons' section, those against the strongest baseline first."""
     title = (
         "Each cell minus fixed_20/fifo, each policy minus fifo"
         if ablation
         else "Each paging method minus each other method, and each paging reader minus paging[bookmarks]"
     )
-    comparisons = summary["comparisons"]
     if best:
         comparisons = sorted(
             comparisons, key=lambda c: (c["b"] != best["overall"], c["a"], c["b"], c["budget"])
         )
-    md += [
+    return [
         "",
         f"## {title} (evidence coverage, paired)",
         "",
@@ -218,12 +270,6 @@ def write_reports(out: str | Path, *, ablation: bool = False) -> dict:
         "",
         markdown_table(comparisons, ["budget", "a", "b", "diff", "ci95", "n", "clusters"]),
     ]
-    (out / "summary.md").write_text("\n".join(md) + "\n")
-    try:
-        plot(summary, out, ablation=ablation)
-    except ImportError:
-        print("plots skipped: matplotlib is missing (pip install -e '.[evals]')", file=sys.stderr)
-    return summary
 
 
 MARKERS = "osD^vPX<>*"
@@ -323,23 +369,7 @@ def heatmap_figure(rows: list[dict], *, budget: int | None = None, metric: str =
     budgets = sorted({r["budget"] for r in rows}) if budget is None else [budget]
     boundaries = list(dict.fromkeys(r["boundary"] for r in rows))
     policies = list(dict.fromkeys(r["policy"] for r in rows))
-    grids = [
-        [
-            [
-                next(
-                    (
-                        r[metric] or 0.0
-                        for r in rows
-                        if r["budget"] == b and r["boundary"] == bd and r["policy"] == p
-                    ),
-                    0.0,
-                )
-                for p in policies
-            ]
-            for bd in boundaries
-        ]
-        for b in budgets
-    ]
+    grids = [[[_cell(rows, metric, b, bd, p) for p in policies] for bd in boundaries] for b in budgets]
     values = [v for grid in grids for row in grid for v in row]
     low, high = min(values), max(values)
     fig, axes = plt.subplots(
@@ -349,16 +379,33 @@ def heatmap_figure(rows: list[dict], *, budget: int | None = None, metric: str =
         image = ax.imshow(grid, cmap="viridis", aspect="auto", vmin=low, vmax=high)
         ax.set_xticks(range(len(policies)), policies, rotation=30, ha="right")
         ax.set_yticks(range(len(boundaries)), boundaries if ax is axes[0][0] else [])
-        for i, row in enumerate(grid):
-            for j, v in enumerate(row):  # dark text on viridis' bright end, white on its dark end
-                bright = high > low and (v - low) / (high - low) > 0.6
-                ax.text(
-                    j, i, f"{v:.3f}", ha="center", va="center", color="#1d2330" if bright else "w", fontsize=8
-                )
+        _annotate(ax, grid, low, high)
         ax.set_title(f"B = {b}")
     fig.colorbar(image, ax=list(axes[0]), label=metric.replace("_", " "))
     fig.suptitle("Paging ablation: boundary x policy")
     return fig
+
+
+def _cell(rows: list[dict], metric: str, budget: int, boundary: str, policy: str) -> float:
+    """`metric` of the first row of (`budget`, `boundary`, `policy`); 0.0 when it is None or no row is."""
+    return next(
+        (
+            r[metric] or 0.0
+            for r in rows
+            if r["budget"] == budget and r["boundary"] == boundary and r["policy"] == policy
+        ),
+        0.0,
+    )
+
+
+def _annotate(ax, grid: list[list[float]], low: float, high: float) -> None:
+    """Each heatmap cell's value written on it: dark text on viridis' bright end, white on its dark end."""
+    for i, row in enumerate(grid):
+        for j, v in enumerate(row):
+            bright = high > low and (v - low) / (high - low) > 0.6
+            ax.text(
+                j, i, f"{v:.3f}", ha="center", va="center", color="#1d2330" if bright else "w", fontsize=8
+            )
 
 
 def plot(summary: dict, out: Path, *, ablation: bool) -> None:
@@ -461,24 +508,24 @@ def _mean(values) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
+def _pooled(arms: dict, boundaries: list, policy: str) -> dict[tuple, float]:
+    """`policy`'s values over every boundary, keyed ``(boundary, sample_id, question_index)``."""
+    return {(b, *k): v for b in boundaries for k, v in arms.get((b, policy), {}).items()}
+
+
 def _best_policy(arms: dict, policies: list[str], claimed: str) -> dict:
     """The policy with the highest coverage averaged over boundaries, the policies level with it, and
     the claimed policy minus the best other one (paired over every boundary's questions)."""
-    boundaries = sorted({b for b, _ in arms})
-    means = {p: _mean(v for b in boundaries for v in arms.get((b, p), {}).values()) for p in policies}
-    ranked = sorted((p for p in policies if means[p] is not None), key=lambda p: -(means[p] or 0.0))
-    rival = next(p for p in ranked if p != claimed)
-    pooled = {
-        ("all", p): {(b, *k): v for b in boundaries for k, v in arms.get((b, p), {}).items()}
-        for p in (claimed, rival)
-    }
     from evals.metrics import paired_bootstrap
 
-    shared = sorted(set(pooled[("all", claimed)]) & set(pooled[("all", rival)]))
+    boundaries = sorted({b for b, _ in arms})
+    means = {p: _mean(_pooled(arms, boundaries, p).values()) for p in policies}
+    ranked = sorted((p for p in policies if means[p] is not None), key=lambda p: -(means[p] or 0.0))
+    rival = next(p for p in ranked if p != claimed)
+    mine, theirs = _pooled(arms, boundaries, claimed), _pooled(arms, boundaries, rival)
+    shared = sorted(set(mine) & set(theirs))
     diff = paired_bootstrap(
-        [pooled[("all", claimed)][k] for k in shared],
-        [pooled[("all", rival)][k] for k in shared],
-        clusters=[k[1] for k in shared],
+        [mine[k] for k in shared], [theirs[k] for k in shared], clusters=[k[1] for k in shared]
     )
     level = [p for p in ranked if means[p] == means[ranked[0]]]
     return {"means": means, "best": ranked[0], "level": level, "rival": rival, "diff": diff}
@@ -500,11 +547,20 @@ def _policy_verdict(best: dict, claimed: str) -> str:
 
 def _findings_at(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
     """`study_findings` at one budget; `runs`: question rows by run name (see `study_findings`)."""
-    syn, bm = runs["synthetic"], runs["bookmarks"]
+    out = _level_findings(budget, runs["synthetic"])
+    out += _boundary_findings(budget, runs)
+    out += _policy_findings(budget, runs)
+    out += _strategy_findings(budget, runs["bookmarks"])
+    out += _specificity_findings(budget, runs)
+    return [{"budget": budget, **row} for row in out]
+
+
+def _level_findings(budget: int, syn: list[dict]) -> list[dict]:
+    """fixed_20/fifo's evidence coverage on synthetic probes against the study's level."""
     cov = _by_arm(syn, "evidence_coverage", budget)
     ours = _mean(cov.get(("fixed_20", "fifo"), {}).values()) or 0.0
     gap = abs(ours - STUDY["fixed_20"])
-    out = [
+    return [
         _finding(
             "fixed_20 pages reach 96.7% (synthetic)",
             STUDY["fixed_20"],
@@ -515,8 +571,15 @@ def _findings_at(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
             _paged_out(syn, budget, [("fixed_20", "fifo")]),
         )
     ]
+
+
+def _boundary_findings(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
+    """topic_shift minus fixed_20 (both fifo) on synthetic probes and, when run, on LoCoMo."""
     study_drop = round(STUDY["topic_shift"] - STUDY["fixed_20"], 3)
-    for name, rows in [("synthetic", syn)] + ([("LoCoMo", runs["locomo"])] if "locomo" in runs else []):
+    out = []
+    for name, rows in [("synthetic", runs["synthetic"])] + (
+        [("LoCoMo", runs["locomo"])] if "locomo" in runs else []
+    ):
         cov = _by_arm(rows, "evidence_coverage", budget)
         arms = [("topic_shift", "fifo"), ("fixed_20", "fifo")]
         drop = _paired(cov, *arms)
@@ -530,12 +593,18 @@ def _findings_at(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
                 f"topic_shift/fifo {_mean(cov.get(arms[0], {}).values())}",
             )
         )
+    return out
+
+
+def _policy_findings(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
+    """The claimed best policy minus the best other one, per dataset and protocol."""
     policies = ["fifo", "lru", "lfu", "semantic"]
     grids = [("synthetic", "streaming", runs["synthetic_policies"], "fifo")]
     grids += [("LoCoMo", "streaming", runs["locomo_policies"], "lfu")]
     # asked only at the end nothing is recalled first, so FIFO, LRU and LFU should evict alike: measured
-    grids += [("synthetic", "end", syn, "fifo")]
+    grids += [("synthetic", "end", runs["synthetic"], "fifo")]
     grids += [("LoCoMo", "end", runs["locomo"], "lfu")] if "locomo" in runs else []
+    out = []
     for name, protocol, rows, claimed in grids:
         arms = _by_arm(rows, "evidence_coverage", budget)
         best = _best_policy(arms, policies, claimed)
@@ -550,8 +619,14 @@ def _findings_at(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
                 + ", ".join(f"{p} {m}" for p, m in best["means"].items()),
             )
         )
+    return out
+
+
+def _strategy_findings(budget: int, bm: list[dict]) -> list[dict]:
+    """Each bookmark strategy minus the frequent-words heuristic on LoCoMo, by coverage and top-1."""
     base = next(r["policy"] for r in bm if "+" not in r["policy"])
     heuristic = ("fixed_20", f"{base}+bookmarks:frequent")
+    out = []
     for metric in ("evidence_coverage", "page_selection_top1"):
         arms = _by_arm(bm, metric, budget)
         for strategy, study in (
@@ -569,9 +644,16 @@ def _findings_at(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
                     _paged_out(bm, budget, [("fixed_20", strategy[0]), heuristic]),
                 )
             )
-    pairs = [("LoCoMo", bm)] + (
+    return out
+
+
+def _specificity_findings(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
+    """The default bookmark minus the heuristic (thread IDF on minus off) on LoCoMo and, when run,
+    on synthetic probes."""
+    pairs = [("LoCoMo", runs["bookmarks"])] + (
         [("synthetic", runs["synthetic_bookmarks"])] if "synthetic_bookmarks" in runs else []
     )
+    out = []
     for name, rows in pairs:
         own = next(r["policy"] for r in rows if "+" not in r["policy"])
         compared = [("fixed_20", own), ("fixed_20", f"{own}+bookmarks:frequent")]
@@ -586,7 +668,7 @@ def _findings_at(budget: int, runs: dict[str, list[dict]]) -> list[dict]:
                     _paged_out(rows, budget, compared),
                 )
             )
-    return [{"budget": budget, **row} for row in out]
+    return out
 
 
 def study_findings(

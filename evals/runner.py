@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import langmem_paging
 from evals import methods as method_lib
@@ -20,6 +21,8 @@ from evals.datasets.records import Conversation
 from evals.metrics import aggregate, evidence_coverage, page_selection
 from evals.paging_method import PagingSession, method_name, reader_of
 from evals.readers.lexical import READER_VERSION
+
+T = TypeVar("T")
 
 
 class _NoBar:
@@ -342,6 +345,42 @@ def _unit_key(sample_id: str, unit: dict) -> str:
     return json.dumps([*key, unit["search_embedder"]] if unit.get("search_embedder") else key)
 
 
+def start_results(
+    results: Path, config, head: Callable[[], dict], key: Callable[[dict], str | None]
+) -> set[str]:
+    """The keys (`key` of each row, None for rows that count for nothing) of the rows already in
+    `results`, made with `config`; a new `results` (its folder too) with the `head()` row when there
+    is none yet.
+
+    Raises:
+        ValueError: `results` holds a run with another configuration.
+    """
+    if not results.exists():
+        results.parent.mkdir(parents=True, exist_ok=True)
+        results.write_text(json.dumps(head()) + "\n")
+        return set()
+    lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    if lines and lines[0].get("config") != asdict(config):
+        raise ValueError(f"{results} holds a run with another configuration; use a new --out.")
+    return {k for r in lines if (k := key(r)) is not None}
+
+
+def run_jobs(jobs: Sequence[Callable[[], T]], processes: int = 1) -> Iterator[T]:
+    """Each job's result: here and in order, or in `processes` spawned processes (when more than one,
+    for more than one job) as each finishes. A job (a `functools.partial`) must pickle."""
+    if processes <= 1 or len(jobs) <= 1:
+        yield from (job() for job in jobs)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # spawn: the parent may have imported torch (semantic reader), which does not survive fork well
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(job) for job in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
 def run(
     conversations: Sequence[Conversation],
     config: RunConfig,
@@ -361,16 +400,13 @@ def run(
     if (config.reader == "llm") != (reader is not None):
         raise ValueError("Pass an LLMReader as `reader` exactly when config.reader is 'llm'.")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
-    done: set[str] = set()
-    if results.exists():
-        lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-        if lines and lines[0].get("config") != asdict(config):
-            raise ValueError(f"{results} holds a run with another configuration; use a new --out.")
-        done = {_unit_key(r["sample_id"], r) for r in lines if r.get("type") == "question"}
-    else:
-        results.write_text(json.dumps(header(config, reader, ablation)) + "\n")
+    done = start_results(
+        results,
+        config,
+        lambda: header(config, reader, ablation),
+        lambda r: _unit_key(r["sample_id"], r) if r.get("type") == "question" else None,
+    )
     todo = [
         (c, u)
         for c in conversations
@@ -384,30 +420,13 @@ def run(
         (out / TIMINGS).open("a") as timings,
         progress_bar(total, "eval", "question", enabled=progress) as bar,
     ):
-        if processes > 1 and reader is None and len(todo) > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            # spawn: the parent may have imported torch (semantic reader), which does not survive fork well
-            with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [
-                    pool.submit(timed_unit, c, u, config.protocol, None, max_questions) for c, u in todo
-                ]
-                for future in as_completed(futures):
-                    rows, timing = future.result()
-                    f.write("".join(json.dumps(r) + "\n" for r in rows))
-                    f.flush()
-                    timings.write(json.dumps(timing) + "\n")
-                    timings.flush()
-                    bar.update(len(rows))
-        else:
-            for conversation, unit in todo:
-                rows, timing = timed_unit(conversation, unit, config.protocol, reader, max_questions, workers)
-                f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
-                f.flush()
-                timings.write(json.dumps(timing) + "\n")
-                timings.flush()
-                bar.update(len(rows))
+        jobs = [partial(timed_unit, c, u, config.protocol, reader, max_questions, workers) for c, u in todo]
+        for rows, timing in run_jobs(jobs, processes if reader is None else 1):
+            f.write("".join(json.dumps(r) + "\n" for r in rows))  # a unit lands whole: resume is exact
+            f.flush()
+            timings.write(json.dumps(timing) + "\n")
+            timings.flush()
+            bar.update(len(rows))
     record_wall_times(results)
     from evals.report import write_reports
 
@@ -424,7 +443,9 @@ __all__ = [
     "progress_bar",
     "record_wall_times",
     "run",
+    "run_jobs",
     "run_unit",
+    "start_results",
     "timed_unit",
     "unit_questions",
     "TIMINGS",

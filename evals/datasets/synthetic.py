@@ -108,32 +108,50 @@ def generate(
     rng = random.Random(seed)
     texts = [rng.choice(_FILLER) if i % 2 == 0 else rng.choice(_REPLIES) for i in range(n_turns)]
     speakers = ["User" if i % 2 == 0 else "Friend" for i in range(n_turns)]
-    evidence: dict[int, tuple[int, str]] = {}
-    questions = []
     slot = n_turns // n_facts
     subjects = rng.sample([(p, r) for p in _PEOPLE for r in _RELATIONS], n_facts * 2)
-    for k in range(n_facts):
-        name, relation = subjects[k]
-        who = f"{relation} {name}"
-        _, statement, question, values = _ATTRIBUTES[k % len(_ATTRIBUTES)]
-        value, update_value = rng.sample(values, 2)
-        at = k * slot + 2 * rng.randrange(max(1, slot // 4))  # even index: the user speaks
-        texts[at] = statement.format(who=who, value=value)
-        answer, answer_at = value, at
-        if distractors:
-            other = f"{subjects[n_facts + k][1]} {subjects[n_facts + k][0]}"
-            dat = min(n_turns - 2, at + 2 * rng.randrange(1, max(2, slot // 4)))
-            if texts[dat] in _FILLER:
-                texts[dat] = statement.format(who=other, value=rng.choice([v for v in values if v != value]))
-        if rng.random() < updates:
-            uat = min(n_turns - 2, at + 2 * (slot // 2))
-            if texts[uat] in _FILLER:
-                texts[uat] = "Update: " + statement.format(who=who, value=update_value).replace(
-                    "My ", "actually my ", 1
-                )
-                answer, answer_at = update_value, uat
-        evidence[k] = (answer_at, answer)
-        questions.append((question.format(who=who), answer, answer_at, 2 if answer_at != at else 4))
+    questions = [_plant(rng, texts, k, subjects, slot, distractors, updates) for k in range(n_facts)]
+    turns = _turns(texts, speakers, turns_per_session)
+    qs = tuple(Question(q, a, (turns[at].dia_id,), cat) for q, a, at, cat in questions)
+    return Conversation(f"synthetic-{seed}", tuple(turns), qs, ("User", "Friend"))
+
+
+def _plant(
+    rng: random.Random,
+    texts: list[str],
+    k: int,
+    subjects: list[tuple[str, str]],
+    slot: int,
+    distractors: bool,
+    updates: float,
+) -> tuple[str, str, int, int]:
+    """Plant fact `k` in `texts` (in its slot, with its distractor and update): its probe's
+    ``(question, answer, answer's turn, category)``."""
+    n_turns, n_facts = len(texts), len(subjects) // 2
+    name, relation = subjects[k]
+    who = f"{relation} {name}"
+    _, statement, question, values = _ATTRIBUTES[k % len(_ATTRIBUTES)]
+    value, update_value = rng.sample(values, 2)
+    at = k * slot + 2 * rng.randrange(max(1, slot // 4))  # even index: the user speaks
+    texts[at] = statement.format(who=who, value=value)
+    answer, answer_at = value, at
+    if distractors:
+        other = f"{subjects[n_facts + k][1]} {subjects[n_facts + k][0]}"
+        dat = min(n_turns - 2, at + 2 * rng.randrange(1, max(2, slot // 4)))
+        if texts[dat] in _FILLER:
+            texts[dat] = statement.format(who=other, value=rng.choice([v for v in values if v != value]))
+    if rng.random() < updates:
+        uat = min(n_turns - 2, at + 2 * (slot // 2))
+        if texts[uat] in _FILLER:
+            texts[uat] = "Update: " + statement.format(who=who, value=update_value).replace(
+                "My ", "actually my ", 1
+            )
+            answer, answer_at = update_value, uat
+    return question.format(who=who), answer, answer_at, 2 if answer_at != at else 4
+
+
+def _turns(texts: list[str], speakers: list[str], turns_per_session: int) -> list[Turn]:
+    """The conversation's turns: `texts` by `speakers`, in dated sessions of `turns_per_session`."""
     turns = []
     for i, text in enumerate(texts):
         session = i // turns_per_session + 1
@@ -146,5 +164,4 @@ def generate(
                 f"{1 + (session - 1) % 28} March 2024",
             )
         )
-    qs = tuple(Question(q, a, (turns[at].dia_id,), cat) for q, a, at, cat in questions)
-    return Conversation(f"synthetic-{seed}", tuple(turns), qs, ("User", "Friend"))
+    return turns
