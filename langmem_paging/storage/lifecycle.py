@@ -242,16 +242,23 @@ def forget_in_records(pages: Sequence[Page], nodes: Sequence[ClusterNode], messa
     said: set[str] = set()
     by_id: dict[str, Page] = {}
     for page in pages:
-        if any(m.id == message_id for m in page.messages):
-            said |= vocabulary(_texts([m for m in page.messages if m.id == message_id]))
-            scrubbed, _ = forget_in_page(page, message_id)
-            result.pages.append(scrubbed)
-            by_id[page.id] = scrubbed
-        else:
-            by_id[page.id] = page
+        holds = [m for m in page.messages if m.id == message_id]
+        by_id[page.id] = forget_in_page(page, message_id)[0] if holds else page
+        if holds:
+            said |= vocabulary(_texts(holds))
+            result.pages.append(by_id[page.id])
     if not result.pages:
         return result
     result.gone = said - vocabulary(t for p in by_id.values() for t in _texts(p.messages))
+    _forget_above(result, nodes, by_id, said)
+    return result
+
+
+def _forget_above(
+    result: Forgotten, nodes: Sequence[ClusterNode], by_id: Mapping[str, Page], said: set[str]
+) -> None:
+    """The cluster nodes above the scrubbed pages of `result`, re-derived from what their pages still
+    hold (`result.above`; those that changed also in `result.nodes`)."""
     changed = {p.id for p in result.pages}
     members = _members({n.id: n for n in nodes})
     for node in nodes:
@@ -263,7 +270,6 @@ def forget_in_records(pages: Sequence[Page], nodes: Sequence[ClusterNode], messa
         result.above.append(new)
         if new.to_dict() != node.to_dict():
             result.nodes.append(new)
-    return result
 
 
 def forget_in_sketch(sketch: TermSketch, gone: set[str]) -> TermSketch:
@@ -370,21 +376,33 @@ def _scrubbed_message(
     """What `message` becomes once the records are scrubbed (None: it stays as it is)."""
     # (a stand-in takes the id of its page's first message: the library's marks are read first)
     mark = library_mark(message)
-    shown = mark.get("bookmark")
-    if shown is not None:
-        changed = shown in pages and shown in state.shown
-        new = bookmark_message(shown, state.shown[shown].bookmark, message.id or "") if changed else None
-        return new if new is not None and new.content != message.content else None
+    if mark.get("bookmark") is not None:
+        return _changed(message, _rebookmarked(mark["bookmark"], state, pages, message.id or ""))
     if mark.get("cluster") is not None:
         cid = mark["cluster"]
-        new = cluster_message(cid, nodes[cid].bookmark, message.id or "") if cid in nodes else None
-        return new if new is not None and new.content != message.content else None
+        return _changed(
+            message, cluster_message(cid, nodes[cid].bookmark, message.id or "") if cid in nodes else None
+        )
     if isinstance(message, ToolMessage) and (shown := recall_copy_shown(message)):
         stale = not mark.get("shrunk") and not set(shown).isdisjoint(pages)
         return shrink_recall_copy(message) if stale else None
     if message.id in ids and not mark.get("forgotten") and not mark.get("paged_result"):
         return tombstone(message)
     return None
+
+
+def _rebookmarked(
+    page_id: str, state: PagingState, pages: Mapping[str, Page], message_id: str
+) -> BaseMessage | None:
+    """The bookmark message of a scrubbed page shown by a bookmark (None: not changed)."""
+    if page_id not in pages or page_id not in state.shown:
+        return None
+    return bookmark_message(page_id, state.shown[page_id].bookmark, message_id)
+
+
+def _changed(message: BaseMessage, new: BaseMessage | None) -> BaseMessage | None:
+    """`new`, unless it says what `message` says already."""
+    return new if new is not None and new.content != message.content else None
 
 
 def _dropped(terms: Mapping[str, float], kept: Mapping[str, float] | None) -> set[str]:
