@@ -35,30 +35,45 @@ def reshow_displaced(ctx: StepContext) -> Flow[None]:
     clusters = [c for c in ctx.orphan_clusters if state.clusters[c].anchor in ctx.position]
     if not pages and not clusters:
         return
-    cold = [p for p in pages if not state.shown[p].bookmark]
-    records = (yield from ask(LoadPages(cold))) if cold else {}
-    yield from with_terms(state, [p for p in cold if p not in records], clusters)
+    records = yield from _stored_bookmarks(ctx, pages, clusters)
     keywords = ctx.options.clusters.max_keywords
     for pid in pages:
-        shown = state.shown[pid]
-        text = shown.bookmark or (
-            records[pid].bookmark
-            if pid in records
-            else format_bookmark(pid, cluster_keywords(shown.terms, keywords))
-        )
-        key = displaced_id(shown.anchor, pid)
-        shown.tier, shown.tokens = "cold", _insert(ctx, shown.anchor, bookmark_message(pid, text, key))
-        shown.anchor = key
+        _reshow_page(ctx, pid, records.get(pid), keywords)
     for cid in clusters:
-        entry = state.clusters[cid]
-        entry.text = cluster_bookmark_text(
-            cid, entry.terms, (entry.first, entry.last, entry.size), max_keywords=keywords
-        )
-        key = displaced_id(entry.anchor, cid)
-        entry.tokens = _insert(ctx, entry.anchor, cluster_message(cid, entry.text, key))
-        entry.anchor = key
+        _reshow_cluster(ctx, cid, keywords)
     ctx.orphans = [p for p in ctx.orphans if p not in pages]
     ctx.orphan_clusters = [c for c in ctx.orphan_clusters if c not in clusters]
+
+
+def _stored_bookmarks(ctx: StepContext, pages: list[str], clusters: list[str]) -> Flow[dict[str, str]]:
+    """The stored bookmarks of the displaced pages shown without one (warm: a digest), and the terms
+    of those not stored and of the clusters (to make theirs from)."""
+    cold = [p for p in pages if not ctx.state.shown[p].bookmark]
+    records = (yield from ask(LoadPages(cold))) if cold else {}
+    yield from with_terms(ctx.state, [p for p in cold if p not in records], clusters)
+    return {pid: page.bookmark for pid, page in records.items()}
+
+
+def _reshow_page(ctx: StepContext, pid: str, stored: str | None, keywords: int) -> None:
+    """A displaced page stand-in again, as a bookmark: its own, else its record's (`stored`), else one
+    made from its terms."""
+    shown = ctx.state.shown[pid]
+    made = stored if stored is not None else format_bookmark(pid, cluster_keywords(shown.terms, keywords))
+    text = shown.bookmark or made
+    key = displaced_id(shown.anchor, pid)
+    shown.tier, shown.tokens = "cold", _insert(ctx, shown.anchor, bookmark_message(pid, text, key))
+    shown.anchor = key
+
+
+def _reshow_cluster(ctx: StepContext, cid: str, keywords: int) -> None:
+    """A displaced cluster bookmark again, made from its terms."""
+    entry = ctx.state.clusters[cid]
+    entry.text = cluster_bookmark_text(
+        cid, entry.terms, (entry.first, entry.last, entry.size), max_keywords=keywords
+    )
+    key = displaced_id(entry.anchor, cid)
+    entry.tokens = _insert(ctx, entry.anchor, cluster_message(cid, entry.text, key))
+    entry.anchor = key
 
 
 def _insert(ctx: StepContext, before: str, message: BaseMessage) -> int:
