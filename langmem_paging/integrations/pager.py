@@ -245,7 +245,16 @@ class Pager:
     ) -> RecallRequest:
         edits = {m.id: m for m in history if m.id} if self.config.mode == "view" else {}
         resident = resident_turns(context, counter) if query is not None and context else []
-        return RecallRequest(page_ids, query, part, share, call_tokens, edits, resident, dict(served or {}))
+        return RecallRequest(
+            page_ids=page_ids,
+            query=query,
+            part=part,
+            share=share,
+            call_tokens=call_tokens,
+            edits=edits,
+            resident=resident,
+            served=dict(served or {}),
+        )
 
     def room_for(
         self, branch: PagingState | dict[str, Any] | None, share: int = 1, call_tokens: int = 0

@@ -86,6 +86,9 @@ class BookmarkContext:
 class Bookmarker(ABC):
     """Makes bookmarks for a batch of pages; must be deterministic for a given page and context."""
 
+    max_tokens: int = 24
+    """The longest bookmark it makes, in tokens (a recall sets this much aside per new bookmark)."""
+
     @abstractmethod
     def bookmark(self, pages: Sequence[PageDraft], context: BookmarkContext) -> list[Bookmark]:
         """One `Bookmark` per page, in order."""
