@@ -34,7 +34,7 @@ from langmem_paging.core.rendering import render_message
 from langmem_paging.core.state import STATE_KEY, paging_reducer, recall_delta
 from langmem_paging.core.text import content_terms
 from langmem_paging.index.base import InMemoryBM25Index
-from langmem_paging.integrations.pager import Pager, plan_recall
+from langmem_paging.runtime.pager import Pager, plan_recall
 
 MAX_RECALLED_PAGES = 3
 THREAD = "replay"

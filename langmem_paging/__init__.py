@@ -33,7 +33,7 @@ _EXPORTS = {
     "PagingMiddleware": "integrations.middleware",
     "PagingMessagesState": "integrations.node",
     "PagingNode": "integrations.node",
-    "Pager": "integrations.pager",
+    "Pager": "runtime.pager",
     "PagingResult": "step.result",
     "apage_messages": "step.pure",
     "page_messages": "step.pure",
@@ -151,9 +151,9 @@ if TYPE_CHECKING:
     from langmem_paging.integrations.agents import create_paging_agent
     from langmem_paging.integrations.middleware import PagingAgentState, PagingMiddleware
     from langmem_paging.integrations.node import PagingMessagesState, PagingNode
-    from langmem_paging.integrations.pager import Pager
     from langmem_paging.integrations.recall_tool import make_recall_tool
     from langmem_paging.recall.history import reconstruct_history
+    from langmem_paging.runtime.pager import Pager
     from langmem_paging.step.pure import apage_messages, page_messages
     from langmem_paging.step.result import PagingResult
     from langmem_paging.storage.page_store import PageStore, thread_namespace

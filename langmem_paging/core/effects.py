@@ -10,7 +10,7 @@ an `R` back (a bare ``yield`` gets `object`: the checker refuses to use it as an
 
 `IO`, the protocol a request is answered on, is contravariant: the pure step's requests need a
 `langmem_paging.step.io.StepIO` (`LocalIO`, no store), the engine's and recall's a
-`langmem_paging.storage.thread_io.PagingIO`, which extends it, so a step flow runs inside theirs
+`langmem_paging.runtime.thread_io.PagingIO`, which extends it, so a step flow runs inside theirs
 and mypy refuses to drive a flow on an I/O object that lacks a handler it needs.
 
 `drive` and `adrive` run the simpler generators of plain reads (the store's operations, the

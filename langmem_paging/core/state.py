@@ -203,7 +203,7 @@ class PagingState:
     lifecycle: str | None = None
     """The thread's lifecycle generation in the store when this state was built (a forget writes a
     new one): a step finding another in the store rebuilds what this state shows from the records
-    (`langmem_paging.storage.lifecycle_step.follow_lifecycle`)."""
+    (`langmem_paging.runtime.lifecycle_step.follow_lifecycle`)."""
 
     pending_sketch: TermSketch | None = field(default=None, repr=False, compare=False)
     """The thread's sketch after this step counted its new pages (`keep_sketch`); never

@@ -12,8 +12,8 @@ from langgraph.graph.state import CompiledStateGraph
 
 from langmem_paging.config import BasePagingOptions, Budget
 from langmem_paging.index.base import SearchIndex
-from langmem_paging.integrations.engine import OnStoreError
 from langmem_paging.integrations.middleware import PagingMiddleware
+from langmem_paging.runtime.engine import OnStoreError
 
 __all__ = ["AgentPagingOptions", "create_paging_agent"]
 

@@ -18,11 +18,11 @@ from langchain_core.tools import BaseTool
 from langgraph.store.base import BaseStore
 
 from langmem_paging.config import Budget, PagingConfig, PagingOptions, check_call_options
-from langmem_paging.integrations.engine import OnStoreError
 from langmem_paging.integrations.graph_state import GraphCall
 from langmem_paging.integrations.graph_stores import GraphStores
-from langmem_paging.integrations.pager import Pager
 from langmem_paging.integrations.recall_tool import make_recall_tool
+from langmem_paging.runtime.engine import OnStoreError
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 

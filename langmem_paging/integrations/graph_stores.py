@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from langgraph.store.base import BaseStore
 
 if TYPE_CHECKING:
-    from langmem_paging.integrations.pager import Pager
+    from langmem_paging.runtime.pager import Pager
     from langmem_paging.storage.page_store import PageStore
 
 __all__ = ["GraphStores"]

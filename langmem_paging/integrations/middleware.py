@@ -30,7 +30,6 @@ from langmem_paging.integrations.calibration import (
     provider_input_tokens,
     stated_limit,
 )
-from langmem_paging.integrations.engine import OnStoreError, warn
 from langmem_paging.integrations.graph_state import (
     GraphCall,
     paging_value,
@@ -39,6 +38,7 @@ from langmem_paging.integrations.graph_state import (
     thread_id_of,
 )
 from langmem_paging.integrations.graph_step import GraphStep, ThreadLifecycle
+from langmem_paging.runtime.engine import OnStoreError, warn
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 

@@ -15,9 +15,9 @@ from langmem_paging.config import Budget, PagingConfig, PagingOptions
 from langmem_paging.core.state import STATE_KEY, paging_reducer
 from langmem_paging.core.tokens import foreign_model_warning
 from langmem_paging.index.base import SearchIndex
-from langmem_paging.integrations.engine import OnStoreError, warn
 from langmem_paging.integrations.graph_state import GraphCall, paging_value, thread_id_of
 from langmem_paging.integrations.graph_step import GraphStep, ThreadLifecycle
+from langmem_paging.runtime.engine import OnStoreError, warn
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 

@@ -21,9 +21,9 @@ from langmem_paging.core.messages import METADATA_KEY
 from langmem_paging.core.state import STATE_KEY, PagingState, recall_delta
 from langmem_paging.core.tracing import arecall_run, recall_run
 from langmem_paging.integrations.graph_state import MISSING_STATE, GraphCall, find_thread_id, paging_value
-from langmem_paging.integrations.pager import Pager
 from langmem_paging.recall.plan import plan_recall
 from langmem_paging.recall.service import RecallAnswer, Served
+from langmem_paging.runtime.pager import Pager
 
 __all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
 

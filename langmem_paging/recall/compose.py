@@ -21,6 +21,7 @@ from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import TokenCounter, message_text
 from langmem_paging.index.base import Hit, best_pages
 from langmem_paging.recall.feedback import FEEDBACK_HITS, follow_up_query
+from langmem_paging.recall.io import RecallFlow, Search
 from langmem_paging.recall.passages import Packed, adjacent_pages, pack_hits
 from langmem_paging.recall.plan import RecallPlan
 from langmem_paging.recall.render import (
@@ -38,7 +39,6 @@ from langmem_paging.recall.render import (
 from langmem_paging.recall.request import RecallAnswer, RecallRequest
 from langmem_paging.recall.spec import ClusterItem, Item, PageItem, PassageItem, RecallSpec
 from langmem_paging.step.io import LoadPages
-from langmem_paging.storage.thread_io import Search, ThreadFlow
 
 __all__ = ["Composer", "RecallRead"]
 
@@ -82,7 +82,7 @@ class Composer:
         self.counter, self.cap = counter, cap
         self.kept: list[str] = []
 
-    def answer(self, wanted: list[str], notes: list[str]) -> ThreadFlow[RecallAnswer]:
+    def answer(self, wanted: list[str], notes: list[str]) -> RecallFlow[RecallAnswer]:
         pages = self.read.pages
         found = [p for p in wanted if p in pages]
         notes += self._missing_notes(wanted)
@@ -174,7 +174,7 @@ class Composer:
             listed = kept
         return ClusterItem(cluster_id, listed, fits, node.size - len(listed))
 
-    def _passage_items(self, items: list[Item], part_tokens: int, notes: list[str]) -> ThreadFlow[list[Item]]:
+    def _passage_items(self, items: list[Item], part_tokens: int, notes: list[str]) -> RecallFlow[list[Item]]:
         """As many of the best passages as fit the room the pages and clusters left (no fixed
         count), best first, grouped by page, each costed as it renders. The hits scoring within
         `FIRST_HOP_SCORE` of the best go first; when they leave room, a second hop (a follow-up
@@ -253,7 +253,7 @@ class Composer:
 
     def _second_hop(
         self, first: Sequence[Hit], taken: Sequence[tuple[str, list[tuple[int, int]]]]
-    ) -> ThreadFlow[list[Hit]]:
+    ) -> RecallFlow[list[Hit]]:
         """Hits of a follow-up query drawn from the best first hits' distinctive terms, their
         pages loaded (with their neighbours across page edges)."""
         query = self._follow_up_query(first)
@@ -284,7 +284,7 @@ class Composer:
         corpus = [message_text(m) for page in self._visible_pages().values() for m in page.messages]
         return follow_up_query(self.plan.query or "", top, corpus)
 
-    def _load_pages_of(self, hits: Sequence[Hit]) -> ThreadFlow[None]:
+    def _load_pages_of(self, hits: Sequence[Hit]) -> RecallFlow[None]:
         """Load the best hits' pages not read yet, and their neighbours across page edges."""
         pages = self.read.pages
         needed = [p for p in best_pages(hits, page_limit(self.cap)) if p not in pages]

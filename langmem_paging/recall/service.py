@@ -3,7 +3,7 @@
 A recall reads only what the running branch may see (its paging state decides), sizes its
 result to the room the budget leaves beside what nothing may evict (the next step makes that
 room), and renders pages, parts of long pages, search passages and cluster listings within it.
-It is a generator of requests (`langmem_paging.storage.thread_io`), so sync and async differ only in
+It is a generator of requests (`langmem_paging.runtime.thread_io`), so sync and async differ only in
 the driver. A store or index failure comes back as an error result asking the model to try
 again; nothing the model sends makes it raise.
 """
@@ -35,6 +35,7 @@ from langmem_paging.recall.compose import (
     page_limit,
     visible_on,
 )
+from langmem_paging.recall.io import ListMembers, LoadClusters, Notify, RecallFlow, ScoreTexts, Search
 from langmem_paging.recall.passages import adjacent_pages
 from langmem_paging.recall.plan import RecallPlan, plan_recall
 from langmem_paging.recall.render import (
@@ -43,7 +44,6 @@ from langmem_paging.recall.render import (
 )
 from langmem_paging.recall.request import RecallAnswer, RecallRequest, ResidentTurn, Served
 from langmem_paging.step.io import LoadPages
-from langmem_paging.storage.thread_io import ListMembers, LoadClusters, Notify, ScoreTexts, Search, ThreadFlow
 from langmem_paging.strategies.bookmarks import Bookmarker
 
 __all__ = [
@@ -88,7 +88,7 @@ class RecallService:
 
     def flow(
         self, thread_id: str, state: Any, request: RecallRequest, counter: TokenCounter
-    ) -> ThreadFlow[RecallAnswer]:
+    ) -> RecallFlow[RecallAnswer]:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch."""
         branch = PagingState.from_value(state)
         request = replace(request, resident=_outside_pages(request.resident, branch))
@@ -130,7 +130,7 @@ class RecallService:
         clusters: list[str],
         room: int,
         resident: Sequence[ResidentTurn],
-    ) -> ThreadFlow[RecallRead]:
+    ) -> RecallFlow[RecallRead]:
         read = RecallRead()
         if plan.query is not None:
             # resident pages too: the room the result takes pushes them out at the next step

@@ -62,7 +62,7 @@ class Digester(Protocol):
 
 class StepIO(Protocol):
     """The handlers of the paging step's requests, each sync and async (what `LocalIO` answers
-    with no store, and `langmem_paging.storage.thread_io.PagingIO` extends)."""
+    with no store, and `langmem_paging.runtime.thread_io.PagingIO` extends)."""
 
     def reserve(self, request: Reserve) -> Reservation: ...
 

@@ -3,7 +3,7 @@
 `page_messages` (and `apage_messages`) run the step (`langmem_paging.step`) with no store of
 its own: the caller keeps `result.pages` (and `result.nodes`) to recall them later, and passes
 `result.state` to the next call. The middleware and the node run the same step through the
-engine (`langmem_paging.integrations.engine`), with a page store.
+engine (`langmem_paging.runtime.engine`), with a page store.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Two paths, one rule (`forget_in_state`, fed from the records as they now are, never from what one
 run removed, so a re-run after a crash converges):
 
-- **The next step** (`langmem_paging.storage.lifecycle_step.follow_lifecycle`, every step, no graph needed): the step reads the thread's
+- **The next step** (`langmem_paging.runtime.lifecycle_step.follow_lifecycle`, every step, no graph needed): the step reads the thread's
   lifecycle record (one read); when its generation is not the one the branch's state was built at,
   a forget happened since, and the step corrects what the state shows (bookmarks, cluster bookmarks,
   warm digests, the sketch of an old checkpoint, recall results that carried a forgotten page, the

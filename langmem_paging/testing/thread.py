@@ -48,10 +48,10 @@ from langmem_paging.config import PagingConfig, PagingOptions
 from langmem_paging.core.messages import merge_messages
 from langmem_paging.core.state import STATE_KEY, PagingState, paging_reducer
 from langmem_paging.index.base import SearchIndex
-from langmem_paging.integrations.engine import OnStoreError
 from langmem_paging.integrations.graph_state import GraphCall
 from langmem_paging.integrations.graph_step import GraphStep
 from langmem_paging.recall.history import reconstruct_history
+from langmem_paging.runtime.engine import OnStoreError
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 

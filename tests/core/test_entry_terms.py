@@ -20,10 +20,10 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import InMemoryBM25Index, PagingConfig, PagingMiddleware, page_messages
 from langmem_paging.core.messages import merge_messages
 from langmem_paging.core.state import PagingState
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
+from langmem_paging.runtime.thread_io import ThreadIO
 from langmem_paging.step import fold as fold_phase
 from langmem_paging.storage.page_store import PageStore
-from langmem_paging.storage.thread_io import ThreadIO
 from langmem_paging.testing import ScriptedChatModel
 
 CONFIG = {"configurable": {"thread_id": "terms"}}

@@ -15,7 +15,7 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import InMemoryBM25Index, PagingConfig, page_messages
 from langmem_paging.core.messages import dump_messages, merge_messages
 from langmem_paging.core.state import TERMS_STORED, PagingState
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.storage.page_store import PageStore
 
 

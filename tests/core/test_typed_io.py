@@ -19,11 +19,13 @@ from langmem_paging.core.errors import SearchIndexError
 from langmem_paging.core.records import Page
 from langmem_paging.core.state import PagingState
 from langmem_paging.index.base import Hit, InMemoryBM25Index
+from langmem_paging.recall import io as recall_io
+from langmem_paging.recall.io import RecallIO, Search
+from langmem_paging.runtime import thread_io
+from langmem_paging.runtime.thread_io import PagingIO, ThreadFlow, ThreadIO
 from langmem_paging.step import io as step_io
 from langmem_paging.step.io import StepIO
-from langmem_paging.storage import thread_io
 from langmem_paging.storage.page_store import PageStore
-from langmem_paging.storage.thread_io import PagingIO, Search, ThreadFlow, ThreadIO
 
 HANDLERS: dict[type[Request[Any, Any]], str] = {
     step_io.Reserve: "reserve",
@@ -35,12 +37,12 @@ HANDLERS: dict[type[Request[Any, Any]], str] = {
     step_io.MakeDigests: "make_digests",
     thread_io.Commit: "commit",
     thread_io.IndexPages: "index_pages",
-    thread_io.Search: "search",
-    thread_io.ScoreTexts: "score_texts",
-    thread_io.LoadClusters: "load_clusters",
-    thread_io.ListMembers: "list_members",
+    recall_io.Search: "search",
+    recall_io.ScoreTexts: "score_texts",
+    recall_io.LoadClusters: "load_clusters",
+    recall_io.ListMembers: "list_members",
     thread_io.ReadLifecycle: "read_lifecycle",
-    thread_io.Notify: "notify",
+    recall_io.Notify: "notify",
     thread_io.Trace: "trace",
 }
 """Each public request and the protocol handler that answers it."""
@@ -54,6 +56,7 @@ def _public_requests() -> set[type]:
         if cls.__module__ in (
             effects.__name__,
             step_io.__name__,
+            recall_io.__name__,
             thread_io.__name__,
         ) and not cls.__name__.startswith("_"):
             found.add(cls)
@@ -93,7 +96,9 @@ class RecordingIO:
 def test_the_table_names_every_request_and_every_handler_of_the_protocol():
     assert set(HANDLERS) == _public_requests()
     handlers = set(HANDLERS.values())
-    assert _handler_names(StepIO) | _handler_names(PagingIO) == handlers | {f"a{h}" for h in handlers}
+    assert _handler_names(StepIO) | _handler_names(RecallIO) | _handler_names(PagingIO) == handlers | {
+        f"a{h}" for h in handlers
+    }
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

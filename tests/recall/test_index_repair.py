@@ -28,7 +28,8 @@ from langmem_paging import InMemoryBM25Index, Page, PageStore, PagingMiddleware,
 from langmem_paging.core.text import search_terms
 from langmem_paging.index.defaults import default_index
 from langmem_paging.index.sqlite import COMMON_MIN, SqliteSearchIndex
-from langmem_paging.storage.thread_io import IndexPages, Search, ThreadIO
+from langmem_paging.recall.io import Search
+from langmem_paging.runtime.thread_io import IndexPages, ThreadIO
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.backends import sqlite_store
 from tests.support.indexes import INDEXES, make_index
@@ -237,7 +238,7 @@ READER = """
 import json, sqlite3, sys
 from langgraph.store.sqlite import SqliteStore
 from langmem_paging import PagingConfig, PageStore
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 store = SqliteStore(sqlite3.connect(sys.argv[1], check_same_thread=False, isolation_level=None))
 pager = Pager(PagingConfig(max_tokens=3000, boundary="fixed_2"), PageStore(store))
 state = json.loads(open(sys.argv[2]).read())

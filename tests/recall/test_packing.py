@@ -10,11 +10,11 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingState
 from langmem_paging.core.messages import METADATA_KEY
-from langmem_paging.integrations.pager import Pager
 from langmem_paging.integrations.recall_tool import _shares
 from langmem_paging.recall.render import expand_recall_copy
 from langmem_paging.recall.service import Served
 from langmem_paging.recall.spec import RecallSpec
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.storage.page_store import PageStore
 from tests.support.scenario_helpers import step_exchanges
 from tools.fuzzing.oracles import recall_structure_problems

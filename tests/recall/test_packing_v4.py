@@ -12,8 +12,8 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import PagingConfig, PagingState
 from langmem_paging.core.records import Page
 from langmem_paging.index.base import Hit
-from langmem_paging.integrations.pager import Pager
 from langmem_paging.recall.passages import WIDE_HITS, pack_hits
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.storage.page_store import PageStore
 from tests.support.scenario_helpers import step_exchanges
 from tools.fuzzing.oracles import recall_structure_problems

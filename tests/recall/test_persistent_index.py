@@ -23,7 +23,7 @@ import sqlite3, sys
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.store.sqlite import SqliteStore
 from langmem_paging import PagingConfig, PageStore
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 store = SqliteStore(sqlite3.connect(sys.argv[1], check_same_thread=False, isolation_level=None))
 store.setup()
 pager = Pager(PagingConfig(max_tokens=300, boundary="fixed_2"), PageStore(store))
@@ -39,7 +39,7 @@ READER = """
 import json, sqlite3, sys
 from langgraph.store.sqlite import SqliteStore
 from langmem_paging import PagingConfig, PageStore
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.index.sqlite import SqliteSearchIndex
 
 def no_rebuild(*args, **kwargs):

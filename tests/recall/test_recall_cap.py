@@ -21,7 +21,7 @@ from tests.support.scenario_helpers import fact_exchanges, step_exchanges
 
 @pytest.mark.parametrize("length", [100_000])
 def test_a_huge_query_is_not_echoed_past_the_cap(length):
-    from langmem_paging.integrations.pager import plan_recall
+    from langmem_paging.runtime.pager import plan_recall
 
     plan = plan_recall(["x" * length, "p1"], "q" * length)
     assert plan.page_ids == ["p1"] and all(len(m) <= 40 for m in plan.malformed)

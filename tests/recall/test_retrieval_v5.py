@@ -9,8 +9,8 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingState
 from langmem_paging.core.state import paging_reducer, recall_delta
-from langmem_paging.integrations.pager import Pager
 from langmem_paging.recall.passages import pack_hits
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.storage.page_store import PageStore
 from tests.support.scenario_helpers import step_exchanges
 from tools.fuzzing.vocabulary import COUNTER

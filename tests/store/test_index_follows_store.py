@@ -206,7 +206,7 @@ import json, sys
 from langgraph.store.postgres import PostgresStore
 from langmem_paging import PagingConfig, PageStore
 from langmem_paging.index.base import InMemoryBM25Index
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 
 def refused(*args, **kwargs):
     raise AssertionError("the in-process index was used")
@@ -222,7 +222,7 @@ def test_a_fresh_worker_with_a_postgres_store_and_no_index_searches_the_rows_in_
     import json
 
     from langmem_paging import PagingConfig
-    from langmem_paging.integrations.pager import Pager
+    from langmem_paging.runtime.pager import Pager
     from tests.support.backends import DATABASE_OF
 
     pager = Pager(PagingConfig(max_tokens=300, boundary="fixed_2"), PageStore(postgres_store))  # no index=

@@ -32,8 +32,9 @@ from langmem_paging.core.errors import PageStoreError
 from langmem_paging.index.base import InMemoryBM25Index
 from langmem_paging.index.sqlite import SqliteSearchIndex
 from langmem_paging.ops.where import where_text
+from langmem_paging.recall.io import Search
+from langmem_paging.runtime.thread_io import ThreadIO
 from langmem_paging.storage.page_store import PageStore
-from langmem_paging.storage.thread_io import Search, ThreadIO
 from langmem_paging.testing.faults import FaultInjectingStore
 from tests.support.backends import DATABASE_OF
 from tests.support.indexes import empty_postgres_index

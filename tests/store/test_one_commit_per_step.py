@@ -16,7 +16,7 @@ from langgraph.store.sqlite import SqliteStore
 from langmem_paging import PageStore, PagingConfig
 from langmem_paging.core.records import Page, messages_digest
 from langmem_paging.core.state import PagingState
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 from tests.support.backends import run_coroutine
 from tests.support.conversations import town_turns
 

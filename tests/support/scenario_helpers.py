@@ -17,7 +17,7 @@ from langmem_paging import (
     page_messages,
     reconstruct_history,
 )
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.step import PagingResult
 from tools.fuzzing.vocabulary import COUNTER
 

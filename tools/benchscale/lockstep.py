@@ -15,7 +15,7 @@ from langgraph.graph.message import add_messages
 
 from langmem_paging import TokenCounter
 from langmem_paging.integrations.graph_state import GraphCall
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 
 from .settings import MAX_TOKENS, TRIM_KWARGS
 from .stats import summary

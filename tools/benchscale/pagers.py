@@ -9,7 +9,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from evals.policy_spec import paging_options
 from langmem_paging import InMemoryBM25Index, PagingConfig
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.storage.page_store import PageStore
 
 from .settings import BOUNDARY, MAX_TOKENS

@@ -12,7 +12,7 @@ from langgraph.graph.message import add_messages
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import InMemoryBM25Index, PagingConfig
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.storage.page_store import PageStore
 
 from .conversation import Chat, shared_vocabulary

@@ -21,7 +21,7 @@ from langmem_paging import (
 from langmem_paging.core.messages import library_mark
 from langmem_paging.core.state import paging_reducer
 from langmem_paging.integrations.graph_state import GraphCall
-from langmem_paging.integrations.pager import Pager
+from langmem_paging.runtime.pager import Pager
 from langmem_paging.step.repair import repair_unanswered
 from langmem_paging.storage.page_store import PageStore
 from langmem_paging.testing import FaultInjectingStore

@@ -85,7 +85,7 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         "from langmem_paging import (",
         "    PagingConfig, PageStore, TokenCounter, page_messages, reconstruct_history,",
         ")",
-        "from langmem_paging.integrations.pager import Pager",
+        "from langmem_paging.runtime.pager import Pager",
         "from langmem_paging.integrations.graph_state import GraphCall",
         "from langmem_paging.core.state import paging_reducer, recall_delta",
         "from langmem_paging.core.view import render_view",

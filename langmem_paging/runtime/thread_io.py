@@ -11,17 +11,17 @@ logged and never fails the turn.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from langmem_paging.core.effects import Request, arun, ask, run
 from langmem_paging.core.errors import PageStoreError, SearchIndexError
-from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.records import ClusterNode, Page, Reservation, page_number
 from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.core.tracing import apaging_run, paging_run
 from langmem_paging.index.base import Hit, SearchIndex
+from langmem_paging.recall.io import ListMembers, LoadClusters, RecallIO, ScoreTexts, Search
 from langmem_paging.step.io import (
     ComputeIO,
     EntryTerms,
@@ -29,37 +29,22 @@ from langmem_paging.step.io import (
     LoadSketch,
     LoadTerms,
     Reserve,
-    StepIO,
     page_terms,
 )
 from langmem_paging.storage.claims import Passages
 from langmem_paging.storage.lifecycle import Lifecycle
 from langmem_paging.storage.page_store import PageStore
 
-__all__ = [
-    "Commit",
-    "HookName",
-    "IndexPages",
-    "ListMembers",
-    "LoadClusters",
-    "Notify",
-    "PagingIO",
-    "ReadLifecycle",
-    "ScoreTexts",
-    "Search",
-    "ThreadFlow",
-    "ThreadIO",
-    "Trace",
-]
+__all__ = ["Commit", "IndexPages", "PagingIO", "ReadLifecycle", "ThreadFlow", "ThreadIO", "Trace"]
 
 logger = logging.getLogger("langmem_paging")
 
 T = TypeVar("T")
 
 
-class PagingIO(StepIO, Protocol):
-    """The handlers of every request a paging flow makes (the step's, and those of the engine
-    and the recall service), each sync and async: `ThreadIO` implements it for one thread."""
+class PagingIO(RecallIO, Protocol):
+    """The handlers of every request a paging flow makes (the step's, the recall service's and the
+    engine's), each sync and async: `ThreadIO` implements it for one thread."""
 
     def commit(self, request: Commit) -> bool: ...
 
@@ -69,41 +54,9 @@ class PagingIO(StepIO, Protocol):
 
     async def aindex_pages(self, request: IndexPages) -> None: ...
 
-    def search(self, request: Search) -> list[Hit]: ...
-
-    async def asearch(self, request: Search) -> list[Hit]: ...
-
-    def score_texts(self, request: ScoreTexts) -> list[float]: ...
-
-    async def ascore_texts(self, request: ScoreTexts) -> list[float]: ...
-
-    def load_clusters(self, request: LoadClusters) -> dict[str, ClusterNode]: ...
-
-    async def aload_clusters(self, request: LoadClusters) -> dict[str, ClusterNode]: ...
-
-    def list_members(self, request: ListMembers) -> dict[str, list[str]]: ...
-
-    async def alist_members(self, request: ListMembers) -> dict[str, list[str]]: ...
-
     def read_lifecycle(self, request: ReadLifecycle) -> Lifecycle | None: ...
 
     async def aread_lifecycle(self, request: ReadLifecycle) -> Lifecycle | None: ...
-
-    def notify(self, request: Notify) -> None:
-        for hook in request.hooks:
-            for name, event in request.events:
-                try:
-                    _handlers(hook)[name][0](event)
-                except Exception:  # noqa: BLE001 - a hook never fails the turn
-                    logger.exception("paging hook %r failed on %s", hook, name)
-
-    async def anotify(self, request: Notify) -> None:
-        for hook in request.hooks:
-            for name, event in request.events:
-                try:
-                    await _handlers(hook)[name][1](event)
-                except Exception:  # noqa: BLE001
-                    logger.exception("paging hook %r failed on %s", hook, name)
 
     def trace(self, request: Trace) -> None: ...
 
@@ -155,74 +108,6 @@ class IndexPages(Request[None, PagingIO]):
 
 
 @dataclass
-class Search(Request[list[Hit], PagingIO]):
-    """The best passages for a query among the pages `allow` accepts (the index is loaded from the
-    store first if it does not hold the thread). Answer: hits, best first."""
-
-    query: str
-    """What the model searched for."""
-    limit: int
-    """The most hits."""
-    allow: Callable[[str], bool]
-    """Whether a page id may be returned (the running branch's pages)."""
-    newest: int = 0
-    """The branch's highest page number: pages above what the index holds are indexed first."""
-
-    def answer(self, io: PagingIO) -> list[Hit]:
-        return io.search(self)
-
-    def aanswer(self, io: PagingIO) -> Awaitable[list[Hit]]:
-        return io.asearch(self)
-
-
-@dataclass
-class ScoreTexts(Request[list[float], PagingIO]):
-    """BM25 scores of texts still in the context, on the scale of the index's hits (the thread is
-    loaded first, as for `Search`). Answer: one score per text."""
-
-    query: str
-    """What the model searched for."""
-    texts: list[str]
-    """The texts scored."""
-
-    def answer(self, io: PagingIO) -> list[float]:
-        return io.score_texts(self)
-
-    def aanswer(self, io: PagingIO) -> Awaitable[list[float]]:
-        return io.ascore_texts(self)
-
-
-@dataclass
-class LoadClusters(Request[dict[str, ClusterNode], PagingIO]):
-    """Stored cluster nodes by id (those that exist). Answer: ``{cluster_id: ClusterNode}``."""
-
-    cluster_ids: list[str]
-    """The ids wanted."""
-
-    def answer(self, io: PagingIO) -> dict[str, ClusterNode]:
-        return io.load_clusters(self)
-
-    def aanswer(self, io: PagingIO) -> Awaitable[dict[str, ClusterNode]]:
-        return io.aload_clusters(self)
-
-
-@dataclass
-class ListMembers(Request[dict[str, list[str]], PagingIO]):
-    """The member pages of clusters, at most `limit` each. Answer: ``{cluster_id: [page ids]}``."""
-
-    cluster_ids: list[str]
-    """The clusters."""
-    limit: int
-    """The most members listed per cluster."""
-
-    def answer(self, io: PagingIO) -> dict[str, list[str]]:
-        return io.list_members(self)
-
-    def aanswer(self, io: PagingIO) -> Awaitable[dict[str, list[str]]]:
-        return io.alist_members(self)
-
-
-@dataclass
 class ReadLifecycle(Request["Lifecycle | None", PagingIO]):
     """The thread's lifecycle record (`PageStore.get_lifecycle`), read once by each step and each
     search. Answer: the record, or None."""
@@ -232,26 +117,6 @@ class ReadLifecycle(Request["Lifecycle | None", PagingIO]):
 
     def aanswer(self, io: PagingIO) -> Awaitable[Lifecycle | None]:
         return io.aread_lifecycle(self)
-
-
-HookName = Literal["formed", "evicted", "recalled"]
-"""A page life event a hook is told about (`PagingHooks.on_formed`, ...)."""
-
-
-@dataclass
-class Notify(Request[None, PagingIO]):
-    """Tell hooks about page life events. Answer: None."""
-
-    hooks: Sequence[PagingHooks]
-    """Who is told."""
-    events: list[tuple[HookName, PageEvent]]
-    """The events, in order."""
-
-    def answer(self, io: PagingIO) -> None:
-        return io.notify(self)
-
-    def aanswer(self, io: PagingIO) -> Awaitable[None]:
-        return io.anotify(self)
 
 
 @dataclass
@@ -405,17 +270,6 @@ def _page_ids(first: int, last: int) -> list[str]:
 
 def _index_failed(error: Exception) -> SearchIndexError:
     return SearchIndexError(f"the search index failed: {type(error).__name__}: {error}")
-
-
-def _handlers(
-    hook: PagingHooks,
-) -> dict[HookName, tuple[Callable[[PageEvent], None], Callable[[PageEvent], Awaitable[None]]]]:
-    """A hook's sync and async handler of each event."""
-    return {
-        "formed": (hook.on_formed, hook.aon_formed),
-        "evicted": (hook.on_evicted, hook.aon_evicted),
-        "recalled": (hook.on_recalled, hook.aon_recalled),
-    }
 
 
 # -- one source for the reads of a search and of an index write, sync or async -----------------

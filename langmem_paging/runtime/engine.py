@@ -31,18 +31,10 @@ from langmem_paging.core.errors import LifecycleChanged, PageStoreError, SearchI
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import encoding_for_model, warm_up
+from langmem_paging.recall.io import HookName, Notify
+from langmem_paging.runtime.lifecycle_step import follow_lifecycle, with_replaced
+from langmem_paging.runtime.thread_io import Commit, IndexPages, ReadLifecycle, ThreadFlow, ThreadIO, Trace
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
-from langmem_paging.storage.lifecycle_step import follow_lifecycle, with_replaced
-from langmem_paging.storage.thread_io import (
-    Commit,
-    HookName,
-    IndexPages,
-    Notify,
-    ReadLifecycle,
-    ThreadFlow,
-    ThreadIO,
-    Trace,
-)
 
 __all__ = ["OnStoreError", "StepEngine"]
 

@@ -21,9 +21,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langmem_paging.core.effects import ask
 from langmem_paging.core.records import page_number
 from langmem_paging.core.state import STATE_KEY, PagingState
+from langmem_paging.recall.io import LoadClusters
+from langmem_paging.runtime.thread_io import ThreadFlow
 from langmem_paging.step.io import LoadPages
 from langmem_paging.storage.lifecycle import Forgotten, Lifecycle, forget_in_state, merged_messages
-from langmem_paging.storage.thread_io import LoadClusters, ThreadFlow
 
 __all__ = ["follow_lifecycle", "held_generation", "with_replaced"]
 

@@ -24,12 +24,12 @@ from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import TokenCounter, encoding_for_model, loaded_counter, shared_counter
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import default_index
-from langmem_paging.integrations.engine import OnStoreError, StepEngine
 from langmem_paging.recall.plan import RecallPlan, plan_recall
 from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, Served, resident_turns
+from langmem_paging.runtime.engine import OnStoreError, StepEngine
+from langmem_paging.runtime.thread_io import ThreadIO
 from langmem_paging.step import PagingResult, StepOptions, step_options
 from langmem_paging.storage.page_store import PageStore
-from langmem_paging.storage.thread_io import ThreadIO
 
 __all__ = ["Pager", "RecallAnswer", "RecallPlan", "plan_recall"]
 
