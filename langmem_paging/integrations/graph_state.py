@@ -163,6 +163,10 @@ class GraphCall:
         view, positions = prepare_view(messages, state, mode)
         return cls(messages, state, mode, view, positions, thread_id)
 
+    def step_input(self) -> dict[str, Any]:
+        """What `Pager.step` pages: this call's view on its branch's state, for its thread."""
+        return {"view": self.view, "state": self.state, "thread_id": self.thread_id}
+
     def update(self, result: PagingResult) -> dict[str, Any]:
         """The graph update after `result`: the new paging state (if it changed) and, in replace
         mode, the message updates."""

@@ -3,8 +3,8 @@
 Every caller that pages a graph's state goes through here: `PagingMiddleware`, `PagingNode`, the
 recall tool (for the view a search ranks), `PagingThread`, the scale benchmark and the fuzzer.
 `GraphCall.prepare` reads what a step starts from (the view, and in view mode where its messages
-sit in the state), `GraphStep.step`/`astep` page it, and `GraphCall.update` builds the graph update;
-what passes between the three stays inside the `GraphCall`. The thread-id lookup, the check for a
+sit in the state), `Pager.step`/`astep` page it (`GraphCall.step_input`), and `GraphCall.update`
+builds the graph update; what passes between them stays inside the `GraphCall`. The thread-id lookup, the check for a
 missing ``paging`` key and the construction the middleware and the node share live here too.
 """
 
@@ -19,11 +19,9 @@ from langgraph.store.base import BaseStore
 
 from langmem_paging.config import Budget, PagingConfig, PagingOptions, check_call_options
 from langmem_paging.integrations.graph_state import GraphCall
-from langmem_paging.integrations.graph_stores import GraphStores
 from langmem_paging.integrations.recall_tool import make_recall_tool
 from langmem_paging.runtime.engine import OnStoreError
 from langmem_paging.runtime.pager import Pager
-from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
 
 __all__ = ["GraphStep", "ThreadLifecycle"]
@@ -90,58 +88,14 @@ class GraphStep:
         """Steps and recalls with each call's resources."""
         self.recall_tool: BaseTool = make_recall_tool(self.pager, name=config.tool_name)
         """The tool the model calls to bring pages back."""
-        self.graph_stores = GraphStores()
-        """The graph stores calls came with (weakly held), for `page_store`."""
 
     def page_store(self, owner: str) -> PageStore:
-        """The page store `owner` reads pages from (see `GraphStores.page_store`)."""
-        return self.graph_stores.page_store(self.pager, owner)
+        """The page store `owner` reads pages from (see `Pager.graph_page_store`)."""
+        return self.pager.graph_page_store(owner)
 
     def prepare(self, messages: Sequence[BaseMessage], state: Any, thread_id: str) -> GraphCall:
         """The call over `messages` and the ``paging`` value `state` in this configuration's mode."""
         return GraphCall.prepare(messages, state, self.config.mode, thread_id)
-
-    def step(
-        self,
-        call: GraphCall,
-        *,
-        store: BaseStore | None = None,
-        overhead: int = 0,
-        model: Any = None,
-        max_tokens: int | None = None,
-    ) -> PagingResult:
-        """Page `call`'s view; new records are stored before the result returns (see `Pager.step`)."""
-        self.graph_stores.add(store)
-        return self.pager.step(
-            call.view,
-            call.state,
-            call.thread_id,
-            store=store,
-            overhead=overhead,
-            model=model,
-            max_tokens=max_tokens,
-        )
-
-    async def astep(
-        self,
-        call: GraphCall,
-        *,
-        store: BaseStore | None = None,
-        overhead: int = 0,
-        model: Any = None,
-        max_tokens: int | None = None,
-    ) -> PagingResult:
-        """Async `step`."""
-        self.graph_stores.add(store)
-        return await self.pager.astep(
-            call.view,
-            call.state,
-            call.thread_id,
-            store=store,
-            overhead=overhead,
-            model=model,
-            max_tokens=max_tokens,
-        )
 
 
 class ThreadLifecycle:

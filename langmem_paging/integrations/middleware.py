@@ -69,9 +69,16 @@ class _Call:
     configured: int
     """`max_tokens` as configured (resolved for this call's model)."""
 
-    def step_options(self, model: Any) -> dict[str, Any]:
-        """What the step of this call takes beside the graph's view."""
-        return {"store": self.store, "overhead": self.overhead, "model": model, "max_tokens": self.max_tokens}
+    def step_input(self, model: Any) -> dict[str, Any]:
+        """What `Pager.step` takes for this call: the graph's view, state and thread, and the call's
+        store, overhead, model and budget."""
+        return {
+            **self.graph.step_input(),
+            "store": self.store,
+            "overhead": self.overhead,
+            "model": model,
+            "max_tokens": self.max_tokens,
+        }
 
     def refused(self, result: PagingResult, error: BaseException) -> _Call:
         """The call again after the provider refused its prompt (`result`) as too long: 80% of the
@@ -226,7 +233,7 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, self.pager.counter_for(request.model))
         for retried in (False, True):  # once: a second refusal is the provider's error, raised as is
-            result = self.paging.step(call.graph, **call.step_options(request.model))
+            result = self.pager.step(**call.step_input(request.model))
             try:
                 with traced(result, call, retried=retried):
                     response = handler(_paged(request, result))
@@ -242,7 +249,7 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
     ) -> ModelResponse | ExtendedModelResponse:
         call = self._prepare(request, await self.pager.acounter_for(request.model))
         for retried in (False, True):  # once: a second refusal is the provider's error, raised as is
-            result = await self.paging.astep(call.graph, **call.step_options(request.model))
+            result = await self.pager.astep(**call.step_input(request.model))
             try:
                 with traced(result, call, retried=retried):
                     response = await handler(_paged(request, result))

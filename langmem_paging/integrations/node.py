@@ -159,10 +159,10 @@ class PagingNode(ThreadLifecycle, Runnable[dict[str, Any], dict[str, Any]]):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         call = self._prepare(input, config)
-        return self._output(self.paging.step(call, store=_graph_store()), call)
+        return self._output(self.pager.step(**call.step_input(), store=_graph_store()), call)
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         call = self._prepare(input, config)
-        return self._output(await self.paging.astep(call, store=_graph_store()), call)
+        return self._output(await self.pager.astep(**call.step_input(), store=_graph_store()), call)

@@ -5,7 +5,7 @@ commit of what it made (reserve -> decide -> commit: the commit claims the numbe
 and a step whose number another writer claimed meanwhile runs again, so two runs at once on a thread
 never write one number twice; an index on the store's connection gets the passages in that commit's
 transaction); then, outside the lock, indexing the new pages in any other index, warnings, tracing and hooks.
-`step` and `astep` differ only in the lock and the driver. Only failures of the page store and
+`Pager.step` and `Pager.astep` differ only in the lock and the driver. Only failures of the page store and
 the index fall under `on_store_error`; anything else propagates with its own type.
 """
 
@@ -19,6 +19,7 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
@@ -26,7 +27,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.config import PagingConfig
-from langmem_paging.core.effects import arun, ask, run
+from langmem_paging.core.effects import ask
 from langmem_paging.core.errors import LifecycleChanged, PageStoreError, SearchIndexError, StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.state import PagingState
@@ -36,7 +37,7 @@ from langmem_paging.runtime.lifecycle_step import follow_lifecycle, with_replace
 from langmem_paging.runtime.thread_io import Commit, IndexPages, ReadLifecycle, ThreadFlow, ThreadIO, Trace
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
 
-__all__ = ["OnStoreError", "StepEngine"]
+__all__ = ["OnStoreError", "StepCall", "StepEngine"]
 
 logger = logging.getLogger("langmem_paging")
 
@@ -76,8 +77,23 @@ class _Locks:
             yield
 
 
+@dataclass(frozen=True)
+class StepCall:
+    """What one step of a thread works with, resolved once where the call comes in (`Pager.step`)."""
+
+    thread_id: str
+    view: Sequence[BaseMessage]
+    """The messages the model would receive."""
+    state: PagingState
+    """The branch's paging state, parsed once."""
+    options: StepOptions
+    """This call's budget, overhead, tokenizer and strategies."""
+    io: ThreadIO
+    """The thread's store, index and hooks."""
+
+
 class StepEngine:
-    """Runs paging steps for one configuration.
+    """The flows of a paging step for one configuration (`Pager.step` runs them).
 
     Args:
         config: The paging options.
@@ -97,43 +113,19 @@ class StepEngine:
             *config.hooks,
             *([digester] if isinstance(digester, PagingHooks) else []),
         ]
-        self._locks = _Locks()
+        self.locks = _Locks()
+        """One lock per thread: a thread's steps in this process one at a time."""
         warm_up(config.encoding or encoding_for_model(config.model))
         self._page_sizes: list[int] = []
         self._warned_page_size = False
 
-    def step(
-        self, view: Sequence[BaseMessage], state: Any, io: ThreadIO, options: StepOptions
-    ) -> PagingResult:
-        """Page `view` on `state`'s branch; new records are stored before the result returns."""
-        try:
-            with self._locks.hold(io.thread_id):
-                result = run(self._decide_and_commit(view, state, options), io)
-            run(self._after(io.thread_id, result, options), io)
-        except StorageError as error:
-            return self._unpaged(error, view, state)
-        return result
-
-    async def astep(
-        self, view: Sequence[BaseMessage], state: Any, io: ThreadIO, options: StepOptions
-    ) -> PagingResult:
-        """Async `step`."""
-        try:
-            async with self._locks.ahold(io.thread_id):
-                result = await arun(self._decide_and_commit(view, state, options), io)
-            await arun(self._after(io.thread_id, result, options), io)
-        except StorageError as error:
-            return self._unpaged(error, view, state)
-        return result
-
-    # -- the flows -----------------------------------------------------------------------
+    # -- the flows of a step (`Pager.step` runs them: under the thread's lock, then after it) ---------
     @staticmethod
-    def _decide_and_commit(
-        view: Sequence[BaseMessage], state: Any, options: StepOptions
-    ) -> ThreadFlow[PagingResult]:
+    def decide_and_commit(call: StepCall) -> ThreadFlow[PagingResult]:
+        """The step and its commit, stepped again while the commit is refused."""
         for _ in range(COMMIT_TRIES):
             try:
-                result = yield from StepEngine._attempt(view, state, options)
+                result = yield from StepEngine._attempt(call)
             except LifecycleChanged:  # a forget landed while it ran: step again, from the records
                 continue
             if result is not None:
@@ -146,12 +138,11 @@ class StepEngine:
         )
 
     @staticmethod
-    def _attempt(
-        view: Sequence[BaseMessage], state: Any, options: StepOptions
-    ) -> ThreadFlow[PagingResult | None]:
+    def _attempt(call: StepCall) -> ThreadFlow[PagingResult | None]:
         """One step and its commit; None when the commit was refused for a number another writer took."""
+        options = call.options
         lifecycle = yield from ask(ReadLifecycle())  # a forget since this state was built: follow it
-        view, state, replaced = yield from follow_lifecycle(view, state, lifecycle)
+        view, state, replaced = yield from follow_lifecycle(call.view, call.state, lifecycle)
         result = yield from paging_step(view, state, options)
         result.state.lifecycle = lifecycle.generation if lifecycle is not None else None
         result.updates = with_replaced(result.updates, replaced)
@@ -160,6 +151,17 @@ class StepEngine:
         if (yield from ask(Commit(result.pages, result.nodes, result.state, touched, keep_terms))):
             return result
         return None
+
+    def after(self, call: StepCall, result: PagingResult) -> ThreadFlow[None]:
+        """What follows a step outside the lock: indexing its pages, warnings, tracing, hooks."""
+        yield from self._after(call.thread_id, result, call.options)
+
+    def unpaged(self, error: StorageError, call: StepCall) -> PagingResult:
+        """The call's view as it is, when the store failed and `on_store_error` is ``"continue"``."""
+        if self.on_store_error == "raise":
+            raise error
+        warn(f"langmem-paging: {error}; this turn is not paged. Nothing was lost; the next turn pages again.")
+        return PagingResult(view=list(call.view), state=call.state)
 
     def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> ThreadFlow[None]:
         if result.pages:
@@ -176,12 +178,6 @@ class StepEngine:
             yield from ask(Notify(self.hooks, events))
 
     # -- failures and warnings ---------------------------------------------------------------
-    def _unpaged(self, error: StorageError, view: Sequence[BaseMessage], state: Any) -> PagingResult:
-        if self.on_store_error == "raise":
-            raise error
-        warn(f"langmem-paging: {error}; this turn is not paged. Nothing was lost; the next turn pages again.")
-        return PagingResult(view=list(view), state=PagingState.from_value(state))
-
     def _index_failed(self, error: SearchIndexError, thread_id: str) -> None:
         """The index failing is a store failure, except that with ``"continue"`` the turn keeps its
         paged result: the pages are stored already, and the next step or search of the thread finds the gap

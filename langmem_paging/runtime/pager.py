@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import warnings
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,13 +21,14 @@ from langgraph.store.base import BaseStore
 
 from langmem_paging.config import PagingConfig, resolve_max_tokens
 from langmem_paging.core.effects import arun, run
+from langmem_paging.core.errors import StorageError
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import TokenCounter, encoding_for_model, loaded_counter, shared_counter
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import default_index
 from langmem_paging.recall.plan import RecallPlan, plan_recall
 from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, Served, resident_turns
-from langmem_paging.runtime.engine import OnStoreError, StepEngine
+from langmem_paging.runtime.engine import OnStoreError, StepCall, StepEngine
 from langmem_paging.runtime.thread_io import ThreadIO
 from langmem_paging.step import PagingResult, StepOptions, step_options
 from langmem_paging.storage.page_store import PageStore
@@ -68,6 +70,8 @@ class Pager:
         self.ttl, self.retries = ttl, retries
         self._fallback: PageStore | None = None
         self._fallback_lock = threading.Lock()
+        self._graph_stores: weakref.WeakSet[BaseStore] = weakref.WeakSet()
+        """The graph stores calls came with (weakly held: it names them, it keeps none alive)."""
 
     # -- the resources of a call ----------------------------------------------------------
     def page_store_for(self, store: BaseStore | None) -> PageStore:
@@ -76,6 +80,9 @@ class Pager:
         if self.page_store is not None:
             return self.page_store
         if store is not None:
+            if store not in self._graph_stores:
+                with self._fallback_lock:
+                    self._graph_stores.add(store)
             return PageStore(store, ttl=self.ttl, retries=self.retries)
         with self._fallback_lock:
             if self._fallback is None:
@@ -91,9 +98,32 @@ class Pager:
                 self._fallback = PageStore(InMemoryStore(), retries=self.retries)
         return self._fallback
 
-    def has_fallback_store(self) -> bool:
-        """Whether a call without any store made this pager's in-memory page store."""
-        return self._fallback is not None
+    def graph_page_store(self, owner: str) -> PageStore:
+        """The page store `owner` (``"PagingMiddleware"``, ``"PagingNode"``) reads pages from: the one
+        given, else the store every call so far came with (a middleware built without ``store=`` pages
+        into the store of the graph running each call; "the pages of my agent" means that one).
+
+        Raises:
+            ValueError: Before any call, or when calls came with several stores (one middleware
+                shared by agents over different stores: the question has no single answer).
+        """
+        if self.page_store is not None:
+            return self.page_store
+        with self._fallback_lock:
+            stores = list(self._graph_stores)
+        if len(stores) == 1:
+            return self.page_store_for(stores[0])
+        if not stores and self._fallback is not None:
+            return self._fallback
+        if not stores:
+            raise ValueError(
+                f"This {owner} has no store of its own and has not run yet, so it does not know its graph's "
+                f"store. Pass `store=` to the {owner}, or read pages with `PageStore(store)` over the graph's store."
+            )
+        raise ValueError(
+            f"This {owner} has no store of its own and has paged into {len(stores)} graph stores (one "
+            f"{owner} shared by several agents). Read pages with `PageStore(store)` over the store you mean."
+        )
 
     def index_for(self, page_store: PageStore) -> SearchIndex:
         """The search index of a call: the one given to the pager, else the store's default."""
@@ -139,6 +169,16 @@ class Pager:
         page_store = self.page_store_for(store)
         return ThreadIO(page_store, self.index_for(page_store), thread_id)
 
+    def _call(
+        self,
+        view: Sequence[BaseMessage],
+        state: Any,
+        thread_id: str,
+        store: BaseStore | None,
+        options: StepOptions,
+    ) -> StepCall:
+        return StepCall(thread_id, view, PagingState.from_value(state), options, self._io(thread_id, store))
+
     # -- paging -------------------------------------------------------------------------------
     def step(
         self,
@@ -152,14 +192,21 @@ class Pager:
         max_tokens: int | None = None,
     ) -> PagingResult:
         """Page `view` on `state`'s branch; new records are stored before the result returns.
-        `max_tokens`: this call's budget, when the caller corrected the configured one."""
+        `max_tokens`: this call's budget, when the caller corrected the configured one. Under the
+        thread's lock the step and its commit, then indexing, warnings, tracing and hooks; only failures
+        of the page store and the index fall under `on_store_error`."""
         counter = self.counter_for(model)
         options = self.options(
             max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead, counter=counter
         )
-        result = self.engine.step(view, state, self._io(thread_id, store), options)
-        _forget_evicted(counter, result)
-        return result
+        call, engine = self._call(view, state, thread_id, store, options), self.engine
+        try:
+            with engine.locks.hold(thread_id):
+                result = run(engine.decide_and_commit(call), call.io)
+            run(engine.after(call, result), call.io)
+        except StorageError as error:
+            return engine.unpaged(error, call)
+        return _forget_evicted(counter, result)
 
     async def astep(
         self,
@@ -177,9 +224,14 @@ class Pager:
         options = self.options(
             max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead, counter=counter
         )
-        result = await self.engine.astep(view, state, self._io(thread_id, store), options)
-        _forget_evicted(counter, result)
-        return result
+        call, engine = self._call(view, state, thread_id, store, options), self.engine
+        try:
+            async with engine.locks.ahold(thread_id):
+                result = await arun(engine.decide_and_commit(call), call.io)
+            await arun(engine.after(call, result), call.io)
+        except StorageError as error:
+            return engine.unpaged(error, call)
+        return _forget_evicted(counter, result)
 
     # -- recall -----------------------------------------------------------------------------
     def recall(
@@ -266,6 +318,7 @@ class Pager:
         )
 
 
-def _forget_evicted(counter: TokenCounter, result: PagingResult) -> None:
+def _forget_evicted(counter: TokenCounter, result: PagingResult) -> PagingResult:
     """Keep token counts of what is resident only: a bookmark took the first message's id."""
     counter.forget(k for ids in result.evicted_ids.values() for k in ids[1:])
+    return result

@@ -144,15 +144,16 @@ class PagingThread:
     def step(self) -> PagingResult:
         """The paging of one model call: the thread pages, and `prompt` is what the model receives."""
         call = self._graph.prepare(self.messages, self.paging, self.thread_id)
-        return self._record(
-            self._graph.step(call, store=self.store, overhead=self.overhead, model=self.model), call
-        )
+        return self._record(self._graph.pager.step(**call.step_input(), **self._resources()), call)
 
     async def astep(self) -> PagingResult:
         """Async `step`."""
         call = self._graph.prepare(self.messages, self.paging, self.thread_id)
-        result = await self._graph.astep(call, store=self.store, overhead=self.overhead, model=self.model)
+        result = await self._graph.pager.astep(**call.step_input(), **self._resources())
         return self._record(result, call)
+
+    def _resources(self) -> dict[str, Any]:
+        return {"store": self.store, "overhead": self.overhead, "model": self.model}
 
     def _record(self, result: PagingResult, call: GraphCall) -> PagingResult:
         self.apply(call.update(result))
