@@ -22,7 +22,7 @@ from langmem_paging.core.state import STATE_KEY, PagingState, recall_delta
 from langmem_paging.core.tracing import arecall_run, recall_run
 from langmem_paging.integrations.graph_state import MISSING_STATE, GraphCall, find_thread_id, paging_value
 from langmem_paging.recall.plan import plan_recall
-from langmem_paging.recall.service import RecallAnswer, Served
+from langmem_paging.recall.request import RecallAnswer, RecallArgs, Served
 from langmem_paging.runtime.pager import Pager
 
 __all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
@@ -86,7 +86,7 @@ def _shares(message: Any, call_id: str | None, name: str) -> tuple[int, int, dic
     return shares.get(mine or "", 1 if message is None else 0), max(1, sum(shares.values())), others
 
 
-def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any, query: Any) -> dict[str, Any]:
+def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any, query: Any) -> RecallArgs:
     """How the result is sized and where it reads: its part of the room (shared among the distinct
     pages the message's calls ask for), the calling message's tokens, the ids a sibling recall
     serves (pointed to only when that sibling's part holds them), and the store of this call
@@ -154,6 +154,22 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
     tool message asking the model to try again, so the call always gets its result.
     """
 
+    def asked(
+        runtime: ToolRuntime, page_ids: Any, query: Any, part: Any
+    ) -> tuple[str, Any, RecallArgs] | None:
+        """The thread, its paging state and the recall asked (None: the run has no thread)."""
+        thread_id = _thread_id(runtime)
+        if thread_id is None:
+            return None
+        state = _paging_state(runtime)
+        args: RecallArgs = {
+            **_sizing(pager, runtime, name, state, query),
+            "page_ids": page_ids,
+            "query": query,
+            "part": part,
+        }
+        return thread_id, state, args
+
     def recall(
         page_ids: list[str] | str | SkipJsonSchema[None] = None,
         query: str | SkipJsonSchema[None] = None,
@@ -161,18 +177,9 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         *,
         runtime: ToolRuntime,
     ) -> Command[Any] | str:
-        thread_id = _thread_id(runtime)
-        if thread_id is None:
+        if (call := asked(runtime, page_ids, query, part)) is None:
             return _NO_THREAD.format(tool=name)
-        state = _paging_state(runtime)
-        answer = pager.recall(
-            thread_id,
-            state,
-            page_ids=page_ids,
-            query=query,
-            part=part,
-            **_sizing(pager, runtime, name, state, query),
-        )
+        answer = pager.recall(call[0], call[1], **call[2])
         recall_run(
             query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status
         )
@@ -185,18 +192,9 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         *,
         runtime: ToolRuntime,
     ) -> Command[Any] | str:
-        thread_id = _thread_id(runtime)
-        if thread_id is None:
+        if (call := asked(runtime, page_ids, query, part)) is None:
             return _NO_THREAD.format(tool=name)
-        state = _paging_state(runtime)
-        answer = await pager.arecall(
-            thread_id,
-            state,
-            page_ids=page_ids,
-            query=query,
-            part=part,
-            **_sizing(pager, runtime, name, state, query),
-        )
+        answer = await pager.arecall(call[0], call[1], **call[2])
         await arecall_run(
             query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status
         )

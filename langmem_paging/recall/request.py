@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from langchain_core.messages import BaseMessage
+from langgraph.store.base import BaseStore
 
 from langmem_paging.core.blocks import Block
 
-__all__ = ["RecallAnswer", "RecallRequest", "ResidentTurn", "Served"]
+__all__ = ["RecallAnswer", "RecallArgs", "RecallRequest", "ResidentTurn", "Served"]
 
 ResidentTurn = tuple[str, str, int]
 """A turn still in the context: ``(key, text, tokens)`` (tokens: of what keeping it keeps, its tool
@@ -75,3 +76,28 @@ class RecallAnswer:
     """The tool message status: ``"error"`` when the page store could not be read."""
     kept: list[str] = field(default_factory=list)
     """Keys of resident turns the search ranked: the next step keeps them in the context."""
+
+
+class RecallArgs(TypedDict, total=False):
+    """A recall as `Pager.recall` takes it: what the model asked, what sizes the result (the recall
+    tool works these out from the calling message), and where it reads."""
+
+    store: BaseStore | None
+    """The graph's store of this call (unless the pager has its own)."""
+    page_ids: Any
+    """Page or cluster ids, in whatever shape the model sent them."""
+    query: Any
+    """Search text."""
+    part: Any
+    """Which part of a long page."""
+    share: int
+    """How many tool calls the model made at once (each gets that share of the room)."""
+    call_tokens: int
+    """Tokens of the message that made the call (the next step protects it)."""
+    history: Sequence[BaseMessage]
+    """The state's messages (view mode: a paged message edited since is recalled as edited)."""
+    served: Mapping[str, Served]
+    """Ids another recall call of the same message serves, with its room (served once)."""
+    context: Sequence[BaseMessage]
+    """The messages the model sees (a search ranks its turns beside the paged ones and keeps those
+    that rank: `RecallAnswer.kept`)."""

@@ -13,8 +13,8 @@ import asyncio
 import threading
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Unpack
 
 from langchain_core.messages import BaseMessage
 from langgraph.store.base import BaseStore
@@ -27,7 +27,8 @@ from langmem_paging.core.tokens import TokenCounter, encoding_for_model, loaded_
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import default_index
 from langmem_paging.recall.plan import RecallPlan, plan_recall
-from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, Served, resident_turns
+from langmem_paging.recall.request import RecallArgs
+from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, resident_turns
 from langmem_paging.runtime.engine import OnStoreError, StepCall, StepEngine
 from langmem_paging.runtime.thread_io import ThreadIO
 from langmem_paging.step import PagingResult, StepOptions, step_options
@@ -234,78 +235,30 @@ class Pager:
         return _forget_evicted(counter, result)
 
     # -- recall -----------------------------------------------------------------------------
-    def recall(
-        self,
-        thread_id: str,
-        state: Any,
-        *,
-        store: BaseStore | None = None,
-        page_ids: Any = None,
-        query: Any = None,
-        part: Any = None,
-        share: int = 1,
-        call_tokens: int = 0,
-        history: Sequence[BaseMessage] = (),
-        served: Mapping[str, Served] | None = None,
-        context: Sequence[BaseMessage] = (),
-    ) -> RecallAnswer:
-        """Text of the asked pages, clusters and search passages visible on `state`'s branch.
-
-        `share`: how many tool calls the model made at once (each gets that share of the room);
-        `call_tokens`: tokens of the message that made the call (the next step protects it);
-        `history`: the state's messages (view mode: a paged message edited since is recalled as edited);
-        `served`: ids another recall call of the same message serves, with its room (served once);
-        `context`: the messages the model sees (a search ranks its turns beside the paged ones and
-        keeps those that rank: `RecallAnswer.kept`)."""
+    def recall(self, thread_id: str, state: Any, **asked: Unpack[RecallArgs]) -> RecallAnswer:
+        """Text of the asked pages, clusters and search passages visible on `state`'s branch (what
+        each argument means: `RecallArgs`)."""
         counter = self.counter_for(state=state)
-        request = self._request(page_ids, query, part, share, call_tokens, history, served, context, counter)
-        flow = self.recalls.flow(thread_id, state, request, counter)
-        return run(flow, self._io(thread_id, store))
+        flow = self.recalls.flow(thread_id, state, self._request(counter, asked), counter)
+        return run(flow, self._io(thread_id, asked.get("store")))
 
-    async def arecall(
-        self,
-        thread_id: str,
-        state: Any,
-        *,
-        store: BaseStore | None = None,
-        page_ids: Any = None,
-        query: Any = None,
-        part: Any = None,
-        share: int = 1,
-        call_tokens: int = 0,
-        history: Sequence[BaseMessage] = (),
-        served: Mapping[str, Served] | None = None,
-        context: Sequence[BaseMessage] = (),
-    ) -> RecallAnswer:
+    async def arecall(self, thread_id: str, state: Any, **asked: Unpack[RecallArgs]) -> RecallAnswer:
         """Async `recall`."""
         counter = await self.acounter_for(state=state)
-        request = self._request(page_ids, query, part, share, call_tokens, history, served, context, counter)
-        flow = self.recalls.flow(thread_id, state, request, counter)
-        return await arun(flow, self._io(thread_id, store))
+        flow = self.recalls.flow(thread_id, state, self._request(counter, asked), counter)
+        return await arun(flow, self._io(thread_id, asked.get("store")))
 
-    def _request(
-        self,
-        page_ids: Any,
-        query: Any,
-        part: Any,
-        share: int,
-        call_tokens: int,
-        history: Sequence[BaseMessage],
-        served: Mapping[str, Served] | None,
-        context: Sequence[BaseMessage],
-        counter: TokenCounter,
-    ) -> RecallRequest:
-        edits = {m.id: m for m in history if m.id} if self.config.mode == "view" else {}
-        resident = resident_turns(context, counter) if query is not None and context else []
+    def _request(self, counter: TokenCounter, asked: RecallArgs) -> RecallRequest:
+        history, context, query = asked.get("history", ()), asked.get("context", ()), asked.get("query")
         return RecallRequest(
-            page_ids=page_ids,
+            page_ids=asked.get("page_ids"),
             query=query,
-            part=part,
-            share=share,
-            call_tokens=call_tokens,
-            edits=edits,
-            resident=resident,
-            served=dict(served or {}),
+            part=asked.get("part"),
+            share=asked.get("share", 1),
+            call_tokens=asked.get("call_tokens", 0),
+            edits={m.id: m for m in history if m.id} if self.config.mode == "view" else {},
+            resident=resident_turns(context, counter) if query is not None and context else [],
+            served=dict(asked.get("served") or {}),
         )
 
     def room_for(
