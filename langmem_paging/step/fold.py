@@ -19,6 +19,7 @@ from langmem_paging.strategies.clusters import (
     folds_anything,
     materialize,
     plan_folds,
+    plan_shrinks,
 )
 
 __all__ = ["drop_removed", "fold", "fold_to_fit"]
@@ -38,8 +39,9 @@ def drop_removed(ctx: StepContext) -> None:
 
 def fold(ctx: StepContext, direct: Sequence[str], *, clusters: ClusterOptions | None = None) -> Flow[None]:
     """Plan the unions, reserve cluster numbers, and show the new roots where their first member was
-    (`direct`: shown pages evicted with no bookmark; `clusters`: folding options other than the
-    step's, to fold tighter)."""
+    (`direct`: shown pages evicted with no bookmark, which a cluster must take; `clusters`: folding
+    options other than the step's, to fold tighter). Without `direct` pages, a plan that would not
+    make the stand-ins smaller is not made (a lone bookmark's one-page cluster can be longer)."""
     state = ctx.state
     position = ctx.position
     options = clusters or ctx.options.clusters
@@ -48,7 +50,9 @@ def fold(ctx: StepContext, direct: Sequence[str], *, clusters: ClusterOptions | 
     cold = [p for p, s in state.shown.items() if s.tier == "cold"]
     yield from with_terms(state, [*cold, *direct], state.clusters)
     plan = plan_folds(state, position, options, count_message=ctx.options.count_message, direct=direct)
-    if not plan:
+    if not plan or (
+        not direct and not plan_shrinks(plan, state, options, count_message=ctx.options.count_message)
+    ):
         return
     numbers = yield from ask(Reserve("c", [n.digest for n in plan.nodes], state))
     nodes, entries, _ = materialize(plan, numbers, max_keywords=ctx.options.clusters.max_keywords)

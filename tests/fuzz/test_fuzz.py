@@ -94,12 +94,14 @@ def test_the_fuzzers_protected_count_takes_a_user_message_with_copied_metadata_a
     assert generous_protected(view, COUNTER.count_message, library={"c"}) == everything
 
 
-@pytest.mark.parametrize("seed", [418, 430, 12018, 12034])
+@pytest.mark.parametrize("seed", [418, 430, 12018, 12034, 20234])
 def test_campaign_seeds_the_oracle_misjudged_pass(seed):
     """Correctness v5: pure seeds 418, 430 and 12018 were over budget because a message that took a
     stand-in's id is kept the step it arrives (the step now names it; the oracle confirms the id was a
     stand-in's), and 12034 edited an old pinned message in place in replace mode (an edit in place, not
-    a new turn, as in view mode). Each failed before."""
+    a new turn, as in view mode). 20234 (replace mode) removed a user message that had taken a paged
+    tool result's id: the reference dropped both messages of that id, the library (rightly) only the
+    one the app sees. Each failed before."""
     report = fuzzing.Report()
     fuzzing.PureCase(seed, fuzzing.pure_params(random.Random(seed * 7919)), report).run()
     assert not report.failures, f"{report.failures[0].invariant}: {report.failures[0].detail}"

@@ -9,16 +9,20 @@ group's largest results are paged on arrival, behind stubs, until the group fits
 
 from __future__ import annotations
 
+import asyncio
 import random
+from collections import Counter
 
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PageStore, PagingMiddleware, TokenCounter, reconstruct_history
+from langmem_paging.ops import load_snapshots, verify_thread
 from langmem_paging.testing import ScriptedChatModel
 
 COUNTER = TokenCounter()
@@ -114,3 +118,79 @@ def test_any_mix_of_parallel_calls_stays_in_budget_and_lossless(seed):
     assert max(_prompt_tokens(model, paging, k) for k in range(len(model.prompts))) <= BUDGET
     said = [m.content for m in _history(store, values) if isinstance(m, HumanMessage)]
     assert said == [f"Turn {turn}: run the reports." for turn in range(6)]
+
+
+class _PutSpy(InMemoryStore):
+    """Records every write of a page or cluster record (namespace kind, key), sync and async."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.record_puts: list[tuple[str, str]] = []
+
+    def _spy(self, ops):
+        ops = list(ops)
+        for op in ops:
+            if isinstance(op, PutOp) and op.namespace[-1] in ("pages", "clusters") and op.value is not None:
+                self.record_puts.append((op.namespace[-1], op.key))
+        return ops
+
+    def batch(self, ops):
+        return super().batch(self._spy(ops))
+
+    async def abatch(self, ops):
+        return await super().abatch(self._spy(ops))
+
+
+def _said(turn: int) -> str:
+    topics = ["beehives", "greyhounds", "Kyoto", "tango", "saffron", "lanterns", "cobalt", "orchards"]
+    words = " ".join(topics[(turn + k) % len(topics)] for k in range(3))
+    return f"Turn {turn}: Zarko{turn} told me about {words} near Lake Bled{turn % 4}. " * 6
+
+
+def _unavailable(messages):
+    raise RuntimeError("provider unavailable")
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_recall_beside_another_tool_writes_no_page_record_twice(is_async):
+    """Correctness v5, bug 1, the reported scenario: replace mode, the semantic policy, a 1,200 budget
+    and pages of about 600 tokens; the model recalls p3 and p4 beside another tool call, and its next
+    call fails once (a provider error) after the step formed pages, so the app resumes the run and the
+    step forms the same messages again. The thread's keyword sketch had counted them meanwhile, so
+    they were written a second time under their ids with other keywords, and a recall result listing
+    them re-expanded differently. Each record is written once, and verify rebuilds losslessly."""
+    script: list = []
+    for turn in range(22):
+        if turn in (14, 18):
+            ids = ["p3", "p4"] if turn == 14 else ["p6", "p7"]
+            both = _calls(("recall", {"page_ids": ids}), ("report", {"topic": "bees", "words": 120}))
+            script += [both, _unavailable, f"Read {ids}."] if turn == 14 else [both, f"Read {ids}."]
+        elif turn % 3 == 1:
+            script += [_calls(("report", {"topic": f"lake{turn}", "words": 80})), f"Reported {turn}."]
+        else:
+            script.append(f"Noted turn {turn}.")
+    store, saver = _PutSpy(), InMemorySaver()
+    paging = PagingMiddleware(max_tokens=1200, boundary="tokens_600", policy="semantic", mode="replace")
+    model = ScriptedChatModel(responses=script)
+    agent = create_agent(model, tools=[report], middleware=[paging], store=store, checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    formed_in_failed_call: list = []
+    for turn in range(22):
+        message = {"messages": [HumanMessage(_said(turn), id=f"h{turn}")]}
+        before = len(store.record_puts)
+        try:
+            asyncio.run(agent.ainvoke(message, config)) if is_async else agent.invoke(message, config)
+        except RuntimeError:
+            formed_in_failed_call = store.record_puts[before:]
+            asyncio.run(agent.ainvoke(None, config)) if is_async else agent.invoke(None, config)
+
+    assert ("pages", "p6") in formed_in_failed_call, "the failed call's step had stored pages"
+    recalls = [
+        m for s in load_snapshots(saver, "t") for m in s.messages if m.type == "tool" and m.name == "recall"
+    ]
+    shown = [m.artifact["langmem_paging"]["recalled"] for m in recalls]
+    assert ["p3"] in shown and ["p6"] in shown, shown
+    twice = [put for put, n in Counter(store.record_puts).items() if n > 1]
+    assert not twice, f"records written again: {twice}"
+    result = verify_thread(PageStore(store), "t", load_snapshots(saver, "t"))
+    assert result.lossless, result.issues

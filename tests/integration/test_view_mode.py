@@ -3,8 +3,13 @@ calls, messages without ids and rewrites."""
 
 from __future__ import annotations
 
+import asyncio
+import warnings
+
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.store.memory import InMemoryStore
@@ -95,3 +100,108 @@ def test_view_mode_remove_all() -> None:
     assert not problems, problems[0][0] if problems else ""
     stale = [m for m in prompt if library_mark(m)]
     assert not stale, f"stale library messages shown: {[str(m.content)[:40] for m in stale]}"
+
+
+@tool
+def notes(topic: str, words: int) -> str:
+    """Notes on `topic`, about `words` words."""
+    return " ".join(f"{topic}{k % 53} noted" for k in range(max(1, words // 2)))
+
+
+# (user message: FACTS joined, tool result sizes in words per model call of the turn)
+_TURNS = [(1, [40]), (4, []), (2, [300, 10]), (12, [120]), (1, [500]), (40, []), (6, [60, 60]), (16, [200])]
+_TURNS += [(3, [20]), (20, [90]), (1, []), (8, [400, 150]), (14, [30]), (2, [])]
+
+
+def _script() -> list:
+    script: list = []
+    for turn, (_, results) in enumerate(_TURNS):
+        for call, words in enumerate(results):
+            args = {"topic": f"t{turn}c{call}", "words": words}
+            script.append(
+                AIMessage("", tool_calls=[{"name": "notes", "args": args, "id": f"n{turn}-{call}"}])
+            )
+        script.append(f"Answer {turn}: Zarko{turn} keeps beehives.")
+    return script
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_view_mode_with_importance_tiers_keeps_every_prompt_in_budget_or_names_why(is_async, tmp_path):
+    """Correctness v5, bug 6, the reported configuration: view mode, `tokens_150` pages, `lru` with
+    importance tiers, a memory store, a SQLite checkpointer, large-result share 0.5, max_tokens=500
+    (a prompt of 587 tokens was reported: system, human, ai, tool, human, ~458 of it protected).
+    Every prompt the model receives is within the budget, or the step was over budget because what it
+    names as protected, as the prompt shows it, with the stand-ins, passes the message budget (and the
+    warning names the largest protected message). Here 8 of the 27 prompts are over (the user's
+    40-fact message, large tool groups of the turn), each with what it names past the message budget."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from langmem_paging.core.messages import is_bookmark
+
+    paging = PagingMiddleware(
+        max_tokens=500,
+        mode="view",
+        boundary="tokens_150",
+        policy="lru",
+        tiers="importance",
+        large_result_share=0.5,
+    )
+    results: list = []
+    step, astep = paging.pager.step, paging.pager.astep
+
+    def recorded(*args, **kwargs):
+        results.append(step(*args, **kwargs))
+        return results[-1]
+
+    async def arecorded(*args, **kwargs):
+        results.append(await astep(*args, **kwargs))
+        return results[-1]
+
+    paging.pager.step, paging.pager.astep = recorded, arecorded
+    model = ScriptedChatModel(responses=_script())
+    system = "You are a careful assistant. Answer briefly and cite the notes you read."
+    turns = [" ".join(FACTS[(t + j) % 40] for j in range(size)) for t, (size, _) in enumerate(_TURNS)]
+    config = {"configurable": {"thread_id": "t"}}
+    path = str(tmp_path / "checkpoints.sqlite")
+
+    def agent(saver):
+        return create_agent(
+            model,
+            tools=[notes],
+            middleware=[paging],
+            store=InMemoryStore(),
+            checkpointer=saver,
+            system_prompt=system,
+        )
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if is_async:
+
+            async def run() -> None:
+                async with AsyncSqliteSaver.from_conn_string(path) as saver:
+                    graph = agent(saver)
+                    for text in turns:
+                        await graph.ainvoke({"messages": [HumanMessage(text)]}, config)
+
+            asyncio.run(run())
+        else:
+            with SqliteSaver.from_conn_string(path) as saver:
+                graph = agent(saver)
+                for text in turns:
+                    graph.invoke({"messages": [HumanMessage(text)]}, config)
+
+    assert len(results) == len(model.prompts) == len(_script())
+    over = []
+    for k, (prompt, result) in enumerate(zip(model.prompts, results, strict=True)):
+        tokens = prompt_tokens(model, paging, tools=[notes], k=k)
+        kept = {key for unit in result.protected for key in unit.ids}
+        # what nothing may evict, as the model was shown it: the named units and the stand-ins
+        named = sum(COUNTER.count_message(m) for m in prompt if m.id in kept or is_bookmark(m))
+        if tokens > 500:
+            assert result.over_budget and named > result.state.budget, (k, tokens, named, result.state.budget)
+            over.append(k)
+    assert over, "the 40-fact user message alone passes the budget"
+    warned = " ".join(str(w.message) for w in caught if "needs" in str(w.message))
+    assert "the newest user message" in warned and "more than the budget" in warned, warned

@@ -60,3 +60,25 @@ def test_fold_to_fit_folds_bookmarks_under_their_share_until_the_view_fits():
 
     assert ctx.state.clusters and ctx.result.folded
     assert ctx.measured_total() <= ctx.options.budget
+
+
+def test_a_lone_bookmark_never_folds_into_a_bigger_cluster_bookmark():
+    """Over budget with one bookmark past its share, the step folded it into a one-page cluster
+    whose bookmark was longer: 134 -> 137 tokens (pure fuzz seed 20206; 20098, 20126 and 20222 the
+    same). A fold that would not make the stand-ins smaller is not made: 134 -> 127."""
+    from langchain_core.messages import AIMessage
+
+    from langmem_paging import page_messages
+
+    long = HumanMessage("Tell me about the museum in Kyoto and its painting collection. " * 9, id="h3")
+    view = [
+        HumanMessage("Oslo harbor copper lantern festival.", id="h1"),
+        AIMessage("Noted: copper lantern at Oslo harbor.", id="a2"),
+        long,
+    ]
+
+    result = page_messages(view, max_tokens=60, boundary="fixed_5", policy="lru")
+
+    assert result.over_budget and result.evicted == ["p1"] and not result.folded
+    assert library_mark(result.view[0]) == {"bookmark": "p1"}
+    assert result.tokens < result.tokens_before, (result.tokens_before, result.tokens)

@@ -172,7 +172,12 @@ class PureEvents:
         if not any(m.id == message_id for m in self.msgs):
             return
         self.msgs = add_messages(self.msgs, [RemoveMessage(id=message_id)])
-        if any(m.id == message_id for m in self.ref):
+        held = [i for i, m in enumerate(self.ref) if m.id == message_id]
+        if self.p.mode == "replace" and len(held) > 1:
+            # the reference holds a paged message and the new one that took its id (appended): the
+            # app removes the one it sees, the newest; the paged one stays history (pure seed 20234)
+            self.ref = self.ref[: held[-1]] + self.ref[held[-1] + 1 :]
+        elif held:
             self.ref = add_messages(self.ref, [RemoveMessage(id=message_id)])
         self.report.notes["pure RemoveMessage"] += 1
         self.flags.add("remove")
