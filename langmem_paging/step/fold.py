@@ -16,6 +16,7 @@ from langmem_paging.step.context import StepContext
 from langmem_paging.step.io import Flow, Reserve, with_terms
 from langmem_paging.strategies.clusters import (
     ClusterOptions,
+    FoldPlan,
     folds_anything,
     materialize,
     plan_folds,
@@ -55,6 +56,13 @@ def fold(ctx: StepContext, direct: Sequence[str], *, clusters: ClusterOptions | 
     ):
         return
     numbers = yield from ask(Reserve("c", [n.digest for n in plan.nodes], state))
+    _apply(ctx, plan, numbers)
+
+
+def _apply(ctx: StepContext, plan: FoldPlan, numbers: list[int]) -> None:
+    """The planned unions made (their cluster numbers reserved): the folded bookmarks and merged
+    roots leave the view, each new root's cluster bookmark stands where its first member was."""
+    state, position = ctx.state, ctx.position
     nodes, entries, _ = materialize(plan, numbers, max_keywords=ctx.options.clusters.max_keywords)
     consumed = {state.shown[p].anchor for p in plan.folded} | set(plan.removed_anchors)
     for page_id in plan.folded:
