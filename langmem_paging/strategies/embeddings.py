@@ -93,7 +93,7 @@ def _check_positive(value: int, param: str) -> None:
 class Embedder(ABC):
     """Maps texts to unit-length float32 vectors.
 
-    Contract, checked for every implementation by ``tests/core/test_embeddings.py``:
+    Contract, checked for every implementation by ``tests/strategies/test_embeddings.py``:
     ``embed(texts)`` has shape ``(len(texts), dim)`` and dtype float32; every row has L2
     norm 1, except that a text with nothing to embed (empty or whitespace only) gives a
     zero row; an empty list gives shape ``(0, dim)``; the same input gives the same

@@ -5,7 +5,7 @@ The rules of BERT's ``BasicTokenizer`` and ``WordpieceTokenizer`` (what Hugging 
 characters dropped, whitespace unified, CJK ideographs split off, lower-cased, accents stripped
 (NFD, combining marks dropped), punctuation split off, then each word cut greedily into the longest
 pieces in the vocabulary (``##`` marks a piece inside a word; a word that cannot be cut, or of more
-than 100 characters, is ``[UNK]``). `tests/core/test_default_embedder.py` checks it against the
+than 100 characters, is ``[UNK]``). `tests/strategies/test_default_embedder.py` checks it against the
 ``tokenizers`` wheel where that is installed.
 
 Example:

@@ -23,7 +23,7 @@ from langgraph.store.memory import InMemoryStore
 from langmem_paging import PagingMiddleware
 from langmem_paging.core.tokens import shared_counter
 from langmem_paging.testing import ScriptedChatModel
-from tests.integration.test_ecosystem_v4 import FACTS, drive, rebuilt
+from tests.integration.test_user_paths import FACTS, drive, rebuilt
 
 WINDOW = 900
 """The model's real context window (tiktoken tokens of messages and tool schemas)."""

@@ -1,6 +1,6 @@
 """Every `SearchIndex` implementation for a test, and an empty Postgres index.
 
-The index conformance files (tests/recall/test_search_index.py, test_index_lifecycle.py,
+The index conformance files (tests/index/test_search_index.py, test_index_lifecycle.py,
 test_index_repair.py) parametrize over ``"bm25"``, ``"sqlite"`` and ``"postgres"`` with one rule:
 a Postgres index starts empty in every table it keeps (passages, per-thread frequencies, and how
 far it holds each thread), so no test sees another's threads.
