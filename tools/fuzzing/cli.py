@@ -107,6 +107,50 @@ def run_case(mode: str, seed: int, report: Report, *, verbose: bool = False) -> 
         print(f"[{mode} seed={seed}] {params.describe()}", flush=True)
 
 
+def print_shrunk(seed: int, minutes: float | None) -> int:
+    """``--shrink SEED``: print the shrunk case's standalone repro script (1), or that it passes (0)."""
+    params = pure_params(random.Random(seed * 7919))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        events, failure = shrink_pure(seed, params, budget_s=(minutes or 3) * 60)
+    if failure is None:
+        print("the case passes")
+        return 0
+    print(f"# {failure.invariant}: {failure.detail[:300]}\n# {params.describe()}\n# {len(events)} events")
+    print(repro_script(params, events))
+    return 1
+
+
+def run_mode(
+    mode: str, args: argparse.Namespace, report: Report, start: float, deadline: float | None
+) -> None:
+    """One mode's cases (``--iterations`` of them, or until `deadline`), each new failure printed."""
+    i = 0
+    seen = len(report.distinct())
+    while (args.iterations is None or i < args.iterations) and (
+        deadline is None or time.monotonic() < deadline
+    ):
+        seed = args.seed + i
+        run_case(mode, seed, report, verbose=args.verbose)
+        if len(report.distinct()) > seen:
+            seen = len(report.distinct())
+            last = report.failures[-1]
+            print(
+                f"NEW FAILURE [{mode} seed={seed}] {last.signature}\n    {last.detail[:300]}\n    "
+                f"reproduce: python tools/fuzz.py --mode {mode} --seed {seed} --iterations 1",
+                flush=True,
+            )
+            if args.repro_dir is not None and mode == "pure":
+                write_repro(args.repro_dir, seed, seen)
+        i += 1
+        if i % 25 == 0:
+            print(
+                f"[{mode}] {i} cases, {time.monotonic() - start:.0f}s, {len(report.failures)} failures "
+                f"({len(report.distinct())} distinct)",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=USAGE, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0, help="first case seed (case i uses seed + i)")
@@ -132,16 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.shrink is not None:
-        params = pure_params(random.Random(args.shrink * 7919))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            events, failure = shrink_pure(args.shrink, params, budget_s=(args.minutes or 3) * 60)
-        if failure is None:
-            print("the case passes")
-            return 0
-        print(f"# {failure.invariant}: {failure.detail[:300]}\n# {params.describe()}\n# {len(events)} events")
-        print(repro_script(params, events))
-        return 1
+        return print_shrunk(args.shrink, args.minutes)
     if args.iterations is None and args.minutes is None:
         args.iterations = 20
     report = Report()
@@ -153,30 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         mode_deadline = None
         if deadline is not None:
             mode_deadline = time.monotonic() + (deadline - time.monotonic()) / (len(modes) - k)
-        i = 0
-        seen = len(report.distinct())
-        while (args.iterations is None or i < args.iterations) and (
-            mode_deadline is None or time.monotonic() < mode_deadline
-        ):
-            seed = args.seed + i
-            run_case(mode, seed, report, verbose=args.verbose)
-            if len(report.distinct()) > seen:
-                seen = len(report.distinct())
-                last = report.failures[-1]
-                print(
-                    f"NEW FAILURE [{mode} seed={seed}] {last.signature}\n    {last.detail[:300]}\n    "
-                    f"reproduce: python tools/fuzz.py --mode {mode} --seed {seed} --iterations 1",
-                    flush=True,
-                )
-                if args.repro_dir is not None and mode == "pure":
-                    write_repro(args.repro_dir, seed, seen)
-            i += 1
-            if i % 25 == 0:
-                print(
-                    f"[{mode}] {i} cases, {time.monotonic() - start:.0f}s, {len(report.failures)} failures "
-                    f"({len(report.distinct())} distinct)",
-                    flush=True,
-                )
+        run_mode(mode, args, report, start, mode_deadline)
     summary = report.summary()
     summary["elapsed_s"] = round(time.monotonic() - start)
     text = json.dumps(summary, indent=2, ensure_ascii=False)

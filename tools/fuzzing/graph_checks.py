@@ -211,6 +211,11 @@ class GraphChecks:
                 "recall text not delimited (graph)" + (" (the note echoes the query)" if echo else ""),
                 problems[0],
             )
+        self.check_other_threads(thread, content)
+        self.check_foreign_pages(thread, content, kwargs, branch)
+
+    def check_other_threads(self, thread: str, content: str) -> None:
+        """A recall on `thread` shows no text of another thread's."""
         for other, words in self.words.items():
             if other != thread:
                 self.check("no read of another thread (graph)")
@@ -219,6 +224,10 @@ class GraphChecks:
                         "recall read another thread's pages (graph)",
                         f"{thread} read {other}: {content[:300]!r}",
                     )
+
+    def check_foreign_pages(self, thread: str, content: str, kwargs: dict, branch: PagingState) -> None:
+        """A page id the recall asked for that `branch` does not own shows no page (an abandoned one no
+        text, unless a sibling branch's page is what it left out)."""
         asked = kwargs.get("page_ids") if isinstance(kwargs.get("page_ids"), list) else []
         for pid in asked:
             if (

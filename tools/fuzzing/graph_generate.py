@@ -109,31 +109,7 @@ class GraphGeneration:
 
     def user_input(self, thread: str, values: dict) -> list:
         rng, words = self.rng, self.words[thread]
-        inputs: list = []
-        messages = values.get("messages", [])
-        remove_all = False
-        if messages and rng.random() < 0.05:
-            ours = [m for m in messages if not library_mark(m) and not isinstance(m, ToolMessage)]
-            if ours:
-                victim = rng.choice(ours)
-                inputs.append(RemoveMessage(id=victim.id))
-                # an app deleting a tool call deletes its results too
-                calls = set(tool_call_ids(victim))
-                inputs += [
-                    RemoveMessage(id=m.id)
-                    for m in messages
-                    if isinstance(m, ToolMessage) and m.tool_call_id in calls
-                ]
-        elif messages and rng.random() < 0.03:
-            keep = messages[-rng.randint(0, 4) :]
-            while keep and isinstance(keep[0], ToolMessage):
-                keep = keep[1:]
-            inputs += [
-                RemoveMessage(id=REMOVE_ALL_MESSAGES),
-                HumanMessage(f"Summary: {words.text(10)}", id=f"sum-{words.marker('s')}"),
-                *keep,
-            ]
-            remove_all = True
+        inputs, remove_all = self.app_removals(values.get("messages", []), words)
         spoof = None
         if rng.random() < 0.04:
             spoof = rng.choice([{"bookmark": "p1"}, {"bookmark": "p2"}, {"cluster": "c1"}])
@@ -149,3 +125,30 @@ class GraphGeneration:
         )
         inputs.append(user)
         return inputs, remove_all
+
+    def app_removals(self, messages: list, words) -> tuple[list, bool]:
+        """What the app removes before its user's message (one message with its tool results, or
+        everything behind a summary as `SummarizationMiddleware` does), and whether it removed all."""
+        rng = self.rng
+        if messages and rng.random() < 0.05:
+            ours = [m for m in messages if not library_mark(m) and not isinstance(m, ToolMessage)]
+            if not ours:
+                return [], False
+            victim = rng.choice(ours)
+            # an app deleting a tool call deletes its results too
+            calls = set(tool_call_ids(victim))
+            return [RemoveMessage(id=victim.id)] + [
+                RemoveMessage(id=m.id)
+                for m in messages
+                if isinstance(m, ToolMessage) and m.tool_call_id in calls
+            ], False
+        if messages and rng.random() < 0.03:
+            keep = messages[-rng.randint(0, 4) :]
+            while keep and isinstance(keep[0], ToolMessage):
+                keep = keep[1:]
+            return [
+                RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                HumanMessage(f"Summary: {words.text(10)}", id=f"sum-{words.marker('s')}"),
+                *keep,
+            ], True
+        return [], False

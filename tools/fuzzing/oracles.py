@@ -124,11 +124,7 @@ def _passage_problems(
     page = get_page(page_id)
     if page is None:
         return [f"line {at}: a passage header names {page_id}, no page of this thread"]
-    versions = [
-        [render_message(m).split("\n")]
-        + ([render_message(edits[m.id]).split("\n")] if m.id in edits and edits[m.id] != m else [])
-        for m in page.messages
-    ]
+    versions = [_renderings(m, edits) for m in page.messages]
     # which messages the lines are: identical messages (a tool's repeated error) make the first
     # match wrong, so every reading is followed: (line, message shown last, '...' since) states
     reached: dict[int, set[tuple[int | None, bool]]] = {0: {(None, False)}}
@@ -137,27 +133,8 @@ def _passage_problems(
         states = reached.get(k, set())
         furthest = k if states else furthest
         for last, gap in states:
-            if k == len(body):
-                if last is not None and not gap:
-                    return []
-                continue
-            if body[k] == "...":
-                if last is not None and not gap:
-                    reached.setdefault(k + 1, set()).add((last, True))
-                continue
-            if last is None:
-                after: range = range(len(versions))
-            else:
-                after = (
-                    range(last + 2, len(versions)) if gap else range(last + 1, min(last + 2, len(versions)))
-                )
-            for j in after:
-                for lines in versions[j]:
-                    n = len(lines)
-                    if body[k : k + n] == lines and all(
-                        line.startswith("  ") for line in body[k + 1 : k + n]
-                    ):
-                        reached.setdefault(k + n, set()).add((j, False))
+            if _follow(body, k, last, gap, versions, reached):
+                return []
     if furthest == len(body):
         return [f"line {at}: the passage group of {page_id} ends without a message after it"]
     line = body[furthest]
@@ -165,6 +142,41 @@ def _passage_problems(
         f"line {at + 1 + furthest} (passage group of {page_id}) is no line of that page's messages "
         f"in order: {line[:80]!r}"
     ]
+
+
+def _renderings(m: BaseMessage, edits: Mapping[str, BaseMessage]) -> list[list[str]]:
+    """The lines `m` may show as in a passage: as paged, and as edited since (view mode)."""
+    return [render_message(m).split("\n")] + (
+        [render_message(edits[m.id]).split("\n")] if m.id in edits and edits[m.id] != m else []
+    )
+
+
+def _follow(
+    body: list[str],
+    k: int,
+    last: int | None,
+    gap: bool,
+    versions: list[list[list[str]]],
+    reached: dict[int, set[tuple[int | None, bool]]],
+) -> bool:
+    """One reading of a passage group's `body` at line `k` (message `last` shown last, `gap`: a
+    ``...`` since): the states it reaches are added to `reached`; True when the body ends here."""
+    if k == len(body):
+        return last is not None and not gap
+    if body[k] == "...":
+        if last is not None and not gap:
+            reached.setdefault(k + 1, set()).add((last, True))
+        return False
+    if last is None:
+        after: range = range(len(versions))
+    else:
+        after = range(last + 2, len(versions)) if gap else range(last + 1, min(last + 2, len(versions)))
+    for j in after:
+        for lines in versions[j]:
+            n = len(lines)
+            if body[k : k + n] == lines and all(line.startswith("  ") for line in body[k + 1 : k + n]):
+                reached.setdefault(k + n, set()).add((j, False))
+    return False
 
 
 def shows_page(content: str, page_id: str) -> bool:
@@ -372,24 +384,9 @@ def generous_protected(
     `library` (the ids of the bookmarks the paging state shows), a human message is a user turn
     unless it is one of them: metadata alone can be copied into a user's message, which is still
     the newest user turn."""
-    if library is None:
-        newest = max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
-    else:
-        newest = max(
-            (i for i, m in enumerate(view) if isinstance(m, HumanMessage) and m.id not in library),
-            default=len(view),
-        )
+    newest = _newest_user_turn(view, library)
     answered = {m.tool_call_id for m in view if isinstance(m, ToolMessage)}
-    # whole tool groups: a recall result's, and one holding a message with no id (no update can
-    # remove it, `step.protect`; the error result `create_agent` remakes for a malformed call after
-    # a failed run has none)
-    kept_calls = {
-        m.tool_call_id for m in view if isinstance(m, ToolMessage) and (m.id in recalled or not m.id)
-    }
-    kept_calls |= {c for m in view if not m.id for c in tool_call_ids(m)}
-    for m in view:
-        if set(tool_call_ids(m)) & kept_calls:
-            kept_calls |= set(tool_call_ids(m))
+    kept_calls = _kept_tool_groups(view, recalled)
     total = 0
     for i, m in enumerate(view):
         if (
@@ -403,3 +400,27 @@ def generous_protected(
         ):
             total += count(m)
     return total
+
+
+def _newest_user_turn(view: list[BaseMessage], library: set[str] | None) -> int:
+    """The index of the newest user turn in `view` (its length when none; see `generous_protected`)."""
+    if library is None:
+        return max((i for i, m in enumerate(view) if is_user_turn(m)), default=len(view))
+    return max(
+        (i for i, m in enumerate(view) if isinstance(m, HumanMessage) and m.id not in library),
+        default=len(view),
+    )
+
+
+def _kept_tool_groups(view: list[BaseMessage], recalled: set[str]) -> set:
+    """The call ids of the whole tool groups kept: a recall result's, and one holding a message with
+    no id (no update can remove it, `step.protect`; the error result `create_agent` remakes for a
+    malformed call after a failed run has none)."""
+    kept_calls = {
+        m.tool_call_id for m in view if isinstance(m, ToolMessage) and (m.id in recalled or not m.id)
+    }
+    kept_calls |= {c for m in view if not m.id for c in tool_call_ids(m)}
+    for m in view:
+        if set(tool_call_ids(m)) & kept_calls:
+            kept_calls |= set(tool_call_ids(m))
+    return kept_calls

@@ -207,6 +207,10 @@ class PureChecks:
             self.check("no read of another thread")
             if self.other_tag in content:
                 self.fail("recall read another thread's pages", f"args={args} content={content[:300]!r}")
+        self.check_foreign_pages(content, args, branch)
+
+    def check_foreign_pages(self, content: str, args: dict, branch: PagingState) -> None:
+        """A page id the recall asked for that `branch` does not own shows no page (an abandoned one no text)."""
         asked = args.get("page_ids") if isinstance(args.get("page_ids"), list) else []
         for pid in asked:
             if not isinstance(pid, str) or not re.fullmatch(r"p[1-9]\d*", pid):

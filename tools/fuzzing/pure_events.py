@@ -18,6 +18,15 @@ from .report import INJECTED
 from .vocabulary import COUNTER, Words
 
 
+def _spoofed(m: BaseMessage) -> bool:
+    """The app's message carries the library's metadata (a tool result: its mark)."""
+    return (
+        METADATA_KEY in m.additional_kwargs
+        and not isinstance(m, ToolMessage)
+        or (isinstance(m, ToolMessage) and bool(library_mark(m)))
+    )
+
+
 class PureEvents:
     """Applies events (`apply` dispatches by kind; `PureCase` mixes this in)."""
 
@@ -48,63 +57,69 @@ class PureEvents:
             raise ValueError(kind)
 
     def do_add(self, messages: list[BaseMessage]) -> None:
-        self.log(
-            "add "
-            + ", ".join(
-                f"{m.type}:{m.id}"
-                + (f"(calls {tool_call_ids(m)})" if tool_call_ids(m) else "")
-                + (f"->{m.tool_call_id}" if isinstance(m, ToolMessage) else "")
-                + (f"[{self.count(m)}t]")
-                for m in messages
-            )
-        )
+        self.log("add " + ", ".join(self.added_text(m) for m in messages))
         resident = {m.id for m in self.msgs if not library_mark(m)}  # a bookmark's id is an evicted message's
         for m in messages:
-            if (
-                METADATA_KEY in m.additional_kwargs
-                and not isinstance(m, ToolMessage)
-                or (isinstance(m, ToolMessage) and library_mark(m))
-            ):
-                self.flags.add("spoof")
-            if m.id and m.id not in resident and any(x.id == m.id for x in self.ref):
-                self.collided.add(m.id)
-                self.flags.add("reused-id")
-            elif m.id and m.id not in resident and any(x.id == m.id for x in self.msgs):
-                # the id of a stand-in shown again under an id of its own (`h3~p2`): no message of
-                # the unpaged history has it, so the reference appends the message, while the
-                # graph puts it in the stand-in's place; the rebuilt history keeps the list's
-                # order (docs/architecture.md), so only its presence is compared
-                self.collided.add(m.id)
-                self.flags.add("reused-id")
-            if m.id and self.p.mode == "view" and any(x.id == m.id for x in self.ref):
-                self.collided.add(m.id)
-                self.flags.add("reused-id")
-                if m.id not in self.stand_in_ids():
-                    # view mode keeps the whole history in the state, so LangGraph's add_messages
-                    # edits the message with that id in place, at its old position: docs/design.md,
-                    # an edit of a paged-out message shows at the next recall, and an old resident
-                    # message (edited or not) pages like any other (only the newest user message
-                    # is kept by rule). A message that took the id under a stand-in must show (B1).
-                    self.edits_in_place.add(m.id)
+            self.note_reused(m, resident)
         in_state = {m.id for m in self.msgs}
         plain = {m.id for m in self.msgs if set(library_mark(m)) <= {"pinned", "importance"}}  # no stand-in
         self.msgs = add_messages(self.msgs, messages)
         if self.p.mode == "replace":
-            # the graph appends a message whose id left the state (paged out behind a bookmark): to
-            # the app it is new, and the history keeps the paged message and the new one, in order
-            # (`add_messages` on the unpaged reference would replace the old one in place, leaving a
-            # tool group without its result that the reference's own repair then "answers")
-            for m in messages:
-                appended = m.id and m.id not in in_state and m.id in self.collided
-                self.ref = [*self.ref, m] if appended else add_messages(self.ref, [m])
-            # a reused id of a resident message is an edit in place, as in view mode: unless it is
-            # still the newest user message, it pages like any other old message (pure seed 12034)
-            users = [x.id for x in self.msgs if isinstance(x, HumanMessage) and not library_mark(x)]
-            for m in messages:
-                if m.id in plain and users and m.id != users[-1]:
-                    self.edits_in_place.add(m.id)
+            self.add_to_ref_replacing(messages, in_state, plain)
         else:
             self.ref = add_messages(self.ref, messages)
+
+    def added_text(self, m: BaseMessage) -> str:
+        """One added message as the log shows it."""
+        return (
+            f"{m.type}:{m.id}"
+            + (f"(calls {tool_call_ids(m)})" if tool_call_ids(m) else "")
+            + (f"->{m.tool_call_id}" if isinstance(m, ToolMessage) else "")
+            + (f"[{self.count(m)}t]")
+        )
+
+    def note_reused(self, m: BaseMessage, resident: set) -> None:
+        """Flags an added message's spoofed metadata and reused id (`resident`: ids no stand-in holds)."""
+        if _spoofed(m):
+            self.flags.add("spoof")
+        # an id of the unpaged history, or the id of a stand-in shown again under an id of its own
+        # (`h3~p2`): no message of the unpaged history has that one, so the reference appends the
+        # message, while the graph puts it in the stand-in's place; the rebuilt history keeps the
+        # list's order (docs/architecture.md), so only its presence is compared
+        if (
+            m.id
+            and m.id not in resident
+            and (any(x.id == m.id for x in self.ref) or any(x.id == m.id for x in self.msgs))
+        ):
+            self.collided.add(m.id)
+            self.flags.add("reused-id")
+        if m.id and self.p.mode == "view" and any(x.id == m.id for x in self.ref):
+            self.collided.add(m.id)
+            self.flags.add("reused-id")
+            if m.id not in self.stand_in_ids():
+                # view mode keeps the whole history in the state, so LangGraph's add_messages
+                # edits the message with that id in place, at its old position: docs/design.md,
+                # an edit of a paged-out message shows at the next recall, and an old resident
+                # message (edited or not) pages like any other (only the newest user message
+                # is kept by rule). A message that took the id under a stand-in must show (B1).
+                self.edits_in_place.add(m.id)
+
+    def add_to_ref_replacing(self, messages: list[BaseMessage], in_state: set, plain: set) -> None:
+        """Replace mode: the added messages into the unpaged reference (`in_state`: the state's ids
+        before the add, `plain`: those of messages no stand-in replaced)."""
+        # the graph appends a message whose id left the state (paged out behind a bookmark): to
+        # the app it is new, and the history keeps the paged message and the new one, in order
+        # (`add_messages` on the unpaged reference would replace the old one in place, leaving a
+        # tool group without its result that the reference's own repair then "answers")
+        for m in messages:
+            appended = m.id and m.id not in in_state and m.id in self.collided
+            self.ref = [*self.ref, m] if appended else add_messages(self.ref, [m])
+        # a reused id of a resident message is an edit in place, as in view mode: unless it is
+        # still the newest user message, it pages like any other old message (pure seed 12034)
+        users = [x.id for x in self.msgs if isinstance(x, HumanMessage) and not library_mark(x)]
+        for m in messages:
+            if m.id in plain and users and m.id != users[-1]:
+                self.edits_in_place.add(m.id)
 
     def stand_in_ids(self) -> set[str | None]:
         """Ids of the stand-ins the view shows now (view mode): bookmarks, digests, stubs."""

@@ -107,24 +107,10 @@ class PureGeneration:
         rng = self.rng
         ident = self.new_id("h")
         if self.p.collisions and rng.random() < 0.1:
-            resident = {x.id for x in self.msgs}
-            evicted = [m.id for m in self.ref if m.id and m.id not in resident]
-            anchors = [m.id for m in self.msgs if library_mark(m)]
-            pool = evicted + anchors if self.p.mode == "replace" else [m.id for m in self.ref[:-4] if m.id]
-            if pool:
-                ident = rng.choice(pool)
+            ident = self.reused_user_id(ident)
         spoof = None
         if self.p.spoof and rng.random() < 0.04:
-            spoof = rng.choice(
-                [
-                    {"bookmark": "p1"},
-                    {"bookmark": f"p{rng.randint(1, 6)}"},
-                    {"cluster": "c1"},
-                    {"paged_result": "p1"},
-                    {"shrunk": True},
-                    {"bookmark": 3},
-                ]
-            )
+            spoof = self.spoofed_mark()
         words = None
         if rng.random() < 0.003:
             words = 40_000  # ~200 KB
@@ -132,6 +118,28 @@ class PureGeneration:
             words = rng.randint(600, 2500)
         return self.words.user(
             id=ident, pinned=rng.random() < 0.04, spoof=spoof, words=words, bait=rng.random() < 0.1
+        )
+
+    def reused_user_id(self, ident: str) -> str:
+        """An id the history already used (an evicted message's or a stand-in's), else `ident`."""
+        resident = {x.id for x in self.msgs}
+        evicted = [m.id for m in self.ref if m.id and m.id not in resident]
+        anchors = [m.id for m in self.msgs if library_mark(m)]
+        pool = evicted + anchors if self.p.mode == "replace" else [m.id for m in self.ref[:-4] if m.id]
+        return self.rng.choice(pool) if pool else ident
+
+    def spoofed_mark(self) -> dict:
+        """The library's metadata, forged by the app."""
+        rng = self.rng
+        return rng.choice(
+            [
+                {"bookmark": "p1"},
+                {"bookmark": f"p{rng.randint(1, 6)}"},
+                {"cluster": "c1"},
+                {"paged_result": "p1"},
+                {"shrunk": True},
+                {"bookmark": 3},
+            ]
         )
 
     def gen_tool_round(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import time
 import warnings
+from collections.abc import Callable
 
 from .oracles import chat_problems, in_history_order
 from .pure import PureCase, PureParams
@@ -40,6 +41,14 @@ def shrink_pure(
     best = fails(events)
     if best is None:
         return events, case.failed
+    events, best = _drop_chunks(events, best, fails, deadline)
+    return _shorten_texts(events, best, fails, deadline)
+
+
+def _drop_chunks(
+    events: list[tuple], best: Failure, fails: Callable, deadline: float
+) -> tuple[list[tuple], Failure]:
+    """Delta debugging: drop runs of events (halving the run length) while the failure survives."""
     chunk = max(1, len(events) // 2)
     while chunk >= 1 and time.monotonic() < deadline:
         i = 0
@@ -53,24 +62,32 @@ def shrink_pure(
                 i += chunk
         if not changed:
             chunk //= 2
-    # shorten message texts where the failure survives it
+    return events, best
+
+
+def _shorten_texts(
+    events: list[tuple], best: Failure, fails: Callable, deadline: float
+) -> tuple[list[tuple], Failure]:
+    """Shorten message texts where the failure survives it."""
     for k, event in enumerate(events):
         if time.monotonic() > deadline:
             break
         if event[0] in ("add", "user", "tools"):
             msgs = event[1] if event[0] != "user" else [event[1]]
-            short = []
-            for _j, m in enumerate(msgs):
-                if isinstance(m, tuple) or not isinstance(m.content, str) or len(m.content) < 20:
-                    short.append(m)
-                else:
-                    short.append(m.model_copy(update={"content": " ".join(m.content.split()[:3])}))
+            short = [_shortened(m) for m in msgs]
             new_event = (event[0], short[0]) if event[0] == "user" else (event[0], short)
             candidate = events[:k] + [new_event] + events[k + 1 :]
             found = fails(candidate)
             if found is not None:
                 events, best = candidate, found
     return events, best
+
+
+def _shortened(m):
+    """A message with its first three words only (a recall request, a non-text or short one as is)."""
+    if isinstance(m, tuple) or not isinstance(m.content, str) or len(m.content) < 20:
+        return m
+    return m.model_copy(update={"content": " ".join(m.content.split()[:3])})
 
 
 def repro_script(params: PureParams, events: list[tuple]) -> str:
@@ -144,68 +161,9 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         "",
     ]
     for event in events:
-        kind = event[0]
-        if kind in ("add", "user"):
-            msgs = event[1] if kind == "add" else [event[1]]
-            lines.append(f"add([{', '.join(repr(m) for m in msgs)}])")
-        elif kind == "step":
-            lines.append("step()")
-        elif kind == "tools":
-            out = []
-            for r in event[1]:
-                if isinstance(r, tuple):
-                    out.append(f"_recall({r[1]!r}, {r[2]!r})")
-                else:
-                    out.append(repr(r))
-            if any(isinstance(r, tuple) for r in event[1]):
-                lines.insert(
-                    lines.index("def add(new):"),
-                    "def _recall(call, mid):\n    global value\n"
-                    "    answer = pager.recall('t', value, **call['args'])\n"
-                    "    value = paging_reducer(value, recall_delta(answer.accessed, turn=answer.turn, "
-                    "results=[mid]))\n"
-                    "    print('recall', call['args'], '->', COUNTER.count_text(answer.content), 'tokens')\n"
-                    "    return ToolMessage(answer.content, tool_call_id=call['id'], name='recall', id=mid, "
-                    "artifact=answer.artifact)\n",
-                )
-            lines.append(f"add([{', '.join(out)}])")
-        elif kind == "remove":
-            lines.append(
-                f"msgs = add_messages(msgs, [RemoveMessage(id={event[1]!r})]); "
-                f"full = add_messages(full, [RemoveMessage(id={event[1]!r})])"
-            )
-        elif kind == "remove_all":
-            lines.append(f"keep = msgs[len(msgs) - {event[1]}:] if {event[1]} else []")
-            lines.append("while keep and isinstance(keep[0], ToolMessage): keep = keep[1:]")
-            lines.append(f"summary = {event[2]!r}")
-            lines.append(
-                "full = [summary, *in_history_order(reconstruct_history(keep, get_page, COUNTER, "
-                "clusters=get_node), full)]"
-            )
-            lines.append("msgs = add_messages(msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *keep])")
-        elif kind == "remove_front":
-            lines.append(f"gone = msgs[:{event[1]}]")
-            lines.append(
-                "while len(gone) < len(msgs) and isinstance(msgs[len(gone)], ToolMessage): "
-                "gone = msgs[:len(gone) + 1]"
-            )
-            lines.append(
-                "dropped = {g.id for g in gone} | ({m.id for m in reconstruct_history(gone, get_page, "
-                "COUNTER, clusters=get_node)} if MODE == 'replace' else set())"
-            )
-            lines.append("full = [m for m in full if m.id not in dropped]")
-            lines.append("msgs = add_messages(msgs, [RemoveMessage(id=g.id) for g in gone])")
-        elif kind == "edit":
-            lines.append(
-                f"edited = next(m for m in msgs if m.id == {event[1]!r}).model_copy("
-                f"update={{'content': {event[2]!r}}})"
-            )
-            lines.append("msgs = add_messages(msgs, [edited])")
-            lines.append(
-                "full = add_messages(full, [edited]) if any(m.id == edited.id for m in full) else full"
-            )
-        else:
-            lines.append(f"# event {kind} omitted")
+        if event[0] == "tools" and any(isinstance(r, tuple) for r in event[1]):
+            lines.insert(lines.index("def add(new):"), _RECALL_DEF)
+        lines += _EVENT_LINES.get(event[0], _omitted)(event)
     lines += [
         "",
         "rebuilt = reconstruct_history(msgs, get_page, COUNTER, clusters=get_node, state=value)",
@@ -214,3 +172,81 @@ def repro_script(params: PureParams, events: list[tuple]) -> str:
         "print('full:   ', [m.id for m in full])",
     ]
     return "\n".join(lines) + "\n"
+
+
+_RECALL_DEF = (
+    "def _recall(call, mid):\n    global value\n"
+    "    answer = pager.recall('t', value, **call['args'])\n"
+    "    value = paging_reducer(value, recall_delta(answer.accessed, turn=answer.turn, "
+    "results=[mid]))\n"
+    "    print('recall', call['args'], '->', COUNTER.count_text(answer.content), 'tokens')\n"
+    "    return ToolMessage(answer.content, tool_call_id=call['id'], name='recall', id=mid, "
+    "artifact=answer.artifact)\n"
+)
+"""The script's recall tool (defined before the first event whose tool results hold a recall)."""
+
+
+def _add_lines(event: tuple) -> list[str]:
+    msgs = event[1] if event[0] == "add" else [event[1]]
+    return [f"add([{', '.join(repr(m) for m in msgs)}])"]
+
+
+def _tools_lines(event: tuple) -> list[str]:
+    out = [f"_recall({r[1]!r}, {r[2]!r})" if isinstance(r, tuple) else repr(r) for r in event[1]]
+    return [f"add([{', '.join(out)}])"]
+
+
+def _remove_lines(event: tuple) -> list[str]:
+    return [
+        f"msgs = add_messages(msgs, [RemoveMessage(id={event[1]!r})]); "
+        f"full = add_messages(full, [RemoveMessage(id={event[1]!r})])"
+    ]
+
+
+def _remove_all_lines(event: tuple) -> list[str]:
+    return [
+        f"keep = msgs[len(msgs) - {event[1]}:] if {event[1]} else []",
+        "while keep and isinstance(keep[0], ToolMessage): keep = keep[1:]",
+        f"summary = {event[2]!r}",
+        "full = [summary, *in_history_order(reconstruct_history(keep, get_page, COUNTER, "
+        "clusters=get_node), full)]",
+        "msgs = add_messages(msgs, [RemoveMessage(id=REMOVE_ALL_MESSAGES), summary, *keep])",
+    ]
+
+
+def _remove_front_lines(event: tuple) -> list[str]:
+    return [
+        f"gone = msgs[:{event[1]}]",
+        "while len(gone) < len(msgs) and isinstance(msgs[len(gone)], ToolMessage): "
+        "gone = msgs[:len(gone) + 1]",
+        "dropped = {g.id for g in gone} | ({m.id for m in reconstruct_history(gone, get_page, "
+        "COUNTER, clusters=get_node)} if MODE == 'replace' else set())",
+        "full = [m for m in full if m.id not in dropped]",
+        "msgs = add_messages(msgs, [RemoveMessage(id=g.id) for g in gone])",
+    ]
+
+
+def _edit_lines(event: tuple) -> list[str]:
+    return [
+        f"edited = next(m for m in msgs if m.id == {event[1]!r}).model_copy("
+        f"update={{'content': {event[2]!r}}})",
+        "msgs = add_messages(msgs, [edited])",
+        "full = add_messages(full, [edited]) if any(m.id == edited.id for m in full) else full",
+    ]
+
+
+def _omitted(event: tuple) -> list[str]:
+    return [f"# event {event[0]} omitted"]
+
+
+_EVENT_LINES = {
+    "add": _add_lines,
+    "user": _add_lines,
+    "step": lambda event: ["step()"],
+    "tools": _tools_lines,
+    "remove": _remove_lines,
+    "remove_all": _remove_all_lines,
+    "remove_front": _remove_front_lines,
+    "edit": _edit_lines,
+}
+"""The script's lines for each kind of event (another kind is left out, with a comment)."""
