@@ -7,7 +7,7 @@ original error is the ``__cause__``.
 
 from __future__ import annotations
 
-__all__ = ["LifecycleChanged", "PageStoreError", "SearchIndexError", "StorageError"]
+__all__ = ["LifecycleChanged", "PageStoreError", "PagingWarning", "SearchIndexError", "StorageError"]
 
 
 class StorageError(Exception):
@@ -26,3 +26,9 @@ class LifecycleChanged(PageStoreError):
     """A forget landed on the thread while a step ran (its lifecycle generation moved between the
     step's start and its commit): the step's new records may hold what was forgotten, so none is
     written. The engine steps again from the records; after a few such races it reports this."""
+
+
+class PagingWarning(RuntimeWarning):
+    """What langmem-paging warns about: a budget that what nothing may evict passes, a store failing
+    under ``on_store_error="continue"``, pages larger than a recall returns, a tokenizer that is not
+    the model's, no store given. A `RuntimeWarning`, so filters on those apply to it too."""

@@ -28,7 +28,7 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.config import PagingConfig
 from langmem_paging.core.effects import ask
-from langmem_paging.core.errors import LifecycleChanged, PageStoreError, SearchIndexError, StorageError
+from langmem_paging.core.errors import LifecycleChanged, PageStoreError, PagingWarning, SearchIndexError, StorageError
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import encoding_for_model, warm_up
@@ -254,14 +254,14 @@ _LIBRARY_PARTS = (
 
 
 def warn(message: str) -> None:
-    """One `RuntimeWarning` (no log line beside it), attributed to the first frame outside this
+    """One `PagingWarning` (no log line beside it), attributed to the first frame outside this
     library, LangChain, LangGraph, LangSmith and asyncio: the user's code that ran the graph (the
     line Python's warning filters and "once" registry key on)."""
     frame: FrameType | None = sys._getframe(1)
     level = 2  # stacklevel 2: warn's caller
     while frame is not None and _is_library(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, RuntimeWarning, stacklevel=level if frame is not None else 2)
+    warnings.warn(message, PagingWarning, stacklevel=level if frame is not None else 2)
 
 
 def _is_library(filename: str) -> bool:

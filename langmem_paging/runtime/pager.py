@@ -21,7 +21,7 @@ from langgraph.store.base import BaseStore
 
 from langmem_paging.config import PagingConfig, resolve_max_tokens
 from langmem_paging.core.effects import arun, run
-from langmem_paging.core.errors import StorageError
+from langmem_paging.core.errors import PagingWarning, StorageError
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import TokenCounter, encoding_for_model, loaded_counter, shared_counter
 from langmem_paging.index.base import SearchIndex
@@ -93,7 +93,7 @@ class Pager:
                     "langmem-paging: no store given to the middleware or the graph; evicted pages live only in "
                     "this process's memory and are lost when it exits. Pass store=SqliteStore(...) (or any "
                     "LangGraph store) to keep them.",
-                    RuntimeWarning,
+                    PagingWarning,
                     stacklevel=4,
                 )
                 self._fallback = PageStore(InMemoryStore(), retries=self.retries)

@@ -92,6 +92,9 @@ def test_a_cold_page_that_turns_warm_then_cold_shows_its_own_bookmark():
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings(
+    "ignore::langmem_paging.PagingWarning"
+)  # the benchmark pages at small budgets by design
 def test_the_scale_benchmark_checkpoint_at_b900_is_at_most_half_the_messages_channel(tmp_path):
     """Issue 23's measure (`tools/bench_scale.py --only weight`), on its first 1,000 messages: pages of
     20 messages at B=900 leave a view of a few bookmarks and one short page. Before, the cold

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# The benchmark pages conversations at small budgets by design: the library's warnings there are
+# by-products (their rule is tested where a test provokes one).
+pytestmark = pytest.mark.filterwarnings("ignore::langmem_paging.PagingWarning")
+
 BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_scale.py"
 
 

@@ -3,6 +3,7 @@ StateGraph + PagingNode. A scripted model calls `recall` and must receive the ex
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 
 import pytest
@@ -18,6 +19,7 @@ from langmem_paging import (
     PagingMessagesState,
     PagingMiddleware,
     PagingNode,
+    PagingWarning,
     is_bookmark,
     reconstruct_history,
 )
@@ -168,7 +170,9 @@ def test_bad_recall_arguments_come_back_to_the_model(args, expected):
     with pytest.warns(RuntimeWarning, match="only in this process's memory"):
         for fact in FACTS[:12]:
             agent.invoke({"messages": [fact]}, config)
-    state = agent.invoke({"messages": ["recall please"]}, config)
+    huge = len(str(args)) > 10_000  # the model's own call then takes more than the budget: said once
+    with pytest.warns(PagingWarning, match="needs .* tokens") if huge else contextlib.nullcontext():
+        state = agent.invoke({"messages": ["recall please"]}, config)
     tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert expected in tool_message.content
     message_budget = 436 - COUNTER.count_tools(paging.tools)

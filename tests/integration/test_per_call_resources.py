@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import InMemoryBM25Index, PageStore, PagingMiddleware, TokenCounter
+from langmem_paging import InMemoryBM25Index, PageStore, PagingMiddleware, PagingWarning, TokenCounter
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.strategies.policies import FIFOPolicy
 from langmem_paging.testing import ScriptedChatModel
@@ -75,7 +75,8 @@ def test_one_middleware_in_two_agents_searches_each_agents_own_pages():
     _say(agent_a, [f"Tenant A secret {i}: the vault code is alpha{i}." for i in range(8)])
     agent_a.invoke({"messages": ["warm A's search index"]}, CONFIG)
     _say(agent_b, [f"Tenant B secret {i}: the vault code is bravo{i}." for i in range(8)])
-    state = agent_b.invoke({"messages": ["What were the vault codes?"]}, CONFIG)
+    with pytest.warns(PagingWarning, match="needs .* tokens"):  # the search result passes an 80-token budget
+        state = agent_b.invoke({"messages": ["What were the vault codes?"]}, CONFIG)
     result = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "s1")
     assert "bravo" in result.content and "alpha" not in result.content
 
@@ -198,6 +199,7 @@ def test_the_recall_tool_reads_the_store_of_its_own_call():
     )
     _say(agent_a, [f"Tenant A secret {i}: the vault code is alpha{i}." for i in range(8)])
     _say(agent_b, [f"Tenant B secret {i}: the vault code is bravo{i}." for i in range(8)])
-    state = agent_b.invoke({"messages": [HumanMessage("Which code came first?")]}, CONFIG)
+    with pytest.warns(PagingWarning, match="needs .* tokens"):  # the recalled page passes an 80-token budget
+        state = agent_b.invoke({"messages": [HumanMessage("Which code came first?")]}, CONFIG)
     result = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
     assert "bravo0" in result.content and "alpha" not in result.content

@@ -19,7 +19,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import PagingMiddleware, PagingNode, reconstruct_history
+from langmem_paging import PagingMiddleware, PagingNode, PagingWarning, reconstruct_history
 from langmem_paging.cli import main
 from langmem_paging.core.tokens import shared_counter
 from langmem_paging.index.sqlite import SqliteSearchIndex
@@ -406,7 +406,8 @@ async def test_a_context_length_error_pages_smaller_and_retries_once(make_error,
     model = ScriptedChatModel(responses=[refusing_over(make_error(), int(0.9 * budget), refusals)] * 60)
     agent = create_agent(model, middleware=[paging], store=store, checkpointer=InMemorySaver())
 
-    values = await drive(agent, FACTS, "t", use_async)
+    with pytest.warns(PagingWarning, match="refused a prompt within max_tokens=900"):
+        values = await drive(agent, FACTS, "t", use_async)
 
     assert len(refusals) == 1, "exactly one call was refused (then every prompt fit)"
     at = next(i for i, p in enumerate(model.prompts) if counter(p) == refusals[0])
@@ -434,7 +435,11 @@ async def test_a_second_context_length_error_is_the_providers(use_async):
         store=InMemoryStore(),
         checkpointer=InMemorySaver(),
     )
-    with pytest.raises(openai.BadRequestError, match="maximum context length"):
+    with (
+        pytest.raises(openai.BadRequestError, match="maximum context length"),
+        pytest.warns(PagingWarning, match="budget is 1 "),  # the retry pages to 80% of the refused prompt
+        pytest.warns(PagingWarning, match="max_tokens is above the model's context window"),
+    ):
         await drive(agent, ["hello"], "t", use_async)
     assert len(model.prompts) == 2  # one retry, no more
 

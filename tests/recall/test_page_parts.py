@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
-from langmem_paging import Pager, PageStore, PagingConfig, PagingState
+from langmem_paging import Pager, PageStore, PagingConfig, PagingState, PagingWarning
 from langmem_paging.recall.render import render_page
 from tests.support.harness import COUNTER
 from tests.support.scenario_helpers import step_exchanges
@@ -73,16 +74,20 @@ def test_every_part_of_a_long_message_carries_its_text_and_stays_at_the_indent()
 def test_long_page_recallable_with_small_cap() -> None:
     """With the smallest cap (64 tokens), part 1 of a long page is shown (not only 'not shown: p1')."""
     pager = Pager(PagingConfig(max_tokens=120, boundary="fixed_2"), PageStore(InMemoryStore()))
-    value, _ = step_exchanges(
-        pager,
-        [
+    with (
+        pytest.warns(PagingWarning, match="usually larger than one recall returns"),
+        pytest.warns(PagingWarning, match="needs .* tokens"),  # each note alone passes the 120-token budget
+    ):
+        value, _ = step_exchanges(
+            pager,
             [
-                HumanMessage(f"A long note {i}: " + "honey and beeswax from Lake Bled " * 40, id=f"h{i}"),
-                AIMessage("ok", id=f"a{i}"),
-            ]
-            for i in range(6)
-        ],
-    )
+                [
+                    HumanMessage(f"A long note {i}: " + "honey and beeswax from Lake Bled " * 40, id=f"h{i}"),
+                    AIMessage("ok", id=f"a{i}"),
+                ]
+                for i in range(6)
+            ],
+        )
     answer = pager.recall("t", value, page_ids=["p1"])
     cap = pager.config.recall_cap_for(PagingState.from_value(value).budget)
     assert "=== p1 · part 1 of" in answer.content and "honey" in answer.content, (
