@@ -69,12 +69,17 @@ SUITE = (
     SuiteRun(
         "bookmarks-synthetic",
         "synthetic",
-        ("fifo", "fifo+bookmarks:discriminative", "fifo+bookmarks:frequent"),
+        ("fifo", "fifo+bookmarks:keywords", "fifo+bookmarks:discriminative", "fifo+bookmarks:frequent"),
     ),
-    SuiteRun("bookmarks-locomo", "locomo", ("lfu", "lfu+bookmarks:discriminative", "lfu+bookmarks:frequent")),
+    SuiteRun(
+        "bookmarks-locomo",
+        "locomo",
+        ("lfu", "lfu+bookmarks:keywords", "lfu+bookmarks:discriminative", "lfu+bookmarks:frequent"),
+    ),
 )
 """The runs `evals.report.study_findings` reads (the LoCoMo bookmark runs use the library's default
-policy, lfu; the synthetic ones fifo, the study's best there)."""
+policy, lfu; the synthetic ones fifo, the study's best there). The bookmark runs: the default
+bookmarker (compact), the comma form by name (``keywords``), ``discriminative``, and the heuristic."""
 
 SUMMARY_FILES = ("summary.json", "summary.md")
 """What the data directory keeps of each run."""

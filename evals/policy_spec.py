@@ -63,9 +63,8 @@ class FrequentBookmarker(KeywordBookmarker):
     """The ablation's heuristic: a page's most frequent words, with no weight for how rare they are
     in the thread (every term's thread frequency is taken as zero). Beside the default bookmarker
     it measures what keyword specificity is worth, so it shows its words in the default's form
-    (``separator=" "``, the compact bookmark, counting terms linearly as it does; the comma form
-    until the default changed, so the committed ablation data compares comma with comma); it is not
-    meant for use."""
+    (``separator=" "``, the compact bookmark, counting terms linearly as it does); it is not meant
+    for use."""
 
     name = "frequent"
 

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from langmem_paging.strategies.bookmarks import DEFAULT_BOOKMARKER
+
 
 def load_results(out: str | Path) -> tuple[dict, list[dict]]:
     """``(header, question_rows)`` from ``out/results.jsonl``."""
@@ -630,7 +632,7 @@ def _strategy_findings(budget: int, bm: list[dict]) -> list[dict]:
     for metric in ("evidence_coverage", "page_selection_top1"):
         arms = _by_arm(bm, metric, budget)
         for strategy, study in (
-            ((base, "keywords (default)"), STUDY["strategy_gains"][0]),
+            ((base, f"{DEFAULT_BOOKMARKER} (default)"), STUDY["strategy_gains"][0]),
             ((f"{base}+bookmarks:discriminative", "discriminative"), STUDY["strategy_gains"][1]),
         ):
             diff = _paired(arms, ("fixed_20", strategy[0]), heuristic)
@@ -644,6 +646,18 @@ def _strategy_findings(budget: int, bm: list[dict]) -> list[dict]:
                     _paged_out(bm, budget, [("fixed_20", strategy[0]), heuristic]),
                 )
             )
+        # the default's form against the comma form, same words (the library's claim, not the study's)
+        forms = [("fixed_20", base), ("fixed_20", f"{base}+bookmarks:keywords")]
+        diff = _paired(arms, *forms)
+        out.append(
+            _finding(
+                f"{DEFAULT_BOOKMARKER} bookmarks (default) beat the comma form: {DEFAULT_BOOKMARKER} - keywords, {metric}",
+                None,
+                diff,
+                _verdict(diff, 1),
+                _paged_out(bm, budget, forms),
+            )
+        )
     return out
 
 

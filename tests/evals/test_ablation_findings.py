@@ -100,6 +100,7 @@ def test_study_findings_set_each_claim_beside_a_paired_difference(tmp_path):
         tmp_path / "bm",
         {
             ("fixed_20", "lfu"): [1, 1, 0, 1],
+            ("fixed_20", "lfu+bookmarks:keywords"): [0, 1, 0, 1],
             ("fixed_20", "lfu+bookmarks:discriminative"): [1, 1, 1, 1],
             ("fixed_20", "lfu+bookmarks:frequent"): [0, 1, 0, 0],
         },
@@ -115,6 +116,10 @@ def test_study_findings_set_each_claim_beside_a_paired_difference(tmp_path):
     assert rows["fixed_20 pages reach 96.7% (synthetic)"]["ours"] == 1.0
     gain = rows["bookmark strategy discriminative - heuristic (frequent words), evidence_coverage"]
     assert gain["ours"] == 0.75 and gain["study"] == 0.087
+    default = rows["bookmark strategy compact (default) - heuristic (frequent words), evidence_coverage"]
+    assert default["ours"] == 0.5 and default["study"] == 0.044
+    form = rows["compact bookmarks (default) beat the comma form: compact - keywords, evidence_coverage"]
+    assert form["ours"] == 0.25 and form["study"] is None
     assert rows["keyword specificity alone (thread IDF on - off), LoCoMo, page_selection_top1"]["ours"] == 0.5
     lfu = rows["LFU is the best policy on LoCoMo (streaming): lfu - best other"]
     assert lfu["ours"] == 0.375 and lfu["verdict"] == "reproduces"  # pooled over both boundaries

@@ -91,15 +91,15 @@ def test_the_suite_writes_every_runs_summaries_and_findings_at_each_budget(suite
     assert findings["budgets"] == BUDGETS
     assert set(findings["runs"]) == {run.name for run in SUITE}
     per_budget = {b: [f["finding"] for f in findings["findings"] if f["budget"] == b] for b in BUDGETS}
-    assert per_budget[300] == per_budget[600] and len(per_budget[300]) == 15
+    assert per_budget[300] == per_budget[600] and len(per_budget[300]) == 17
     assert any("LoCoMo (end)" in f for f in per_budget[300])  # the LoCoMo end grid's policies, measured
     text = (data / "findings.md").read_text()
     lines = text.splitlines()
     by_budget = lines.index("| finding | study | B=300 | B=600 |")  # one line per finding
-    assert all(line.count(" | ") == 3 for line in lines[by_budget + 2 : by_budget + 2 + 15])
+    assert all(line.count(" | ") == 3 for line in lines[by_budget + 2 : by_budget + 2 + 17])
     rows = lines.index("| finding | budget | study | ours | ci95 | verdict | note |")  # every row
     assert {line.split(" | ")[1] for line in lines[rows + 2 :]} == {"300", "600"}
-    assert len(lines[rows + 2 :]) == 2 * 15
+    assert len(lines[rows + 2 :]) == 2 * 17
 
 
 def test_rerunning_the_suite_resumes_without_duplicating_a_row(suite):
