@@ -70,6 +70,7 @@ from langmem_paging.core.effects import adrive, drive
 from langmem_paging.core.records import Page, escape_text, page_number
 from langmem_paging.core.tokens import message_text
 from langmem_paging.index.base import Hit, SearchIndex
+from langmem_paging.index.store_classes import store_class
 from langmem_paging.index.store_tables import (
     STORE_TABLE,
     check_postgres_store,
@@ -311,8 +312,8 @@ class PostgresSearchIndex(SearchIndex):
         DELETE CASCADE``, `store_tables`), so a record deleted by anyone takes them along. On an async
         store the async methods await its connection natively and the sync ones run there, on the
         store's loop, as the store's own sync methods do. None for any other store."""
-        kind = type(store).__name__
-        if kind not in ("PostgresStore", "AsyncPostgresStore") or not hasattr(store, "conn"):
+        kind = store_class(store)
+        if kind not in ("postgres", "async-postgres") or not hasattr(store, "conn"):
             return None
         index = cls(store.conn)
         index._follows_store = True
@@ -321,7 +322,7 @@ class PostgresSearchIndex(SearchIndex):
             "AND s.key = r.page_id)"
         )
         single = not hasattr(store.conn, "getconn")
-        if kind == "AsyncPostgresStore":
+        if kind == "async-postgres":
             index._loop = store.loop
             if single:
                 index._aconn_lock = store.lock

@@ -37,6 +37,7 @@ from langmem_paging.core.records import Page, page_number
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
 from langmem_paging.index.base import Hit, SearchIndex, bm25_scores
+from langmem_paging.index.store_classes import ensure_setup
 from langmem_paging.index.store_tables import (
     STORE_TABLE,
     check_sqlite_store,
@@ -229,8 +230,7 @@ class SqliteSearchIndex(SearchIndex):
             path = sqlite_file_of(store)
             index = cls(path) if path else None
         if index is not None:
-            if not getattr(store, "is_setup", True):
-                store.setup()
+            ensure_setup(store)
             index._follow_store()
         return index
 

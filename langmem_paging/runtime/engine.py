@@ -28,7 +28,13 @@ from langchain_core.messages import BaseMessage
 
 from langmem_paging.config import PagingConfig
 from langmem_paging.core.effects import ask
-from langmem_paging.core.errors import LifecycleChanged, PageStoreError, PagingWarning, SearchIndexError, StorageError
+from langmem_paging.core.errors import (
+    LifecycleChanged,
+    PageStoreError,
+    PagingWarning,
+    SearchIndexError,
+    StorageError,
+)
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import encoding_for_model, warm_up

@@ -42,6 +42,7 @@ from langmem_paging.core.records import Page
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.postgres import PostgresSearchIndex
 from langmem_paging.index.sqlite import SqliteSearchIndex
+from langmem_paging.index.store_classes import ensure_setup, store_class, store_cursor, write_puts
 
 __all__ = [
     "InProcessClaims",
@@ -210,14 +211,13 @@ class SqliteClaims(NumberClaims):
         batch: Callable[[Sequence[Op]], Any],
         passages: Passages | None = None,
     ) -> bool:
-        if not getattr(self._store, "is_setup", True):
-            self._store.setup()
+        ensure_setup(self._store)
         with self._lock, self._transaction() as cursor:
             for kind, (numbers, digests) in _by_kind(wanted).items():
                 if not all(self._claim(thread_id, kind, numbers, digests)):
                     raise _Refused
             # the store's own writer, on this transaction (`SqliteStore.batch` would open another)
-            self._store._batch_put_ops(list(enumerate(ops)), cursor)
+            write_puts(self._store, ops, cursor)
             if passages is not None:  # `joins`: the index on this connection, this lock held
                 cast(SqliteSearchIndex, passages.index).add_in_transaction(thread_id, passages.pages)
             return True
@@ -314,7 +314,7 @@ class PostgresClaims(NumberClaims):
     def __init__(self, store: Any) -> None:
         self._store = store
         self._ready = False
-        self._async = type(store).__name__ == "AsyncPostgresStore"
+        self._async = store_class(store) == "async-postgres"
 
     def joins(self, index: SearchIndex) -> bool:
         return isinstance(index, PostgresSearchIndex) and index.on(self._store.conn)
@@ -385,7 +385,7 @@ class PostgresClaims(NumberClaims):
                     return cur.fetchall() if statement.fetch else []
 
                 drive(self._claims(thread_id, wanted), execute)
-                self._store._batch_put_ops(list(enumerate(ops)), cur)  # the store's own writer, here
+                write_puts(self._store, ops, cur)  # the store's own writer, here
                 if passages is not None:
                     _postgres(passages).add_on(cur, thread_id, passages.pages)
         except _Refused:
@@ -414,7 +414,7 @@ class PostgresClaims(NumberClaims):
                     return await cur.fetchall() if statement.fetch else []
 
                 await adrive(self._claims(thread_id, wanted), execute)
-                await self._store._batch_put_ops(list(enumerate(ops)), cur)
+                await write_puts(self._store, ops, cur)
                 if passages is not None:
                     await _postgres(passages).aadd_on(cur, thread_id, passages.pages)
         except _Refused:
@@ -486,7 +486,7 @@ class PostgresClaims(NumberClaims):
         yield _Statement(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
 
     def _execute(self, work: _Work[T]) -> T:
-        with self._store._cursor() as cur:
+        with store_cursor(self._store) as cur:
 
             def execute(statement: _Statement) -> list[Any]:
                 lost_race = _created_meanwhile() if statement.creates else ()
@@ -499,7 +499,7 @@ class PostgresClaims(NumberClaims):
             return drive(work, execute)
 
     async def _aexecute(self, work: _Work[T]) -> T:
-        async with self._store._cursor() as cur:
+        async with store_cursor(self._store) as cur:
 
             async def execute(statement: _Statement) -> list[Any]:
                 lost_race = _created_meanwhile() if statement.creates else ()
@@ -565,10 +565,7 @@ def claims_for(store: Any) -> NumberClaims:
 
 
 def _new_claims(store: Any) -> NumberClaims:
-    kind = type(store).__name__
-    conn = getattr(store, "conn", None)
-    if kind == "SqliteStore" and isinstance(conn, sqlite3.Connection) and hasattr(store, "lock"):
+    kind = store_class(store)
+    if kind == "sqlite":
         return SqliteClaims(store)
-    if kind in ("PostgresStore", "AsyncPostgresStore") and hasattr(store, "_cursor"):
-        return PostgresClaims(store)
-    return InProcessClaims()
+    return PostgresClaims(store) if kind is not None else InProcessClaims()

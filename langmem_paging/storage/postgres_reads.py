@@ -17,14 +17,12 @@ or an async cursor answers.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp, Op
 
 from langmem_paging.core.effects import adrive, drive
-
-if TYPE_CHECKING:  # an optional dependency: imported for its types only
-    from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
+from langmem_paging.index.store_classes import StoreClass, item_codec, store_class, store_cursor
 
 __all__ = ["abatch_reads", "batch_reads"]
 
@@ -40,43 +38,39 @@ _Reads = Generator[_Query, list[Any], list[Any]]
 def batch_reads(store: BaseStore, ops: Sequence[Op]) -> list[Any] | None:
     """The answers of `ops` read by primary key when `store` is a `PostgresStore` without TTLs and
     every op is a `GetOp`; None when the store's own `batch` must answer them."""
-    reads = _reads(store, ops, "PostgresStore")
+    reads = _reads(store, ops, "postgres")
     if reads is None:
         return None
-    # `_reads` checked the class by name (importing it would need the optional package)
-    with cast("PostgresStore", store)._cursor() as cur:
+    with store_cursor(store) as cur:
 
         def fetch(query: _Query) -> list[Any]:
             cur.execute(*query, prepare=True)
-            return cur.fetchall()
+            return list(cur.fetchall())
 
         return drive(reads, fetch)
 
 
 async def abatch_reads(store: BaseStore, ops: Sequence[Op]) -> list[Any] | None:
     """`batch_reads` for an `AsyncPostgresStore` (awaited on its cursor)."""
-    reads = _reads(store, ops, "AsyncPostgresStore")
+    reads = _reads(store, ops, "async-postgres")
     if reads is None:
         return None
-    async with cast("AsyncPostgresStore", store)._cursor() as cur:
+    async with store_cursor(store) as cur:
 
         async def fetch(query: _Query) -> list[Any]:
             await cur.execute(*query, prepare=True)
-            return await cur.fetchall()
+            return list(await cur.fetchall())
 
         return await adrive(reads, fetch)
 
 
-def _reads(store: BaseStore, ops: Sequence[Op], kind: str) -> _Reads | None:
-    """The primary-key read of `ops` on a store of type `kind`, or None when it does not apply."""
-    if type(store).__name__ != kind or getattr(store, "ttl_config", None):
+def _reads(store: BaseStore, ops: Sequence[Op], kind: StoreClass) -> _Reads | None:
+    """The primary-key read of `ops` on a store of class `kind`, or None when it does not apply."""
+    if store_class(store) != kind or getattr(store, "ttl_config", None):
         return None
-    if not ops or not all(type(op) is GetOp for op in ops):
+    if not ops or not all(type(op) is GetOp for op in ops) or (codec := item_codec()) is None:
         return None
-    try:
-        from langgraph.store.postgres.base import _namespace_to_text, _row_to_item
-    except ImportError:  # a LangGraph whose internals moved: its own path still works
-        return None
+    _namespace_to_text, _row_to_item = codec
     gets: Sequence[GetOp] = ops  # type: ignore[assignment]
 
     def reads() -> _Reads:
