@@ -71,11 +71,6 @@ def is_bookmark(message: BaseMessage) -> bool:
     )
 
 
-def bookmark_page_id(message: BaseMessage) -> str | None:
-    """The page a library bookmark stands for, or None."""
-    return _meta(message).get("bookmark") if is_bookmark(message) else None
-
-
 def is_pinned(message: BaseMessage) -> bool:
     """System messages and messages marked ``additional_kwargs={"langmem_paging": {"pinned": True}}``."""
     return isinstance(message, SystemMessage) or bool(_meta(message).get("pinned"))
