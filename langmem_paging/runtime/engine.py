@@ -90,8 +90,9 @@ class StepCall:
     thread_id: str
     view: Sequence[BaseMessage]
     """The messages the model would receive."""
-    state: PagingState
-    """The branch's paging state, parsed once."""
+    state: Any
+    """The branch's ``paging`` value as the graph holds it (the step parses it once, into its own copy:
+    parsing it here too cost a quiet call ~8%, `tools/bench_scale.py --only quiet`)."""
     options: StepOptions
     """This call's budget, overhead, tokenizer and strategies."""
     io: ThreadIO
@@ -167,7 +168,7 @@ class StepEngine:
         if self.on_store_error == "raise":
             raise error
         warn(f"langmem-paging: {error}; this turn is not paged. Nothing was lost; the next turn pages again.")
-        return PagingResult(view=list(call.view), state=call.state)
+        return PagingResult(view=list(call.view), state=PagingState.from_value(call.state))
 
     def _after(self, thread_id: str, result: PagingResult, options: StepOptions) -> ThreadFlow[None]:
         if result.pages:

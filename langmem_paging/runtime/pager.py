@@ -178,7 +178,7 @@ class Pager:
         store: BaseStore | None,
         options: StepOptions,
     ) -> StepCall:
-        return StepCall(thread_id, view, PagingState.from_value(state), options, self._io(thread_id, store))
+        return StepCall(thread_id, view, state, options, self._io(thread_id, store))
 
     # -- paging -------------------------------------------------------------------------------
     def step(
