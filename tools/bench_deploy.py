@@ -63,14 +63,20 @@ COLUMNS = [
 
 def forget_message(uri: str, thread: str, message_id: str) -> list[str]:
     """Forget one message of a thread through the library on the database (store, indexes,
-    checkpointed state); the pages changed. The plain app's way: it serves no ``/paging`` routes."""
+    checkpointed state); the pages changed. The plain app's way: it serves no ``/paging`` routes.
+    It holds the thread's lock, as the app's runs do: its checkpoint write would otherwise race a run
+    and fork the thread (the run's turn off the latest branch)."""
+    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
 
     from langmem_paging import PageStore
+    from tools.deploy.thread_lock import lock_key
 
-    with PostgresStore.from_conn_string(uri) as store, PostgresSaver.from_conn_string(uri) as saver:
-        return PageStore(store).forget(thread, message_id, checkpointer=saver)
+    with psycopg.connect(uri, autocommit=True) as lock:  # released when the connection closes
+        lock.execute("SELECT pg_advisory_lock(%s)", (lock_key(thread),))
+        with PostgresStore.from_conn_string(uri) as store, PostgresSaver.from_conn_string(uri) as saver:
+            return PageStore(store).forget(thread, message_id, checkpointer=saver)
 
 
 async def _forget(target: Any, uri: str, thread: str, message_id: str) -> list[str]:

@@ -2,7 +2,10 @@
 tools.deploy.app:app``; ``POST /turn {"graph", "thread", "id", "text"}`` runs one turn.
 
 Each run holds its thread's advisory lock (`thread_lock`) unless ``$DEPLOY_APP_LOCK`` is ``0``:
-without it, two workers running one thread at once lose turns (the last write wins).
+without it, two workers running one thread at once lose turns (the last write wins). A retried
+request (``"retry": true``) whose message the thread already holds paged out (the first attempt
+landed before its worker died, and another client's turn paged it since) is not sent again: its id
+would no longer replace anything, and the thread would hold the message twice.
 ``$LANGMEM_PAGING_STORE`` names the database (store and checkpointer both)."""
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 from langchain_core.messages import HumanMessage
 from starlette.applications import Starlette
@@ -40,8 +44,19 @@ async def turn(request: Request) -> JSONResponse:
     locked = os.environ.get(LOCK_ENV, "1") != "0"
     uri = postgres_persistence.uri()
     async with thread_lock(uri, body["thread"]) if locked else contextlib.nullcontext():
-        await graph.ainvoke({"messages": [HumanMessage(body["text"], id=body["id"])]}, config)
+        if not (body.get("retry") and await _holds(graph, config, body["id"])):
+            await graph.ainvoke({"messages": [HumanMessage(body["text"], id=body["id"])]}, config)
     return JSONResponse({"ok": True, "pid": os.getpid()})
+
+
+async def _holds(graph: Any, config: dict[str, Any], message_id: str) -> bool:
+    """Whether the thread holds the message paged out already (its turn done, and a later turn paged
+    it). One still in the state runs again: the same id replaces it in place."""
+    paging = getattr(graph, "paging", None)
+    if paging is None:
+        return False
+    pages = await paging.page_store.alist_pages(config["configurable"]["thread_id"])
+    return any(m.id == message_id for page in pages for m in page.messages)
 
 
 async def ok(request: Request) -> JSONResponse:

@@ -24,7 +24,7 @@ TURN_DEADLINE = 150.0
 class Target(Protocol):
     """Where turns go: a LangGraph server (through the SDK) or the plain app (one POST a turn)."""
 
-    async def run(self, graph: str, thread: str, key: str, text: str) -> None: ...
+    async def run(self, graph: str, thread: str, key: str, text: str, retry: bool = False) -> None: ...
 
 
 class ServerTarget:
@@ -36,7 +36,7 @@ class ServerTarget:
 
         self.client = get_client(url=url, api_key=None)
 
-    async def run(self, graph: str, thread: str, key: str, text: str) -> None:
+    async def run(self, graph: str, thread: str, key: str, text: str, retry: bool = False) -> None:
         message = {"type": "human", "content": text, "id": key}
         result = await self.client.runs.wait(
             thread, graph, input={"messages": [message]}, multitask_strategy="enqueue", if_not_exists="create"
@@ -62,9 +62,10 @@ class AppTarget:
         self.last_pid: int | None = None
         """The worker that answered last (kept-alive connections stay with it: it has turns in flight)."""
 
-    async def run(self, graph: str, thread: str, key: str, text: str) -> None:
+    async def run(self, graph: str, thread: str, key: str, text: str, retry: bool = False) -> None:
+        """One turn; a `retry` is not sent again where its first attempt landed (tools/deploy/app.py)."""
         response = await self.client.post(
-            "/turn", json={"graph": graph, "thread": thread, "id": key, "text": text}
+            "/turn", json={"graph": graph, "thread": thread, "id": key, "text": text, "retry": retry}
         )
         response.raise_for_status()
         self.last_pid = response.json()["pid"]
@@ -136,7 +137,9 @@ async def _turn(target: Target, load: Load, label: str, client: str, i: int) -> 
     while True:
         tries += 1
         try:
-            await asyncio.wait_for(target.run(load.graph, thread, key, text), ATTEMPT_TIMEOUT)
+            await asyncio.wait_for(
+                target.run(load.graph, thread, key, text, retry=tries > 1), ATTEMPT_TIMEOUT
+            )
             break
         except Exception:  # a killed worker, a dropped connection: the client retries the same turn
             load.failures += 1
