@@ -10,51 +10,18 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-from langchain_core.messages import AIMessage, HumanMessage
-
 from langmem_paging import InMemoryBM25Index, Page
-from langmem_paging.core.records import messages_digest
 from langmem_paging.storage.lifecycle import forgotten
-from tests.support.indexes import INDEXES, make_index
-from tests.support.postgres_server import fresh_database
-
-
-@pytest.fixture(scope="module")
-def lifecycle_database(postgres_uri):
-    return fresh_database(postgres_uri, "langmem_index_lifecycle_tests")
-
-
-@pytest.fixture(params=INDEXES)
-def index(request, tmp_path):
-    """Every SearchIndex implementation."""
-    return make_index(request, tmp_path, "lifecycle_database")
-
-
-def _page(n: int, *texts: str) -> Page:
-    messages = [
-        (HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)
-    ]
-    return Page(
-        id=f"p{n}",
-        messages=messages,
-        bookmark=f"[p{n}:x]",
-        keywords=[],
-        token_count=9,
-        boundary="fixed_2",
-        created_turn=n,
-        digest=messages_digest(messages),
-    )
-
+from tests.support.indexes import text_page
 
 OLD = [
-    _page(1, "We adopted a greyhound named Comet.", "Lovely."),
-    _page(2, "My card is 4929 1234 under Quixotrix, and pottery is on Tuesday.", "Noted."),
-    _page(3, "My sister runs marathons in Lisbon.", "Impressive."),
+    text_page(1, "We adopted a greyhound named Comet.", "Lovely."),
+    text_page(2, "My card is 4929 1234 under Quixotrix, and pottery is on Tuesday.", "Noted."),
+    text_page(3, "My sister runs marathons in Lisbon.", "Impressive."),
 ]
 NEW = [
-    _page(1, "The ferry to Vis leaves from pier Okrug.", "Good to know."),
-    _page(2, "Our cat Miso hates the vacuum cleaner.", "Poor Miso."),
+    text_page(1, "The ferry to Vis leaves from pier Okrug.", "Good to know."),
+    text_page(2, "Our cat Miso hates the vacuum cleaner.", "Poor Miso."),
 ]
 
 

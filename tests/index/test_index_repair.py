@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
@@ -32,40 +32,13 @@ from langmem_paging.recall.io import Search
 from langmem_paging.runtime.thread_io import IndexPages, ThreadIO
 from langmem_paging.testing import ScriptedChatModel
 from tests.support.backends import sqlite_store
-from tests.support.indexes import INDEXES, make_index
-from tests.support.postgres_server import fresh_database
+from tests.support.indexes import text_page
 
 FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}." for i in range(24)]
 HANG = 60  # seconds: a deadlocked turn fails the test instead of hanging CI
 
 
-@pytest.fixture(scope="module")
-def repair_database(postgres_uri):
-    return fresh_database(postgres_uri, "langmem_index_repair_tests")
-
-
-@pytest.fixture(params=INDEXES)
-def index(request, tmp_path):
-    """Every SearchIndex implementation."""
-    return make_index(request, tmp_path, "repair_database")
-
-
-def _page(n: int, *texts: str) -> Page:
-    messages = [
-        (HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)
-    ]
-    return Page(
-        id=f"p{n}",
-        messages=messages,
-        bookmark=f"[p{n}:x]",
-        keywords=[],
-        token_count=9,
-        boundary="fixed_2",
-        created_turn=n,
-    )
-
-
-PAGES = [_page(n + 1, fact, "Noted.") for n, fact in enumerate(FACTS[:6])]
+PAGES = [text_page(n + 1, fact, "Noted.") for n, fact in enumerate(FACTS[:6])]
 EVERY = {"allow": lambda p: True}
 
 
@@ -108,9 +81,9 @@ def test_gap_repaired_by_the_next_step_and_by_a_search(index):
 def test_tenant_isolation_of_frequencies(index):
     """One tenant's pages never change another's matches or scores (which terms are too common, IDF)."""
     b_pages = [
-        _page(1, "We adopted a greyhound named Comet.", "Lovely."),
-        _page(2, "Pottery class on Tuesday evenings.", "Sounds fun."),
-        _page(3, "Comet the greyhound chewed my pottery.", "Oh no."),
+        text_page(1, "We adopted a greyhound named Comet.", "Lovely."),
+        text_page(2, "Pottery class on Tuesday evenings.", "Sounds fun."),
+        text_page(3, "Comet the greyhound chewed my pottery.", "Oh no."),
     ]
     index.load("b", b_pages)
     index.load("a", [])
@@ -118,7 +91,7 @@ def test_tenant_isolation_of_frequencies(index):
     before = index.search("b", query, limit=10, **EVERY)
     # enough of thread A's messages hold the word that it is "too common" file-wide
     many = [
-        _page(n, *[f"Another greyhound walked by, number {n}-{k}." for k in range(10)])
+        text_page(n, *[f"Another greyhound walked by, number {n}-{k}." for k in range(10)])
         for n in range(1, COMMON_MIN // 10 + 60)
     ]
     index.add("a", many)
@@ -353,11 +326,11 @@ def test_a_forgotten_messages_terms_are_gone_from_the_index_files_bytes(tmp_path
     """FTS5 keeps a deleted row's terms in its segments (a delete adds a marker): they are purged."""
     path = str(tmp_path / "index.db")
     index = SqliteSearchIndex(path)
-    secret = _page(1, f"My card label is {SECRET}.", "Noted.")
+    secret = text_page(1, f"My card label is {SECRET}.", "Noted.")
     index.load("t", [secret, *PAGES[1:]])
     raw = sqlite3.connect(path)
     assert all(w.encode() in _file_bytes(path, raw) for w in search_terms(SECRET))
-    index.update("t", [_page(1, "[forgotten]", "Noted.")])
+    index.update("t", [text_page(1, "[forgotten]", "Noted.")])
     data = _file_bytes(path, raw)
     assert [w for w in search_terms(SECRET) if w.encode() in data] == []
     assert index.search("t", SECRET, limit=5, **EVERY) == []
@@ -367,7 +340,7 @@ def test_a_forgotten_messages_terms_are_gone_from_the_index_files_bytes(tmp_path
 def test_a_dropped_threads_terms_are_gone_from_the_index_files_bytes(tmp_path):
     path = str(tmp_path / "index.db")
     index = SqliteSearchIndex(path)
-    index.load("t", [_page(1, f"My card label is {SECRET}.", "Noted."), *PAGES[1:]])
+    index.load("t", [text_page(1, f"My card label is {SECRET}.", "Noted."), *PAGES[1:]])
     index.load("u", PAGES)
     raw = sqlite3.connect(path)
     assert all(w.encode() in _file_bytes(path, raw) for w in search_terms(SECRET))

@@ -15,7 +15,6 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import (
     InMemoryBM25Index,
-    Page,
     Pager,
     PageStore,
     PagingConfig,
@@ -24,50 +23,23 @@ from langmem_paging import (
 )
 from langmem_paging.index.postgres import MAX_PASSAGE_CHARS, PostgresSearchIndex
 from langmem_paging.testing import ScriptedChatModel
-from tests.support.indexes import INDEXES, empty_postgres_index, make_index
-from tests.support.postgres_server import fresh_database
+from tests.support.indexes import empty_postgres_index, text_page
 
 FACTS = [f"My neighbour Zarko{i} keeps {i} beehives near Lake Bled{i} since 19{i:02d}." for i in range(24)]
 
 
-@pytest.fixture(scope="module")
-def search_database(postgres_uri):
-    return fresh_database(postgres_uri, "langmem_search_tests")
-
-
 @pytest.fixture
-def pg_index(search_database):
-    index = empty_postgres_index(search_database)
+def pg_index(index_database):
+    index = empty_postgres_index(index_database)
     yield index
     index.close()
 
 
-@pytest.fixture(params=INDEXES)
-def index(request, tmp_path):
-    """Every SearchIndex implementation."""
-    return make_index(request, tmp_path, "search_database")
-
-
-def _page(n: int, *texts: str) -> Page:
-    messages = [
-        (HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)
-    ]
-    return Page(
-        id=f"p{n}",
-        messages=messages,
-        bookmark=f"[p{n}:x]",
-        keywords=[],
-        token_count=9,
-        boundary="fixed_2",
-        created_turn=n,
-    )
-
-
 PAGES = [
-    _page(1, "We adopted a greyhound named Comet.", "Lovely."),
-    _page(2, "Pottery class on Tuesday evenings.", "Sounds fun."),
-    _page(3, "My sister runs marathons in Lisbon.", "Impressive."),
-    _page(4, "Comet the greyhound chewed my pottery.", "Oh no."),
+    text_page(1, "We adopted a greyhound named Comet.", "Lovely."),
+    text_page(2, "Pottery class on Tuesday evenings.", "Sounds fun."),
+    text_page(3, "My sister runs marathons in Lisbon.", "Impressive."),
+    text_page(4, "Comet the greyhound chewed my pottery.", "Oh no."),
 ]
 
 
@@ -122,7 +94,7 @@ def test_queries_with_no_words_and_huge_queries_find_nothing(index):
 
 def test_postgres_index_stores_one_row_per_message_and_replaces_a_page_added_again(pg_index):
     pg_index.add("t", PAGES[:2])
-    pg_index.add("t", [_page(2, "Pottery moved to Thursdays.")])  # same id, new content: replaced
+    pg_index.add("t", [text_page(2, "Pottery moved to Thursdays.")])  # same id, new content: replaced
     with pg_index._connection() as conn:
         rows = conn.execute(f"SELECT page_id, position, body FROM {pg_index.table} ORDER BY 1, 2").fetchall()
     assert rows == [
@@ -135,7 +107,7 @@ def test_postgres_index_stores_one_row_per_message_and_replaces_a_page_added_aga
 
 def test_postgres_index_takes_nul_bytes_and_huge_messages(pg_index):
     rare = " ".join(f"w{n}x{n * 7919 % 100_003}" for n in range(200_000))  # ~2.6 MB of distinct words
-    pages = [_page(1, "a NUL\x00inside greyhound"), _page(2, rare + " zebra")]
+    pages = [text_page(1, "a NUL\x00inside greyhound"), text_page(2, rare + " zebra")]
     pg_index.add("t", pages)
     assert [h.page_id for h in pg_index.search("t", "greyhound", limit=3, allow=lambda p: True)] == ["p1"]
     assert [h.page_id for h in pg_index.search("t", "w5x39595", limit=3, allow=lambda p: True)] == ["p2"]
@@ -149,19 +121,19 @@ def test_postgres_index_reads_websearch_syntax(pg_index):
     assert hits[0].page_id == "p4"
 
 
-def test_postgres_index_refuses_names_it_would_have_to_quote(search_database):
+def test_postgres_index_refuses_names_it_would_have_to_quote(index_database):
     with pytest.raises(ValueError, match="`table`"):
-        PostgresSearchIndex(search_database, table="passages; DROP TABLE store")
+        PostgresSearchIndex(index_database, table="passages; DROP TABLE store")
     with pytest.raises(ValueError, match="`config`"):
-        PostgresSearchIndex(search_database, config="english'")
+        PostgresSearchIndex(index_database, config="english'")
     with pytest.raises(TypeError, match="`conn` must be"):
         PostgresSearchIndex(42)
 
 
-async def test_postgres_index_async_twins_on_an_async_pool_and_on_a_uri(search_database, pg_index):
+async def test_postgres_index_async_twins_on_an_async_pool_and_on_a_uri(index_database, pg_index):
     from psycopg_pool import AsyncConnectionPool
 
-    async with AsyncConnectionPool(search_database, min_size=1, max_size=2, open=False) as pool:
+    async with AsyncConnectionPool(index_database, min_size=1, max_size=2, open=False) as pool:
         index = PostgresSearchIndex(pool)
         await index.aadd("async", PAGES)
         hits = await index.asearch("async", "marathons", limit=2, allow=lambda p: True)
@@ -194,10 +166,10 @@ def _drive(pager: Pager, thread: str, facts, state=None, messages=None):
     return messages, state
 
 
-def test_pager_recalls_by_query_from_the_postgres_index(search_database, pg_index):
+def test_pager_recalls_by_query_from_the_postgres_index(index_database, pg_index):
     from langgraph.store.postgres import PostgresStore
 
-    with PostgresStore.from_conn_string(search_database) as store:
+    with PostgresStore.from_conn_string(index_database) as store:
         store.setup()
         config = PagingConfig(max_tokens=260, boundary="fixed_4", policy="fifo")
         pager = Pager(config, PageStore(store), index=pg_index)
@@ -207,9 +179,9 @@ def test_pager_recalls_by_query_from_the_postgres_index(search_database, pg_inde
         assert "=== p" not in pager.recall("other", state, query="beehives").content  # another thread
 
 
-def test_a_second_worker_finds_pages_another_worker_formed(search_database, pg_index):
+def test_a_second_worker_finds_pages_another_worker_formed(index_database, pg_index):
     """Two workers of one deployment: separate processes, one database."""
-    store_uri = search_database
+    store_uri = index_database
     from langgraph.store.postgres import PostgresStore
 
     with (
@@ -227,13 +199,13 @@ def test_a_second_worker_finds_pages_another_worker_formed(search_database, pg_i
         assert FACTS[17] in answer.content
 
 
-def test_in_process_index_catches_up_with_pages_another_worker_formed(search_database):
+def test_in_process_index_catches_up_with_pages_another_worker_formed(index_database):
     """Each worker's in-process BM25 index misses pages another worker formed after its first
     search of the thread; the search reads them (the branch's newest page is above what the index
     holds) instead of going stale."""
     from langgraph.store.postgres import PostgresStore
 
-    with PostgresStore.from_conn_string(search_database) as store:
+    with PostgresStore.from_conn_string(index_database) as store:
         store.setup()
         config = PagingConfig(max_tokens=260, boundary="fixed_4", policy="fifo")
         worker_a = Pager(config, PageStore(store), index=InMemoryBM25Index())
@@ -246,14 +218,14 @@ def test_in_process_index_catches_up_with_pages_another_worker_formed(search_dat
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_agent_recalls_by_query_through_the_postgres_index(search_database, pg_index, mode):
+def test_agent_recalls_by_query_through_the_postgres_index(index_database, pg_index, mode):
     from langgraph.store.postgres import PostgresStore
 
     call = AIMessage(
         "", tool_calls=[{"name": "recall", "args": {"query": "beehives Lake Bled3"}, "id": "q1"}]
     )
     model = ScriptedChatModel(responses=["Noted."] * 12 + [call, "Three."])
-    with PostgresStore.from_conn_string(search_database) as store:
+    with PostgresStore.from_conn_string(index_database) as store:
         store.setup()
         paging = PagingMiddleware(
             max_tokens=476, boundary="fixed_4", store=store, index=pg_index
@@ -275,7 +247,7 @@ def test_agent_recalls_by_query_through_the_postgres_index(search_database, pg_i
 
 
 async def test_async_agent_pages_and_searches_with_a_postgres_index_on_an_async_connection(
-    search_database, pg_index
+    index_database, pg_index
 ):
     """The async step awaited the index's sync methods: on an AsyncConnection (a setup the index
     offers) every paging step raised TypeError inside astep."""
@@ -285,7 +257,7 @@ async def test_async_agent_pages_and_searches_with_a_postgres_index_on_an_async_
         "", tool_calls=[{"name": "recall", "args": {"query": "beehives Lake Bled5"}, "id": "q1"}]
     )
     model = ScriptedChatModel(responses=["Noted."] * 12 + [call, "Five."])
-    async with await psycopg.AsyncConnection.connect(search_database, autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(index_database, autocommit=True) as conn:
         index = PostgresSearchIndex(conn)
         paging = PagingMiddleware(max_tokens=476, boundary="fixed_4", index=index)
         agent = create_agent(
@@ -303,17 +275,17 @@ async def test_async_agent_pages_and_searches_with_a_postgres_index_on_an_async_
     assert rows > 0
 
 
-def test_postgres_index_on_one_connection_shared_by_threads(search_database, pg_index):
+def test_postgres_index_on_one_connection_shared_by_threads(index_database, pg_index):
     from concurrent.futures import ThreadPoolExecutor
 
     import psycopg
 
-    with psycopg.connect(search_database, autocommit=True) as conn:
+    with psycopg.connect(index_database, autocommit=True) as conn:
         index = PostgresSearchIndex(conn)
 
         def worker(k: int) -> list[str]:
             thread = f"shared-{k}"
-            index.add(thread, [_page(n, f"Worker{k} fact {n} about greyhounds.") for n in range(1, 6)])
+            index.add(thread, [text_page(n, f"Worker{k} fact {n} about greyhounds.") for n in range(1, 6)])
             return [
                 h.page_id
                 for h in index.search(thread, f"Worker{k} greyhounds", limit=10, allow=lambda p: True)

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
 
+from langmem_paging.core.records import Page, messages_digest
 from langmem_paging.index.base import InMemoryBM25Index, SearchIndex
 from langmem_paging.index.postgres import PostgresSearchIndex
 from langmem_paging.index.sqlite import SqliteSearchIndex
@@ -38,3 +40,20 @@ def make_index(request: pytest.FixtureRequest, tmp_path: Path, database_fixture:
     index = empty_postgres_index(request.getfixturevalue(database_fixture))
     request.addfinalizer(index.close)
     return index
+
+
+def text_page(n: int, *texts: str) -> Page:
+    """Page ``p{n}`` of `texts`, a user's and the assistant's turns by turns (ids ``m{n}_{k}``)."""
+    messages = [
+        (HumanMessage if k % 2 == 0 else AIMessage)(text, id=f"m{n}_{k}") for k, text in enumerate(texts)
+    ]
+    return Page(
+        id=f"p{n}",
+        messages=messages,
+        bookmark=f"[p{n}:x]",
+        keywords=[],
+        token_count=9,
+        boundary="fixed_2",
+        created_turn=n,
+        digest=messages_digest(messages),
+    )
