@@ -446,7 +446,9 @@ class PostgresClaims(NumberClaims):
         """Run `work` on a cursor of the store (`transaction`: in one transaction of its connection)."""
         if self._async:
             loop = self._store.loop
-            return asyncio.run_coroutine_threadsafe(self._aexecute(work, transaction=transaction), loop).result()
+            return asyncio.run_coroutine_threadsafe(
+                self._aexecute(work, transaction=transaction), loop
+            ).result()
         with self._transaction() if transaction else store_cursor(self._store) as cur:
 
             def execute(step: _Statement | _Records) -> list[Any]:
