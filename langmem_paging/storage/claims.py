@@ -73,6 +73,10 @@ class Passages:
     """The pages (a step's new pages, and those of a gap below them)."""
 
 
+_Joined = Passages | None
+"""The passages a write indexes in its transaction, if any."""
+
+
 def _by_kind(wanted: Sequence[Wanted]) -> dict[str, tuple[list[int], list[str]]]:
     groups: dict[str, tuple[list[int], list[str]]] = {}
     for kind, number, digest in wanted:
@@ -87,7 +91,7 @@ class NumberClaims(ABC):
     default."""
 
     writes_records = False
-    """Whether `write` writes the records itself, in the claims' transaction."""
+    """Whether `write` writes the records itself, in the claims' transaction (`_write`)."""
 
     def joins(self, index: SearchIndex) -> bool:
         """Whether `index` writes in the transaction of the records (`write`): its rows live in the
@@ -121,6 +125,8 @@ class NumberClaims(ABC):
         """Claim `wanted`, then write `ops` with `batch` (and, for claims that join the index,
         `passages`, in the same transaction); False, with nothing written, when another digest holds
         one of the numbers."""
+        if self.writes_records:
+            return self._write(thread_id, wanted, ops, passages)
         _not_joined(self, passages)
         if not all(all(self.claim(thread_id, kind, *group)) for kind, group in _by_kind(wanted).items()):
             return False
@@ -137,13 +143,22 @@ class NumberClaims(ABC):
     ) -> bool:
         """Async `write` (in a worker thread for claims that write the records themselves)."""
         if self.writes_records:
-            return await asyncio.to_thread(self.write, thread_id, wanted, ops, _unused, passages)
+            return await self._awrite(thread_id, wanted, ops, passages)
         _not_joined(self, passages)
         for kind, group in _by_kind(wanted).items():
             if not all(await self.aclaim(thread_id, kind, *group)):
                 return False
         await abatch(ops)
         return True
+
+    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
+        """Claim `wanted` and write `ops` (and `passages`) in one transaction (`writes_records`)."""
+        raise NotImplementedError
+
+    async def _awrite(
+        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
+    ) -> bool:
+        return await asyncio.to_thread(self._write, thread_id, wanted, ops, passages)
 
     async def aheld(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
         """Async `held`."""
@@ -203,14 +218,7 @@ class SqliteClaims(NumberClaims):
         with self._lock, self._transaction():
             return self._claim(thread_id, kind, numbers, digests)
 
-    def write(
-        self,
-        thread_id: str,
-        wanted: Sequence[Wanted],
-        ops: Sequence[Op],
-        batch: Callable[[Sequence[Op]], Any],
-        passages: Passages | None = None,
-    ) -> bool:
+    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
         ensure_setup(self._store)
         with self._lock, self._transaction() as cursor:
             for kind, (numbers, digests) in _by_kind(wanted).items():
@@ -262,10 +270,6 @@ class SqliteClaims(NumberClaims):
         finally:
             cursor.close()
         self._conn.execute("COMMIT")
-
-
-def _unused(ops: Sequence[Op]) -> None:
-    raise AssertionError("the claims' `write` writes the records itself, in the claims' transaction")
 
 
 def _not_joined(claims: NumberClaims, passages: Passages | None) -> None:
@@ -350,31 +354,18 @@ class PostgresClaims(NumberClaims):
     async def adrop(self, thread_id: str) -> None:
         await self._aexecute(self._drop(thread_id))
 
-    def write(
-        self,
-        thread_id: str,
-        wanted: Sequence[Wanted],
-        ops: Sequence[Op],
-        batch: Callable[[Sequence[Op]], Any],
-        passages: Passages | None = None,
-    ) -> bool:
-        """Claim `wanted` and write `ops` (and `passages`) in one transaction of the store's connection."""
+    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
         self._execute(self._create())  # outside the transaction: a lost create race must not abort it
         with _refused(passages, thread_id):
-            return self._execute(self._write(thread_id, wanted, ops, passages), transaction=True)
+            return self._execute(self._writes(thread_id, wanted, ops, passages), transaction=True)
         return False
 
-    async def awrite(
-        self,
-        thread_id: str,
-        wanted: Sequence[Wanted],
-        ops: Sequence[Op],
-        abatch: Callable[[Sequence[Op]], Awaitable[Any]],
-        passages: Passages | None = None,
+    async def _awrite(
+        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
     ) -> bool:
         await self._aexecute(self._create())
         with _refused(passages, thread_id):
-            return await self._aexecute(self._write(thread_id, wanted, ops, passages), transaction=True)
+            return await self._aexecute(self._writes(thread_id, wanted, ops, passages), transaction=True)
         return False
 
     @contextmanager
@@ -414,8 +405,8 @@ class PostgresClaims(NumberClaims):
             yield _Statement(_POSTGRES_DDL, creates=True)
             self._ready = True
 
-    def _write(
-        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: Passages | None
+    def _writes(
+        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
     ) -> _Work[bool]:
         """Claim `wanted`, then write the records and passages (in the caller's transaction); raises
         `_Refused` when another digest holds a number."""
