@@ -521,6 +521,8 @@ class PostgresSearchIndex(SearchIndex):
             raise
 
     async def _atransact(self, work: Work[T], thread_id: str, *, write: bool = True) -> T:
+        if self._async is None:  # a sync connection: `_transact` in a worker thread
+            return await asyncio.to_thread(self._transact, work, thread_id, write=write)
         try:
             async with self._aconnection(write=write) as conn:
                 return await adrive(work, lambda statement: _aexecute(conn, statement))
@@ -549,8 +551,6 @@ class PostgresSearchIndex(SearchIndex):
         """Async `indexed_through`."""
         if (through := self._cached(thread_id)) is not None:
             return through
-        if self._async is None:
-            return await super().aindexed_through(thread_id)
         return await self._atransact(self._read_through(thread_id), thread_id, write=False)
 
     def load(self, thread_id: str, pages: Iterable[Page]) -> None:
@@ -560,8 +560,6 @@ class PostgresSearchIndex(SearchIndex):
 
     async def aload(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Async `load`."""
-        if self._async is None:
-            return await super().aload(thread_id, pages)
         await self._atransact(self._load(thread_id, list(pages)), thread_id)
 
     def add(self, thread_id: str, pages: Iterable[Page]) -> None:
@@ -573,8 +571,6 @@ class PostgresSearchIndex(SearchIndex):
 
     async def aadd(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Async `add`."""
-        if self._async is None:
-            return await super().aadd(thread_id, pages)
         await self._atransact(self._add(thread_id, list(pages)), thread_id)
 
     def on(self, conn: Any) -> bool:
@@ -603,8 +599,6 @@ class PostgresSearchIndex(SearchIndex):
 
     async def aupdate(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Async `update`."""
-        if self._async is None:
-            return await super().aupdate(thread_id, pages)
         await self._atransact(self._replace(thread_id, list(pages)), thread_id)
 
     def drop(self, thread_id: str) -> None:
@@ -613,8 +607,6 @@ class PostgresSearchIndex(SearchIndex):
 
     async def adrop(self, thread_id: str) -> None:
         """Async `drop`."""
-        if self._async is None:
-            return await super().adrop(thread_id)
         await self._atransact(self._drop(thread_id), thread_id)
 
     def search(self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]) -> list[Hit]:
@@ -625,8 +617,6 @@ class PostgresSearchIndex(SearchIndex):
         self, thread_id: str, query: str, *, limit: int, allow: Callable[[str], bool]
     ) -> list[Hit]:
         """Async `search`."""
-        if self._async is None:
-            return await super().asearch(thread_id, query, limit=limit, allow=allow)
         return await self._atransact(self._search(thread_id, query, limit, allow), thread_id, write=False)
 
     def document_frequencies(self, thread_id: str, words: Sequence[str]) -> dict[str, int]:

@@ -292,7 +292,7 @@ def _commit(request: Commit, with_passages: bool) -> _Reads[bool]:
 def _index_pages(request: IndexPages) -> _Reads[None]:
     pages = yield from _with_gap(request.pages)
     try:
-        yield from ask(_Add(pages))
+        yield from ask(_Index(pages))
     except Exception as error:
         raise _index_failed(error) from error
 
@@ -317,9 +317,9 @@ def _search(request: Search) -> _Reads[list[Hit]]:
         if through is None:  # a cold start: the index never held this thread
             # every page is read before the index is written: no index lock is held across a store read
             pages = yield from ask(_ReadPages())
-            yield from ask(_Load(pages))
+            yield from ask(_Index(pages, load=True))
         elif gap := (yield from _gap_pages(through, request.newest)):
-            yield from ask(_Add(gap))
+            yield from ask(_Index(gap))
         return (yield from ask(_Find(request)))
     except (SearchIndexError, PageStoreError):
         raise
@@ -404,31 +404,18 @@ class _ReadPages(Request[list[Page], ThreadIO]):
 
 
 @dataclass
-class _Add(Request[None, ThreadIO]):
-    """Index pages of a thread the index holds."""
+class _Index(Request[None, ThreadIO]):
+    """Index pages of a thread the index holds (those already indexed are skipped), or (`load`: a
+    cold load) every stored page of the thread."""
 
     pages: list[Page]
-    """The pages (those already indexed are skipped)."""
+    load: bool = False
 
     def answer(self, io: ThreadIO) -> None:
-        return io.index.add(io.thread_id, self.pages)
+        return (io.index.load if self.load else io.index.add)(io.thread_id, self.pages)
 
     def aanswer(self, io: ThreadIO) -> Awaitable[None]:
-        return io.index.aadd(io.thread_id, self.pages)
-
-
-@dataclass
-class _Load(Request[None, ThreadIO]):
-    """Index the thread's pages (a cold load)."""
-
-    pages: list[Page]
-    """Every stored page of the thread."""
-
-    def answer(self, io: ThreadIO) -> None:
-        return io.index.load(io.thread_id, self.pages)
-
-    def aanswer(self, io: ThreadIO) -> Awaitable[None]:
-        return io.index.aload(io.thread_id, self.pages)
+        return (io.index.aload if self.load else io.index.aadd)(io.thread_id, self.pages)
 
 
 @dataclass

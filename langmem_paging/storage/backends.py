@@ -108,15 +108,12 @@ def _sqlite_store(uri: str, create: bool) -> Iterator[BaseStore]:
         from langgraph.store.sqlite import SqliteStore
     except ImportError as error:
         raise _missing_extra("sqlite", error) from error
-    conn = _sqlite_connect(uri, create=create, autocommit=True)
-    try:
+    with contextlib.closing(_sqlite_connect(uri, create=create, autocommit=True)) as conn:
         if not create and not _sqlite_has_table(conn, "store"):
             raise BackendError(f"{uri!r} holds no LangGraph store (no `store` table).")
         store = SqliteStore(conn)
         store.setup()
         yield store
-    finally:
-        conn.close()
 
 
 @contextlib.contextmanager
@@ -125,12 +122,9 @@ def _sqlite_saver(uri: str) -> Iterator[Saver | None]:
         from langgraph.checkpoint.sqlite import SqliteSaver
     except ImportError as error:
         raise _missing_extra("sqlite", error) from error
-    conn = _sqlite_connect(uri, create=False, autocommit=False)
-    try:
+    with contextlib.closing(_sqlite_connect(uri, create=False, autocommit=False)) as conn:
         # SqliteSaver creates its tables on first use: look before, so a store-only file stays one.
         yield SqliteSaver(conn) if _sqlite_has_table(conn, "checkpoints") else None
-    finally:
-        conn.close()
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------------
@@ -154,14 +148,9 @@ def _pg_has_table(conn: Connection[DictRow], table: str) -> bool:
     return row is not None and row["t"] is not None
 
 
-@contextlib.contextmanager
-def _pg_connection(uri: str) -> Iterator[Connection[DictRow]]:
+def _pg_connection(uri: str) -> contextlib.closing[Connection[DictRow]]:
     """An open connection to `uri`, closed on exit."""
-    conn = _pg_connect(uri, scheme_of(uri))
-    try:
-        yield conn
-    finally:
-        conn.close()
+    return contextlib.closing(_pg_connect(uri, scheme_of(uri)))
 
 
 @contextlib.contextmanager

@@ -73,6 +73,10 @@ class Passages:
     """The pages (a step's new pages, and those of a gap below them)."""
 
 
+_Joined = Passages | None
+"""The passages a write indexes in its transaction, if any."""
+
+
 def _by_kind(wanted: Sequence[Wanted]) -> dict[str, tuple[list[int], list[str]]]:
     groups: dict[str, tuple[list[int], list[str]]] = {}
     for kind, number, digest in wanted:
@@ -87,7 +91,7 @@ class NumberClaims(ABC):
     default."""
 
     writes_records = False
-    """Whether `write` writes the records itself, in the claims' transaction."""
+    """Whether `write` writes the records itself, in the claims' transaction (`_write`)."""
 
     def joins(self, index: SearchIndex) -> bool:
         """Whether `index` writes in the transaction of the records (`write`): its rows live in the
@@ -121,6 +125,8 @@ class NumberClaims(ABC):
         """Claim `wanted`, then write `ops` with `batch` (and, for claims that join the index,
         `passages`, in the same transaction); False, with nothing written, when another digest holds
         one of the numbers."""
+        if self.writes_records:
+            return self._write(thread_id, wanted, ops, passages)
         _not_joined(self, passages)
         if not all(all(self.claim(thread_id, kind, *group)) for kind, group in _by_kind(wanted).items()):
             return False
@@ -137,13 +143,22 @@ class NumberClaims(ABC):
     ) -> bool:
         """Async `write` (in a worker thread for claims that write the records themselves)."""
         if self.writes_records:
-            return await asyncio.to_thread(self.write, thread_id, wanted, ops, _unused, passages)
+            return await self._awrite(thread_id, wanted, ops, passages)
         _not_joined(self, passages)
         for kind, group in _by_kind(wanted).items():
             if not all(await self.aclaim(thread_id, kind, *group)):
                 return False
         await abatch(ops)
         return True
+
+    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
+        """Claim `wanted` and write `ops` (and `passages`) in one transaction (`writes_records`)."""
+        raise NotImplementedError
+
+    async def _awrite(
+        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
+    ) -> bool:
+        return await asyncio.to_thread(self._write, thread_id, wanted, ops, passages)
 
     async def aheld(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
         """Async `held`."""
@@ -203,14 +218,7 @@ class SqliteClaims(NumberClaims):
         with self._lock, self._transaction():
             return self._claim(thread_id, kind, numbers, digests)
 
-    def write(
-        self,
-        thread_id: str,
-        wanted: Sequence[Wanted],
-        ops: Sequence[Op],
-        batch: Callable[[Sequence[Op]], Any],
-        passages: Passages | None = None,
-    ) -> bool:
+    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
         ensure_setup(self._store)
         with self._lock, self._transaction() as cursor:
             for kind, (numbers, digests) in _by_kind(wanted).items():
@@ -264,14 +272,6 @@ class SqliteClaims(NumberClaims):
         self._conn.execute("COMMIT")
 
 
-def _unused(ops: Sequence[Op]) -> None:
-    raise AssertionError("the claims' `write` writes the records itself, in the claims' transaction")
-
-
-async def _aunused(ops: Sequence[Op]) -> None:
-    _unused(ops)
-
-
 def _not_joined(claims: NumberClaims, passages: Passages | None) -> None:
     if passages is not None:
         raise ValueError(f"{type(claims).__name__} writes no passages in its transaction (`joins`)")
@@ -281,9 +281,18 @@ def _postgres(passages: Passages) -> PostgresSearchIndex:
     return cast(PostgresSearchIndex, passages.index)  # `PostgresClaims.joins`
 
 
-def _rolled_back(passages: Passages | None, thread_id: str) -> None:
-    if passages is not None:
-        _postgres(passages).rolled_back(thread_id)
+@contextmanager
+def _refused(passages: Passages | None, thread_id: str) -> Iterator[None]:
+    """Around a write's transaction: a refusal ends it (the caller answers False); on any other error
+    the joined index forgets what it noted of the thread."""
+    try:
+        yield
+    except _Refused:
+        return
+    except BaseException:
+        if passages is not None:
+            _postgres(passages).rolled_back(thread_id)
+        raise
 
 
 class _Refused(Exception):
@@ -324,105 +333,40 @@ class PostgresClaims(NumberClaims):
     ) -> tuple[Any, ...]:
         return (list(numbers), list(digests), thread_id, kind, thread_id, kind)
 
+    # an AsyncPostgresStore from sync code runs on its own loop, as its sync methods do (`_execute`)
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
-        if self._async:  # an AsyncPostgresStore from sync code: on its own loop, as its sync methods do
-            loop = self._store.loop
-            return asyncio.run_coroutine_threadsafe(
-                self.aclaim(thread_id, kind, numbers, digests), loop
-            ).result()
         return self._execute(self._claim(thread_id, kind, numbers, digests))
 
     async def aclaim(
         self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
     ) -> list[bool]:
-        if not self._async:
-            return await super().aclaim(thread_id, kind, numbers, digests)
         return await self._aexecute(self._claim(thread_id, kind, numbers, digests))
 
     def held(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
-        if self._async:
-            loop = self._store.loop
-            return asyncio.run_coroutine_threadsafe(self.aheld(thread_id, kind, numbers), loop).result()
         return self._execute(self._held(thread_id, kind, numbers))
 
     async def aheld(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
-        if not self._async:
-            return await super().aheld(thread_id, kind, numbers)
         return await self._aexecute(self._held(thread_id, kind, numbers))
 
     def drop(self, thread_id: str) -> None:
-        if self._async:
-            asyncio.run_coroutine_threadsafe(self.adrop(thread_id), self._store.loop).result()
-            return
         self._execute(self._drop(thread_id))
 
     async def adrop(self, thread_id: str) -> None:
-        if not self._async:
-            await super().adrop(thread_id)
-            return
         await self._aexecute(self._drop(thread_id))
 
-    def write(
-        self,
-        thread_id: str,
-        wanted: Sequence[Wanted],
-        ops: Sequence[Op],
-        batch: Callable[[Sequence[Op]], Any],
-        passages: Passages | None = None,
-    ) -> bool:
-        """Claim `wanted` and write `ops` (and `passages`) in one transaction of the store's connection."""
-        if self._async:
-            loop = self._store.loop
-            return asyncio.run_coroutine_threadsafe(
-                self.awrite(thread_id, wanted, ops, _aunused, passages), loop
-            ).result()
+    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
         self._execute(self._create())  # outside the transaction: a lost create race must not abort it
-        try:
-            with self._transaction() as cur:
+        with _refused(passages, thread_id):
+            return self._execute(self._writes(thread_id, wanted, ops, passages), transaction=True)
+        return False
 
-                def execute(statement: _Statement) -> list[Any]:
-                    cur.execute(statement.sql, statement.params)
-                    return cur.fetchall() if statement.fetch else []
-
-                drive(self._claims(thread_id, wanted), execute)
-                write_puts(self._store, ops, cur)  # the store's own writer, here
-                if passages is not None:
-                    _postgres(passages).add_on(cur, thread_id, passages.pages)
-        except _Refused:
-            return False
-        except BaseException:
-            _rolled_back(passages, thread_id)
-            raise
-        return True
-
-    async def awrite(
-        self,
-        thread_id: str,
-        wanted: Sequence[Wanted],
-        ops: Sequence[Op],
-        abatch: Callable[[Sequence[Op]], Awaitable[Any]],
-        passages: Passages | None = None,
+    async def _awrite(
+        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
     ) -> bool:
-        if not self._async:
-            return await super().awrite(thread_id, wanted, ops, abatch, passages)
         await self._aexecute(self._create())
-        try:
-            async with self._atransaction() as cur:
-
-                async def execute(statement: _Statement) -> list[Any]:
-                    await cur.execute(statement.sql, statement.params)
-                    return await cur.fetchall() if statement.fetch else []
-
-                await adrive(self._claims(thread_id, wanted), execute)
-                await write_puts(self._store, ops, cur)
-                if passages is not None:
-                    await _postgres(passages).aadd_on(cur, thread_id, passages.pages)
-        except _Refused:
-            return False
-        except BaseException:
-            _rolled_back(passages, thread_id)
-            raise
-        return True
+        with _refused(passages, thread_id):
+            return await self._aexecute(self._writes(thread_id, wanted, ops, passages), transaction=True)
+        return False
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -461,12 +405,16 @@ class PostgresClaims(NumberClaims):
             yield _Statement(_POSTGRES_DDL, creates=True)
             self._ready = True
 
-    def _claims(self, thread_id: str, wanted: Sequence[Wanted]) -> _Work[bool]:
-        """Claim `wanted` (in the caller's transaction); raises `_Refused` when another digest holds one."""
+    def _writes(
+        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
+    ) -> _Work[bool]:
+        """Claim `wanted`, then write the records and passages (in the caller's transaction); raises
+        `_Refused` when another digest holds a number."""
         for kind, (numbers, digests) in _by_kind(wanted).items():
             granted = yield from self._claim(thread_id, kind, numbers, digests)
             if not all(granted):
                 raise _Refused
+        yield _Records(thread_id, ops, passages)
         return True
 
     def _held(self, thread_id: str, kind: str, numbers: Sequence[int]) -> _Work[dict[int, str]]:
@@ -485,29 +433,47 @@ class PostgresClaims(NumberClaims):
                 return
         yield _Statement(f"DELETE FROM {TABLE} WHERE thread_id = %s", (thread_id,))
 
-    def _execute(self, work: _Work[T]) -> T:
-        with store_cursor(self._store) as cur:
+    def _execute(self, work: _Work[T], *, transaction: bool = False) -> T:
+        """Run `work` on a cursor of the store (`transaction`: in one transaction of its connection)."""
+        if self._async:
+            loop = self._store.loop
+            return asyncio.run_coroutine_threadsafe(
+                self._aexecute(work, transaction=transaction), loop
+            ).result()
+        with self._transaction() if transaction else store_cursor(self._store) as cur:
 
-            def execute(statement: _Statement) -> list[Any]:
-                lost_race = _created_meanwhile() if statement.creates else ()
+            def execute(step: _Statement | _Records) -> list[Any]:
+                if isinstance(step, _Records):
+                    write_puts(self._store, step.ops, cur)  # the store's own writer, here
+                    if step.passages is not None:
+                        _postgres(step.passages).add_on(cur, step.thread_id, step.passages.pages)
+                    return []
+                lost_race = _created_meanwhile() if step.creates else ()
                 try:
-                    cur.execute(statement.sql, statement.params)
+                    cur.execute(step.sql, step.params)
                 except lost_race:
                     return []
-                return cur.fetchall() if statement.fetch else []
+                return cur.fetchall() if step.fetch else []
 
             return drive(work, execute)
 
-    async def _aexecute(self, work: _Work[T]) -> T:
-        async with store_cursor(self._store) as cur:
+    async def _aexecute(self, work: _Work[T], *, transaction: bool = False) -> T:
+        if not self._async:
+            return await asyncio.to_thread(self._execute, work, transaction=transaction)
+        async with self._atransaction() if transaction else store_cursor(self._store) as cur:
 
-            async def execute(statement: _Statement) -> list[Any]:
-                lost_race = _created_meanwhile() if statement.creates else ()
+            async def execute(step: _Statement | _Records) -> list[Any]:
+                if isinstance(step, _Records):
+                    await write_puts(self._store, step.ops, cur)
+                    if step.passages is not None:
+                        await _postgres(step.passages).aadd_on(cur, step.thread_id, step.passages.pages)
+                    return []
+                lost_race = _created_meanwhile() if step.creates else ()
                 try:
-                    await cur.execute(statement.sql, statement.params)
+                    await cur.execute(step.sql, step.params)
                 except lost_race:
                     return []
-                return await cur.fetchall() if statement.fetch else []
+                return await cur.fetchall() if step.fetch else []
 
             return await adrive(work, execute)
 
@@ -528,7 +494,16 @@ class _Statement:
     pg_type key): losing it means the table exists."""
 
 
-_Work = Generator[_Statement, list[Any], T]
+@dataclass(frozen=True)
+class _Records:
+    """The records (and passages) of a write, on the cursor of its transaction."""
+
+    thread_id: str
+    ops: Sequence[Op]
+    passages: Passages | None
+
+
+_Work = Generator[_Statement | _Records, list[Any], T]
 """A claims operation: statements yielded, each answered by its rows."""
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -164,13 +164,7 @@ def _kept_terms(terms: Mapping[str, float], gone: set[str]) -> dict[str, float]:
 def forgotten(page: Page, message_id: str) -> Page:
     """`page` with message `message_id` a tombstone (its text, tool arguments and metadata gone)."""
     messages = [tombstone(m) if m.id == message_id else m for m in page.messages]
-    return Page(
-        **{
-            **{name: getattr(page, name) for name in page.__dataclass_fields__},
-            "messages": messages,
-            "digest": messages_digest(messages),
-        }
-    )
+    return replace(page, messages=messages, digest=messages_digest(messages))
 
 
 def tombstone(message: BaseMessage) -> BaseMessage:
@@ -222,17 +216,7 @@ def forget_in_cluster(node: ClusterNode, gone: set[str]) -> ClusterNode:
         cluster_keywords(terms, limit) if terms else [k for k in node.keywords if not _is_gone(k, gone)]
     )
     bookmark = format_cluster_bookmark(node.id, keywords, node.first_page, node.last_page, node.size)
-    return ClusterNode(
-        id=node.id,
-        children=list(node.children),
-        size=node.size,
-        first_page=node.first_page,
-        last_page=node.last_page,
-        bookmark=bookmark,
-        keywords=keywords,
-        terms=terms,
-        digest=node.digest,
-    )
+    return replace(node, children=list(node.children), bookmark=bookmark, keywords=keywords, terms=terms)
 
 
 def forget_in_records(pages: Sequence[Page], nodes: Sequence[ClusterNode], message_id: str) -> Forgotten:

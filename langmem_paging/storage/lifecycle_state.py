@@ -14,25 +14,23 @@ run removed, so a re-run after a crash converges):
   channels' versions advanced as ``update_state`` writes them. Old checkpoints (time travel) stay the
   checkpointer's; a branch resumed from one is corrected by its next step like any other.
 
-This module is the second; sync and async differ only at the I/O calls (`_checkpoint` is shared).
+This module is the second; sync and async drive one flow (`_write`), differing only at the I/O calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Generator
 from datetime import UTC, datetime
 from typing import Any
 
+from langmem_paging.core.effects import adrive, drive
 from langmem_paging.storage.lifecycle import Forgotten, forget_in_state, merged_messages
 
 __all__ = ["awrite_forgotten", "write_forgotten"]
 
 
-def _config(thread_id: str, config: dict[str, Any] | None) -> dict[str, Any]:
-    return config if config is not None else {"configurable": {"thread_id": thread_id}}
-
-
-def _saver_config(thread_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+_Call = tuple[Callable[[], Any], Callable[[], Awaitable[Any]]]
+"""One I/O call of `_write`, sync and async (an object may have only the side its caller uses)."""
 
 
 def write_forgotten(
@@ -44,19 +42,7 @@ def write_forgotten(
     checkpointer: Any = None,
 ) -> bool:
     """Make the thread's latest state agree with `forgot`; True if a state was written."""
-    if graph is not None:
-        snapshot = graph.get_state(_config(thread_id, config))
-        update = forget_in_state(snapshot.values or {}, forgot)
-        if update:
-            graph.update_state(_config(thread_id, config), update)
-        return bool(update)
-    if checkpointer is not None:
-        latest = checkpointer.get_tuple(_saver_config(thread_id))
-        planned = _checkpoint(checkpointer, latest, forgot)
-        if planned is not None:
-            checkpointer.put(latest.config, *planned)
-        return planned is not None
-    return False
+    return drive(_write(forgot, thread_id, graph, config, checkpointer), lambda call: call[0]())
 
 
 async def awrite_forgotten(
@@ -68,17 +54,28 @@ async def awrite_forgotten(
     checkpointer: Any = None,
 ) -> bool:
     """Async `write_forgotten`."""
+    return await adrive(_write(forgot, thread_id, graph, config, checkpointer), lambda call: call[1]())
+
+
+def _write(
+    forgot: Forgotten, thread_id: str, graph: Any, config: dict[str, Any] | None, checkpointer: Any
+) -> Generator[_Call, Any, bool]:
     if graph is not None:
-        snapshot = await graph.aget_state(_config(thread_id, config))
+        config = config if config is not None else {"configurable": {"thread_id": thread_id}}
+        snapshot = yield (lambda: graph.get_state(config)), (lambda: graph.aget_state(config))
         update = forget_in_state(snapshot.values or {}, forgot)
         if update:
-            await graph.aupdate_state(_config(thread_id, config), update)
+            yield (lambda: graph.update_state(config, update)), (lambda: graph.aupdate_state(config, update))
         return bool(update)
     if checkpointer is not None:
-        latest = await checkpointer.aget_tuple(_saver_config(thread_id))
+        saver = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        latest = yield (lambda: checkpointer.get_tuple(saver)), (lambda: checkpointer.aget_tuple(saver))
         planned = _checkpoint(checkpointer, latest, forgot)
         if planned is not None:
-            await checkpointer.aput(latest.config, *planned)
+            yield (
+                (lambda: checkpointer.put(latest.config, *planned)),
+                (lambda: checkpointer.aput(latest.config, *planned)),
+            )
         return planned is not None
     return False
 

@@ -373,25 +373,25 @@ class PageStore:
         """Every page of a thread (every branch), in page order, read by key in chunks up to the
         high-water mark: linear in the pages, for operators and index rebuilds, never on a turn's
         path."""
-        high = self._run(self._high_water(thread_id))
-        if high is None:
-            yield from self._run(self._listed_pages(thread_id))
-            return
-        for ids in _chunks(high, chunk):
-            found = self.get_many(thread_id, ids)
-            yield from (found[k] for k in sorted(found, key=page_number))
+        for read in self._run(self._scan(thread_id, chunk)):
+            yield from self._run(read)
 
     async def ascan(self, thread_id: str, *, chunk: int = 500) -> AsyncIterator[Page]:
         """Async `scan`."""
-        high = await self._arun(self._high_water(thread_id))
-        if high is None:
-            for page in await self._arun(self._listed_pages(thread_id)):
+        for read in await self._arun(self._scan(thread_id, chunk)):
+            for page in await self._arun(read):
                 yield page
-            return
-        for ids in _chunks(high, chunk):
-            found = await self.aget_many(thread_id, ids)
-            for key in sorted(found, key=page_number):
-                yield found[key]
+
+    def _scan(self, thread_id: str, chunk: int) -> Batches[Iterator[Batches[list[Page]]]]:
+        """The reads of `scan`, one a chunk, each run when the pages before it were taken."""
+        high = yield from self._high_water(thread_id)
+        if high is None:
+            return iter([self._listed_pages(thread_id)])
+        return (self._in_order(thread_id, ids) for ids in _chunks(high, chunk))
+
+    def _in_order(self, thread_id: str, page_ids: list[str]) -> Batches[list[Page]]:
+        found = yield from self._get_many(thread_id, page_ids)
+        return [found[k] for k in sorted(found, key=page_number)]
 
     def list_pages(self, thread_id: str) -> list[Page]:
         """All pages of a thread (every branch), in page order (see `scan`)."""
@@ -727,14 +727,9 @@ class PageStore:
         return known if index is None or any(index is k for k in known) else [index, *known]
 
     def _forget(self, thread_id: str, message_id: str) -> Batches[Forgotten]:
-        high = yield from self._high_water(thread_id)
-        if high is None:
-            pages = yield from self._listed_pages(thread_id)
-        else:
-            pages = []
-            for ids in _chunks(high, 500):
-                found = yield from self._get_many(thread_id, ids)
-                pages += found.values()
+        pages: list[Page] = []
+        for read in (yield from self._scan(thread_id, 500)):
+            pages += yield from read
         # no page holds the message (it is still in the context, or the thread has no page yet): the
         # lifecycle record names it all the same, so the next step tombstones it in the state
         items = (yield from self._list_items(thread_id, "clusters")) if pages else []

@@ -298,3 +298,22 @@ def test_async_forget_in_view_mode_scrubs_the_skeleton_the_next_prompt_is_render
 
     asyncio.run(scenario())
     assert not any("4929" in str(m.content) or SECRET in str(m.content) for m in model.prompts[-1])
+
+
+@pytest.mark.parametrize("side", ["sync", "async"])
+def test_forget_with_only_a_checkpointer_corrects_the_latest_checkpoint(side):
+    """The command line's path: no graph, one new checkpoint on top of the latest (both drivers)."""
+    store, saver = InMemoryStore(), InMemorySaver()
+    agent, paging, _ = _agent(store, None, ["Noted."] * (1 + len(FACTS)), checkpointer=saver)
+    agent.invoke({"messages": [HumanMessage(CARD, id="card")]}, CONFIG)
+    for fact in FACTS:
+        agent.invoke({"messages": [fact]}, CONFIG)
+    assert _places(paging, agent, SECRET), "the state showed it"
+    before = agent.get_state(CONFIG).config["configurable"]["checkpoint_id"]
+    if side == "sync":
+        changed = paging.page_store.forget(THREAD, "card", checkpointer=saver)
+    else:
+        changed = asyncio.run(paging.page_store.aforget(THREAD, "card", checkpointer=saver))
+    assert changed == [_card_page(paging)]
+    assert agent.get_state(CONFIG).config["configurable"]["checkpoint_id"] != before
+    assert _places(paging, agent, SECRET) == []
