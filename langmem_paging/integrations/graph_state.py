@@ -21,6 +21,7 @@ from langmem_paging.core.messages import is_bookmark
 from langmem_paging.core.state import STATE_KEY, PagingState
 from langmem_paging.core.view import FRONT, key_at, render_view, skeleton_of
 from langmem_paging.step import PagingResult
+from langmem_paging.step.result import PagingValue
 
 __all__ = [
     "MISSING_STATE",
@@ -37,7 +38,7 @@ Mode = Literal["replace", "view"]
 
 
 def prepare_view(
-    messages: Sequence[BaseMessage], state: Any, mode: Mode
+    messages: Sequence[BaseMessage], state: PagingValue, mode: Mode
 ) -> tuple[list[BaseMessage], dict[int, int]]:
     """The view a step starts from: the messages themselves (replace) or the rendered skeleton
     (view), and in view mode where each of its history messages is."""
@@ -49,7 +50,7 @@ def prepare_view(
 def state_update(
     result: PagingResult,
     messages: Sequence[BaseMessage],
-    state: Any,
+    state: PagingValue,
     mode: Mode,
     positions: dict[int, int] | None = None,
 ) -> dict[str, Any]:
@@ -118,7 +119,7 @@ def thread_id_of(runtime: Any = None, config: RunnableConfig | Mapping[str, Any]
 
 def paging_value(
     state: Mapping[str, Any], messages_key: str = "messages", *, paged_before: bool = False
-) -> Any:
+) -> PagingValue:
     """The ``paging`` value of a graph state (None before the first step wrote one).
 
     A state without the key whose messages hold a bookmark was paged by a step whose update the
@@ -131,7 +132,8 @@ def paging_value(
         ValueError: `MISSING_STATE`, naming the state schema to use.
     """
     if STATE_KEY in state:
-        return state[STATE_KEY]
+        value: PagingValue = state[STATE_KEY]  # the channel's dict, unparsed
+        return value
     if paged_before or any(is_bookmark(m) for m in state.get(messages_key) or ()):
         raise ValueError(MISSING_STATE)
     return None
@@ -143,7 +145,7 @@ class GraphCall:
 
     messages: Sequence[BaseMessage]
     """The state's messages (replace mode: bookmarks in place of pages; view mode: the whole history)."""
-    state: Any
+    state: PagingValue
     """The ``paging`` value of the branch (None before any step)."""
     mode: Mode
     """`replace` or `view` (see `PagingConfig.mode`)."""
@@ -157,7 +159,7 @@ class GraphCall:
 
     @classmethod
     def prepare(
-        cls, messages: Sequence[BaseMessage], state: Any, mode: Mode, thread_id: str = ""
+        cls, messages: Sequence[BaseMessage], state: PagingValue, mode: Mode, thread_id: str = ""
     ) -> GraphCall:
         """The call over `messages` and the ``paging`` value `state`."""
         view, positions = prepare_view(messages, state, mode)

@@ -11,22 +11,33 @@ missing ``paging`` key and the construction the middleware and the node share li
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 from langgraph.store.base import BaseStore
 
 from langmem_paging.config import Budget, PagingConfig, PagingOptions, check_call_options
+from langmem_paging.index.base import SearchIndex
 from langmem_paging.integrations.graph_state import GraphCall
 from langmem_paging.integrations.recall_tool import make_recall_tool
 from langmem_paging.runtime.engine import OnStoreError
 from langmem_paging.runtime.pager import Pager
+from langmem_paging.step.result import PagingValue
 from langmem_paging.storage.page_store import PageStore
 
-__all__ = ["GraphStep", "ThreadLifecycle"]
+__all__ = ["CallResources", "GraphStep", "ThreadLifecycle"]
 
 Mode = Literal["replace", "view"]
+
+
+class CallResources(TypedDict, total=False):
+    """What a middleware or a node is given beside its options (each as in `PagingMiddleware`)."""
+
+    store: BaseStore | None
+    ttl: float | None
+    index: SearchIndex | None
+    on_store_error: OnStoreError
 
 
 class GraphStep:
@@ -36,9 +47,9 @@ class GraphStep:
         config: A `PagingConfig`; or the budget (``4000``, ``("fraction", 0.5)``: `max_tokens`, the one
             required option, may come first); or None to build one from `options` and `max_tokens`.
         max_tokens: The budget, when given beside `options`.
-        store, ttl, index, on_store_error: As in `PagingMiddleware`.
         options: `PagingConfig` options.
         default_mode: The mode when `options` names none (the node's follows its keys).
+        **resources: `CallResources`, as in `PagingMiddleware`.
 
     Raises:
         TypeError: When both `config` and options are given, or `max_tokens` twice.
@@ -47,17 +58,14 @@ class GraphStep:
 
     def __init__(
         self,
-        config: PagingConfig | Budget | None = None,
-        *,
-        max_tokens: Budget | None = None,
-        store: BaseStore | None = None,
-        ttl: float | None = None,
-        index: Any = None,
-        on_store_error: OnStoreError = "raise",
-        options: PagingOptions | None = None,
+        config: PagingConfig | Budget | None,
+        max_tokens: Budget | None,
+        options: PagingOptions,
         default_mode: Mode | None = None,
+        **resources: Unpack[CallResources],
     ) -> None:
-        given: dict[str, Any] = dict(options or {})
+        store, ttl, index = resources.get("store"), resources.get("ttl"), resources.get("index")
+        given: dict[str, Any] = dict(options)
         if config is not None and not isinstance(config, PagingConfig):  # PagingMiddleware(4000)
             if max_tokens is not None:
                 raise TypeError(
@@ -82,7 +90,7 @@ class GraphStep:
             config,
             PageStore(store, ttl=ttl) if store is not None else None,
             index=index,
-            on_store_error=on_store_error,
+            on_store_error=resources.get("on_store_error", "raise"),
             ttl=ttl,
         )
         """Steps and recalls with each call's resources."""
@@ -93,17 +101,26 @@ class GraphStep:
         """The page store `owner` reads pages from (see `Pager.graph_page_store`)."""
         return self.pager.graph_page_store(owner)
 
-    def prepare(self, messages: Sequence[BaseMessage], state: Any, thread_id: str) -> GraphCall:
+    def prepare(self, messages: Sequence[BaseMessage], state: PagingValue, thread_id: str) -> GraphCall:
         """The call over `messages` and the ``paging`` value `state` in this configuration's mode."""
         return GraphCall.prepare(messages, state, self.config.mode, thread_id)
 
 
 class ThreadLifecycle:
-    """`forget` and `delete_thread` on a middleware or node: thin, over `PageStore.forget` /
-    `delete_thread` (the lifecycle's one implementation), with the index the agent searches."""
+    """What a middleware and a node share: their `GraphStep` (`_page_with`), and `forget` and
+    `delete_thread`, thin, over `PageStore.forget` / `delete_thread` (the lifecycle's one
+    implementation), with the index the agent searches."""
 
     paging: GraphStep
+    config: PagingConfig
+    pager: Pager
+    recall_tool: BaseTool
     _owner = "PagingMiddleware"
+
+    def _page_with(self, step: GraphStep) -> None:
+        """Keep `step` (this configuration's) with its options, pager and recall tool at hand."""
+        self.paging, self.config = step, step.config
+        self.pager, self.recall_tool = step.pager, step.recall_tool
 
     def _lifecycle(self) -> tuple[PageStore, Any]:
         page_store = self.paging.page_store(self._owner)

@@ -164,18 +164,11 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
         **options: Unpack[PagingOptions],
     ) -> None:
         super().__init__()
-        self.paging = GraphStep(
-            config,
-            max_tokens=max_tokens,
-            store=store,
-            ttl=ttl,
-            index=index,
-            on_store_error=on_store_error,
-            options=options,
+        self._page_with(
+            GraphStep(
+                config, max_tokens, options, store=store, ttl=ttl, index=index, on_store_error=on_store_error
+            )
         )
-        self.config = self.paging.config
-        self.pager = self.paging.pager
-        self.recall_tool = self.paging.recall_tool
 
     @property
     def tools(self) -> list[BaseTool]:  # type: ignore[override]
@@ -193,7 +186,7 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
 
     def _prepare(self, request: ModelRequest, counter: TokenCounter) -> _Call:
         refuse_tool_clash(self.recall_tool, request.tools or [])
-        store = _store_of(request)
+        store: BaseStore | None = getattr(request.runtime, "store", None)  # the graph's
         if self.config.token_counter is None and self.config.encoding is None:
             message = foreign_model_warning(self.config.model or request.model, counter.encoding.name)
             if message:
@@ -379,8 +372,3 @@ def _paged(request: ModelRequest, result: PagingResult) -> ModelRequest:
     step makes is a concrete one), with placeholders for the images and files the model's profile
     says it cannot read."""
     return request.override(messages=cast(list[AnyMessage], for_model(result.view, request.model)))
-
-
-def _store_of(request: ModelRequest) -> BaseStore | None:
-    """The store of the graph running this call."""
-    return getattr(request.runtime, "store", None)

@@ -16,7 +16,7 @@ from langmem_paging.core.state import STATE_KEY, paging_reducer
 from langmem_paging.core.tokens import foreign_model_warning
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.integrations.graph_state import GraphCall, paging_value, thread_id_of
-from langmem_paging.integrations.graph_step import GraphStep, ThreadLifecycle
+from langmem_paging.integrations.graph_step import CallResources, GraphStep, ThreadLifecycle
 from langmem_paging.runtime.engine import OnStoreError, warn
 from langmem_paging.step import PagingResult
 from langmem_paging.storage.page_store import PageStore
@@ -100,19 +100,13 @@ class PagingNode(ThreadLifecycle, Runnable[dict[str, Any], dict[str, Any]]):
         **options: Unpack[PagingOptions],
     ) -> None:
         mode: Literal["replace", "view"] = "replace" if output_messages_key == input_messages_key else "view"
-        self.paging = GraphStep(
-            config,
-            max_tokens=max_tokens,
-            store=store,
-            ttl=ttl,
-            index=index,
-            on_store_error=on_store_error,
-            options=options,
-            default_mode=mode,
-        )
-        self.config = self.paging.config
-        self.pager = self.paging.pager
-        self.recall_tool = self.paging.recall_tool
+        resources: CallResources = {
+            "store": store,
+            "ttl": ttl,
+            "index": index,
+            "on_store_error": on_store_error,
+        }
+        self._page_with(GraphStep(config, max_tokens, options, mode, **resources))
         if self.config.calibrate:
             raise ValueError(
                 "Invalid paging option `calibrate`: it learns from the model's responses, which a "

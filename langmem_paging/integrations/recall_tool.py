@@ -24,6 +24,7 @@ from langmem_paging.integrations.graph_state import MISSING_STATE, GraphCall, fi
 from langmem_paging.recall.plan import plan_recall
 from langmem_paging.recall.request import RecallAnswer, RecallArgs, Served
 from langmem_paging.runtime.pager import Pager
+from langmem_paging.step.result import PagingValue
 
 __all__ = ["RECALL_DESCRIPTION", "SCHEMA_HELP", "make_recall_tool"]
 
@@ -46,18 +47,15 @@ SCHEMA_HELP = MISSING_STATE
 _NO_THREAD = "{tool} is unavailable: this run has no thread_id, so there is no paged-out history."
 
 
-def _thread_id(runtime: ToolRuntime) -> str | None:
-    return find_thread_id(runtime.config or {})
-
-
-def _paging_state(runtime: ToolRuntime) -> Any:
-    return paging_value(runtime.state if isinstance(runtime.state, dict) else {})
+def _messages(runtime: ToolRuntime) -> list[BaseMessage]:
+    """The graph state's messages."""
+    messages: list[BaseMessage] = runtime.state.get("messages", []) if isinstance(runtime.state, dict) else []
+    return messages
 
 
 def _call(runtime: ToolRuntime) -> Any:
     """The model's message that made this call (its tool calls' results arrive together)."""
-    messages = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
-    for message in reversed(messages):
+    for message in reversed(_messages(runtime)):
         if getattr(message, "tool_calls", None):
             return message
     return None
@@ -86,14 +84,14 @@ def _shares(message: Any, call_id: str | None, name: str) -> tuple[int, int, dic
     return shares.get(mine or "", 1 if message is None else 0), max(1, sum(shares.values())), others
 
 
-def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: Any, query: Any) -> RecallArgs:
+def _sizing(pager: Pager, runtime: ToolRuntime, name: str, state: PagingValue, query: Any) -> RecallArgs:
     """How the result is sized and where it reads: its part of the room (shared among the distinct
     pages the message's calls ask for), the calling message's tokens, the ids a sibling recall
     serves (pointed to only when that sibling's part holds them), and the store of this call
     (the graph's, unless the pager has its own)."""
     message = _call(runtime)
     call_tokens = pager.counter_for(state=state).count_message(message) if message is not None else 0
-    history = (runtime.state or {}).get("messages", []) if isinstance(runtime.state, dict) else []
+    history = _messages(runtime)
     mine, total, others = _shares(message, runtime.tool_call_id, name)
     branch = PagingState.from_value(state)
     served = {}
@@ -118,7 +116,7 @@ def _share_of(mine: int, total: int) -> int:
     return -(-total // mine) if mine else total
 
 
-def _context(pager: Pager, history: list[BaseMessage], state: Any) -> list[BaseMessage]:
+def _context(pager: Pager, history: list[BaseMessage], state: PagingValue) -> list[BaseMessage]:
     """What the model sees (a search ranks its turns): the state's messages (replace mode) or the view
     rendered from them."""
     if pager.config.mode == "view":
@@ -126,9 +124,12 @@ def _context(pager: Pager, history: list[BaseMessage], state: Any) -> list[BaseM
     return history
 
 
-def _served_ids(answer: RecallAnswer) -> list[str]:
-    """The page ids a recall's result shows (its artifact's record)."""
-    return list((answer.artifact.get(METADATA_KEY) or {}).get("recalled") or [])
+def _run_data(args: RecallArgs, answer: RecallAnswer) -> dict[str, Any]:
+    """What a recall's traced run records: what was asked, the page ids its result shows (its
+    artifact's record) and its status."""
+    served = list((answer.artifact.get(METADATA_KEY) or {}).get("recalled") or [])
+    asked = {key: args.get(key) for key in ("query", "page_ids", "part")}
+    return {**asked, "served": served, "status": answer.status}
 
 
 def _command(answer: RecallAnswer, runtime: ToolRuntime, name: str) -> Command[Any]:
@@ -155,20 +156,14 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
     """
 
     def asked(
-        runtime: ToolRuntime, page_ids: Any, query: Any, part: Any
-    ) -> tuple[str, Any, RecallArgs] | None:
+        runtime: ToolRuntime, page_ids: Any = None, query: Any = None, part: Any = None
+    ) -> tuple[str, PagingValue, RecallArgs] | None:
         """The thread, its paging state and the recall asked (None: the run has no thread)."""
-        thread_id = _thread_id(runtime)
-        if thread_id is None:
+        if (thread_id := find_thread_id(runtime.config or {})) is None:
             return None
-        state = _paging_state(runtime)
-        args: RecallArgs = {
-            **_sizing(pager, runtime, name, state, query),
-            "page_ids": page_ids,
-            "query": query,
-            "part": part,
-        }
-        return thread_id, state, args
+        state = paging_value(runtime.state if isinstance(runtime.state, dict) else {})
+        sizing = _sizing(pager, runtime, name, state, query)
+        return thread_id, state, {**sizing, "page_ids": page_ids, "query": query, "part": part}
 
     def recall(
         page_ids: list[str] | str | SkipJsonSchema[None] = None,
@@ -180,24 +175,16 @@ def make_recall_tool(pager: Pager, *, name: str = "recall") -> BaseTool:
         if (call := asked(runtime, page_ids, query, part)) is None:
             return _NO_THREAD.format(tool=name)
         answer = pager.recall(call[0], call[1], **call[2])
-        recall_run(
-            query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status
-        )
+        recall_run(**_run_data(call[2], answer))
         return _command(answer, runtime, name)
 
-    async def arecall(
-        page_ids: list[str] | str | SkipJsonSchema[None] = None,
-        query: str | SkipJsonSchema[None] = None,
-        part: int | SkipJsonSchema[None] = None,
-        *,
-        runtime: ToolRuntime,
-    ) -> Command[Any] | str:
-        if (call := asked(runtime, page_ids, query, part)) is None:
+    async def arecall(*, runtime: ToolRuntime, **arguments: Any) -> Command[Any] | str:
+        """`recall`, awaited: the tool's schema is `recall`'s (`StructuredTool` reads its `func`), so the
+        arguments come as it parsed them."""
+        if (call := asked(runtime, **arguments)) is None:
             return _NO_THREAD.format(tool=name)
         answer = await pager.arecall(call[0], call[1], **call[2])
-        await arecall_run(
-            query=query, page_ids=page_ids, part=part, served=_served_ids(answer), status=answer.status
-        )
+        await arecall_run(**_run_data(call[2], answer))
         return _command(answer, runtime, name)
 
     return StructuredTool.from_function(

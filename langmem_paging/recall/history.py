@@ -20,7 +20,6 @@ left, whether or not a step ran since.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -29,6 +28,7 @@ from langmem_paging.core.messages import library_mark, recall_copy_pages, tool_c
 from langmem_paging.core.records import ClusterNode, Page, page_number
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import TokenCounter, shared_counter
+from langmem_paging.step.result import PagingValue
 
 __all__ = ["reconstruct_history"]
 
@@ -50,7 +50,7 @@ def reconstruct_history(
     counter: TokenCounter | None = None,
     *,
     clusters: Mapping[str, ClusterNode] | GetNode | None = None,
-    state: Any = None,
+    state: PagingValue = None,
 ) -> list[BaseMessage]:
     """The original history from the context and the stored pages, exactly.
 
@@ -74,6 +74,8 @@ def reconstruct_history(
         ...            HumanMessage("Kyoto?", id="h2")]
         >>> result = page_messages(history, max_tokens=2, boundary="fixed_2", token_counter=len,
         ...                        bookmark_share=1.0)
+        >>> [m.content for m in result.view] == [m.content for m in result.apply(history)]  # the graph's update
+        True
         >>> [m.content for m in result.view]
         ['[p1:Booked Lisbon user]', 'Kyoto?']
         >>> pages = {p.id: p for p in result.pages}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -44,6 +43,7 @@ from langmem_paging.recall.render import (
 )
 from langmem_paging.recall.request import RecallAnswer, RecallRequest, ResidentTurn, Served
 from langmem_paging.step.io import LoadPages
+from langmem_paging.step.result import PagingValue
 from langmem_paging.strategies.bookmarks import Bookmarker
 
 __all__ = [
@@ -87,7 +87,7 @@ class RecallService:
         self.config, self.bookmarker, self.hooks = config, bookmarker, list(hooks)
 
     def flow(
-        self, thread_id: str, state: Any, request: RecallRequest, counter: TokenCounter
+        self, thread_id: str, state: PagingValue, request: RecallRequest, counter: TokenCounter
     ) -> RecallFlow[RecallAnswer]:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch."""
         branch = PagingState.from_value(state)
@@ -103,15 +103,8 @@ class RecallService:
             read = yield from self._read(plan, branch, loaded, clusters, cap, request.resident)
             read.pages = {pid: edited_page(page, request.edits) for pid, page in read.pages.items()}
             notes[:0] = _elsewhere_notes(elsewhere, request.served, read.pages, counter, tool)
-        except StorageError as error:
-            logger.warning(
-                "recall on thread %s: %s; the model is told to try again", thread_id, error, exc_info=error
-            )
-            return RecallAnswer(unavailable, {}, [], branch.turn, status="error")
-        try:
-            answer = yield from Composer(self.config, plan, branch, read, counter, cap, request).answer(
-                wanted, notes
-            )
+            composer = Composer(self.config, plan, branch, read, counter, cap, request)
+            answer = yield from composer.answer(wanted, notes)
         except StorageError as error:
             logger.warning(
                 "recall on thread %s: %s; the model is told to try again", thread_id, error, exc_info=error

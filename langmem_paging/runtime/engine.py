@@ -42,6 +42,7 @@ from langmem_paging.recall.io import HookName, Notify
 from langmem_paging.runtime.lifecycle_step import follow_lifecycle, with_replaced
 from langmem_paging.runtime.thread_io import Commit, IndexPages, ReadLifecycle, ThreadFlow, ThreadIO, Trace
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step
+from langmem_paging.step.result import PagingValue
 
 __all__ = ["OnStoreError", "StepCall", "StepEngine"]
 
@@ -90,7 +91,7 @@ class StepCall:
     thread_id: str
     view: Sequence[BaseMessage]
     """The messages the model would receive."""
-    state: Any
+    state: PagingValue
     """The branch's ``paging`` value as the graph holds it (the step parses it once, into its own copy:
     parsing it here too cost a quiet call ~8%, `tools/bench_scale.py --only quiet`)."""
     options: StepOptions

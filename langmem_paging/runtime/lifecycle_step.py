@@ -13,7 +13,6 @@ optional write at forget time.)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -24,12 +23,13 @@ from langmem_paging.core.state import STATE_KEY, PagingState
 from langmem_paging.recall.io import LoadClusters
 from langmem_paging.runtime.thread_io import ThreadFlow
 from langmem_paging.step.io import LoadPages
+from langmem_paging.step.result import PagingValue
 from langmem_paging.storage.lifecycle import Forgotten, Lifecycle, forget_in_state, merged_messages
 
 __all__ = ["follow_lifecycle", "held_generation", "with_replaced"]
 
 
-def held_generation(state: Any) -> str | None:
+def held_generation(state: PagingValue) -> str | None:
     """The lifecycle generation a ``paging`` value (or `PagingState`) was built at (no parsing)."""
     if isinstance(state, PagingState):
         return state.lifecycle
@@ -37,8 +37,8 @@ def held_generation(state: Any) -> str | None:
 
 
 def follow_lifecycle(
-    view: Sequence[BaseMessage], state: Any, lifecycle: Lifecycle | None
-) -> ThreadFlow[tuple[Sequence[BaseMessage], Any, list[BaseMessage]]]:
+    view: Sequence[BaseMessage], state: PagingValue, lifecycle: Lifecycle | None
+) -> ThreadFlow[tuple[Sequence[BaseMessage], PagingValue, list[BaseMessage]]]:
     """The view and ``paging`` value a step starts from once they agree with the thread's
     `lifecycle` record, and the messages replaced in the view (for the graph update). Unchanged,
     with no read, when the state was built at the record's generation or nothing was forgotten."""

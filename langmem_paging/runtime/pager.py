@@ -14,13 +14,14 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
-from typing import Any, Unpack
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
 
 from langchain_core.messages import BaseMessage
 from langgraph.store.base import BaseStore
 
 from langmem_paging.config import PagingConfig, resolve_max_tokens
-from langmem_paging.core.effects import arun, run
+from langmem_paging.core.effects import Request, arun, ask, run
 from langmem_paging.core.errors import PagingWarning, StorageError
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import TokenCounter, encoding_for_model, loaded_counter, shared_counter
@@ -30,11 +31,25 @@ from langmem_paging.recall.plan import RecallPlan, plan_recall
 from langmem_paging.recall.request import RecallArgs
 from langmem_paging.recall.service import RecallAnswer, RecallRequest, RecallService, resident_turns
 from langmem_paging.runtime.engine import OnStoreError, StepCall, StepEngine
-from langmem_paging.runtime.thread_io import ThreadIO
+from langmem_paging.runtime.thread_io import PagingIO, ThreadFlow, ThreadIO
 from langmem_paging.step import PagingResult, StepOptions, step_options
+from langmem_paging.step.result import PagingValue
 from langmem_paging.storage.page_store import PageStore
 
-__all__ = ["Pager", "RecallAnswer", "RecallPlan", "plan_recall"]
+__all__ = ["Pager", "RecallAnswer", "RecallPlan", "StepArgs", "plan_recall"]
+
+
+class StepArgs(TypedDict, total=False):
+    """A step's resources as `Pager.step` takes them (keywords; each optional)."""
+
+    store: BaseStore | None
+    """The graph's store of this call (unless the pager has its own)."""
+    overhead: int
+    """Tokens of the system prompt and tool schemas (0)."""
+    model: Any
+    """The model called (its encoding, and a fractional budget's window)."""
+    max_tokens: int | None
+    """This call's budget, when the caller corrected the configured one."""
 
 
 class Pager:
@@ -134,7 +149,7 @@ class Pager:
             else default_index(page_store.store, self.config.search_embedder)
         )
 
-    def encoding_for(self, model: Any = None, state: Any = None) -> str:
+    def encoding_for(self, model: Any = None, state: PagingValue = None) -> str:
         """The tiktoken encoding of a call: `encoding`, else `model` from the config, else the model
         called, else the one the branch's last step used (a recall is not told the model)."""
         if self.config.encoding:
@@ -146,11 +161,11 @@ class Pager:
                 return recorded
         return encoding_for_model(chosen)
 
-    def counter_for(self, model: Any = None, state: Any = None) -> TokenCounter:
+    def counter_for(self, model: Any = None, state: PagingValue = None) -> TokenCounter:
         """The tokenizer of a call (see `encoding_for`)."""
         return shared_counter(self.encoding_for(model, state))
 
-    async def acounter_for(self, model: Any = None, state: Any = None) -> TokenCounter:
+    async def acounter_for(self, model: Any = None, state: PagingValue = None) -> TokenCounter:
         """`counter_for`, loading an encoding not loaded yet in a worker thread (loading reads files)."""
         name = self.encoding_for(model, state)
         loaded = loaded_counter(name)
@@ -170,79 +185,53 @@ class Pager:
         page_store = self.page_store_for(store)
         return ThreadIO(page_store, self.index_for(page_store), thread_id)
 
-    def _call(
-        self,
-        view: Sequence[BaseMessage],
-        state: Any,
-        thread_id: str,
-        store: BaseStore | None,
-        options: StepOptions,
-    ) -> StepCall:
-        return StepCall(thread_id, view, state, options, self._io(thread_id, store))
-
     # -- paging -------------------------------------------------------------------------------
     def step(
-        self,
-        view: Sequence[BaseMessage],
-        state: Any,
-        thread_id: str,
-        *,
-        store: BaseStore | None = None,
-        overhead: int = 0,
-        model: Any = None,
-        max_tokens: int | None = None,
+        self, view: Sequence[BaseMessage], state: PagingValue, thread_id: str, **call: Unpack[StepArgs]
     ) -> PagingResult:
-        """Page `view` on `state`'s branch; new records are stored before the result returns.
-        `max_tokens`: this call's budget, when the caller corrected the configured one. Under the
-        thread's lock the step and its commit, then indexing, warnings, tracing and hooks; only failures
-        of the page store and the index fall under `on_store_error`."""
-        counter = self.counter_for(model)
-        options = self.options(
-            max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead, counter=counter
-        )
-        call, engine = self._call(view, state, thread_id, store, options), self.engine
-        try:
-            with engine.locks.hold(thread_id):
-                result = run(engine.decide_and_commit(call), call.io)
-            run(engine.after(call, result), call.io)
-        except StorageError as error:
-            return engine.unpaged(error, call)
-        return _forget_evicted(counter, result)
+        """Page `view` on `state`'s branch (this call's resources: `StepArgs`); new records are stored
+        before the result returns. Under the thread's lock the step and its commit, then indexing,
+        warnings, tracing and hooks; only failures of the page store and the index fall under
+        `on_store_error`."""
+        counter = self.counter_for(call.get("model"))
+        io = self._io(thread_id, call.get("store"))
+        flow = self._stepped(StepCall(thread_id, view, state, self._options(counter, call), io), counter)
+        return run(flow, io)
 
     async def astep(
-        self,
-        view: Sequence[BaseMessage],
-        state: Any,
-        thread_id: str,
-        *,
-        store: BaseStore | None = None,
-        overhead: int = 0,
-        model: Any = None,
-        max_tokens: int | None = None,
+        self, view: Sequence[BaseMessage], state: PagingValue, thread_id: str, **call: Unpack[StepArgs]
     ) -> PagingResult:
         """Async `step`."""
-        counter = await self.acounter_for(model)
-        options = self.options(
-            max_tokens=max_tokens or self.max_tokens_for(model), overhead=overhead, counter=counter
-        )
-        call, engine = self._call(view, state, thread_id, store, options), self.engine
+        counter = await self.acounter_for(call.get("model"))
+        io = self._io(thread_id, call.get("store"))
+        flow = self._stepped(StepCall(thread_id, view, state, self._options(counter, call), io), counter)
+        return await arun(flow, io)
+
+    def _options(self, counter: TokenCounter, call: StepArgs) -> StepOptions:
+        budget = call.get("max_tokens") or self.max_tokens_for(call.get("model"))
+        return self.options(max_tokens=budget, overhead=call.get("overhead", 0), counter=counter)
+
+    def _stepped(self, call: StepCall, counter: TokenCounter) -> ThreadFlow[PagingResult]:
+        """One flow for `step` and `astep`: the step and its commit under the thread's lock (`_Locked`),
+        then what follows it; a store failure answers unpaged when `on_store_error` says so."""
         try:
-            async with engine.locks.ahold(thread_id):
-                result = await arun(engine.decide_and_commit(call), call.io)
-            await arun(engine.after(call, result), call.io)
+            result = yield from ask(_Locked(self.engine, call))
+            yield from self.engine.after(call, result)
         except StorageError as error:
-            return engine.unpaged(error, call)
-        return _forget_evicted(counter, result)
+            return self.engine.unpaged(error, call)
+        # token counts of what is resident only: a bookmark took the first message's id
+        counter.forget(k for ids in result.evicted_ids.values() for k in ids[1:])
+        return result
 
     # -- recall -----------------------------------------------------------------------------
-    def recall(self, thread_id: str, state: Any, **asked: Unpack[RecallArgs]) -> RecallAnswer:
+    def recall(self, thread_id: str, state: PagingValue, **asked: Unpack[RecallArgs]) -> RecallAnswer:
         """Text of the asked pages, clusters and search passages visible on `state`'s branch (what
         each argument means: `RecallArgs`)."""
         counter = self.counter_for(state=state)
         flow = self.recalls.flow(thread_id, state, self._request(counter, asked), counter)
         return run(flow, self._io(thread_id, asked.get("store")))
 
-    async def arecall(self, thread_id: str, state: Any, **asked: Unpack[RecallArgs]) -> RecallAnswer:
+    async def arecall(self, thread_id: str, state: PagingValue, **asked: Unpack[RecallArgs]) -> RecallAnswer:
         """Async `recall`."""
         counter = await self.acounter_for(state=state)
         flow = self.recalls.flow(thread_id, state, self._request(counter, asked), counter)
@@ -271,7 +260,17 @@ class Pager:
         )
 
 
-def _forget_evicted(counter: TokenCounter, result: PagingResult) -> PagingResult:
-    """Keep token counts of what is resident only: a bookmark took the first message's id."""
-    counter.forget(k for ids in result.evicted_ids.values() for k in ids[1:])
-    return result
+@dataclass(frozen=True)
+class _Locked(Request[PagingResult, PagingIO]):
+    """The step and its commit under the thread's lock, held as the driver is (sync or async)."""
+
+    engine: StepEngine
+    call: StepCall
+
+    def answer(self, io: PagingIO) -> PagingResult:
+        with self.engine.locks.hold(self.call.thread_id):
+            return run(self.engine.decide_and_commit(self.call), io)
+
+    async def aanswer(self, io: PagingIO) -> PagingResult:
+        async with self.engine.locks.ahold(self.call.thread_id):
+            return await arun(self.engine.decide_and_commit(self.call), io)

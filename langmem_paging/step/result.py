@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -11,7 +12,11 @@ from langmem_paging.core.messages import merge_messages
 from langmem_paging.core.records import ClusterNode, Page
 from langmem_paging.core.state import PagingState
 
-__all__ = ["PagingResult", "Protected"]
+__all__ = ["PagingResult", "PagingValue", "Protected"]
+
+PagingValue = dict[str, Any] | PagingState | None
+"""A branch's ``paging`` value as a step takes it: as the graph holds it (the channel's dict, None before
+the first step), or parsed; the step parses it once (`PagingState.from_value`), nothing before it does."""
 
 
 @dataclass(frozen=True)
@@ -72,16 +77,6 @@ class PagingResult:
 
     def apply(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """`messages` (the list the step paged, or the state's list it came from) with this step's
-        `updates` merged in by LangGraph's own `add_messages`, as a graph applies them.
-
-        Example:
-            >>> from langchain_core.messages import AIMessage, HumanMessage
-            >>> from langmem_paging import page_messages
-            >>> history = [HumanMessage("Lisbon?", id="h1"), AIMessage("Booked.", id="a1"),
-            ...            HumanMessage("Kyoto?", id="h2")]
-            >>> result = page_messages(history, max_tokens=2, boundary="fixed_2", token_counter=len,
-            ...                        bookmark_share=1.0)
-            >>> [m.content for m in result.apply(history)] == [m.content for m in result.view]
-            True
-        """
+        `updates` merged in by LangGraph's own `add_messages`, as a graph applies them (an example:
+        `langmem_paging.reconstruct_history`'s)."""
         return merge_messages(messages, self.updates) if self.updates else list(messages)

@@ -85,7 +85,7 @@ class PagingThread:
         on_store_error: OnStoreError = "raise",
         **options: Unpack[PagingOptions],
     ) -> None:
-        self._graph = GraphStep(config, index=index, on_store_error=on_store_error, options=options)
+        self._graph = GraphStep(config, None, options, index=index, on_store_error=on_store_error)
         self.config = self._graph.config
         self.store = store if store is not None else InMemoryStore()
         self.thread_id = thread_id
