@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from langgraph.store.base import Op
 
-__all__ = ["StoreClass", "ensure_setup", "item_codec", "store_class", "store_cursor", "write_puts"]
+__all__ = ["StoreClass", "ensure_setup", "item_codec", "store_class", "store_cursor", "store_row", "write_puts"]
 
 StoreClass = Literal["sqlite", "postgres", "async-postgres"]
 
@@ -43,6 +43,17 @@ def write_puts(store: Any, ops: Sequence[Op], cursor: Any) -> Any:
     """The store's own writer of put operations on `cursor`, a cursor of the caller's transaction
     (``SqliteStore``/``PostgresStore._batch_put_ops``; on an ``AsyncPostgresStore`` an awaitable)."""
     return store._batch_put_ops(list(enumerate(ops)), cursor)
+
+
+def store_row(kind: StoreClass, namespace: tuple[str, ...], key: str) -> tuple[str, tuple[str, str]]:
+    """The statement reading one item's value in the caller's transaction, and its parameters: the
+    store's table ``store``, keyed by ``prefix`` (the namespace joined by dots) and ``key``, as
+    ``SqliteStore`` (the value JSON text) and ``PostgresStore`` (jsonb) keep it; on Postgres the row
+    is locked against writers until the transaction ends (``FOR SHARE``)."""
+    sql = "SELECT value FROM store WHERE prefix = ? AND key = ?"
+    if kind != "sqlite":
+        sql = sql.replace("?", "%s") + " FOR SHARE"
+    return sql, (".".join(namespace), key)
 
 
 def store_cursor(store: Any) -> Any:

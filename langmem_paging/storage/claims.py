@@ -26,25 +26,28 @@ before the write), one small row per page, and dropped with the thread.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from langgraph.store.base import Op
+from langgraph.store.base import GetOp, Op
 
 from langmem_paging.core.effects import adrive, drive
 from langmem_paging.core.records import Page
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.postgres import PostgresSearchIndex
 from langmem_paging.index.sqlite import SqliteSearchIndex
-from langmem_paging.index.store_classes import ensure_setup, store_class, store_cursor, write_puts
+from langmem_paging.index.store_classes import ensure_setup, store_class, store_cursor, store_row, write_puts
 
 __all__ = [
+    "ClaimedWrite",
+    "Guard",
     "InProcessClaims",
     "NumberClaims",
     "Passages",
@@ -73,8 +76,37 @@ class Passages:
     """The pages (a step's new pages, and those of a gap below them)."""
 
 
-_Joined = Passages | None
-"""The passages a write indexes in its transaction, if any."""
+@dataclass(frozen=True)
+class Guard:
+    """A store item a write reads again in its transaction, before it writes: the thread's lifecycle
+    record as the commit read it. A forget landing since changed it, and the write is refused (the
+    step goes again, from the records): on SQLite the transaction holds the database's write lock, on
+    Postgres the row is read ``FOR SHARE``, so a forget's write waits for the commit and its read of
+    the records then sees the new page. In-process claims read it just before writing."""
+
+    namespace: tuple[str, ...]
+    key: str
+    generation: str | None
+    """The record's generation as the commit read it (None: no record)."""
+
+    def holds(self, value: Mapping[str, Any] | None) -> bool:
+        return (value or {}).get("generation") == self.generation
+
+    def get(self) -> list[Op]:
+        return [GetOp(self.namespace, self.key)]
+
+
+@dataclass(frozen=True)
+class ClaimedWrite:
+    """A request of a store operation: claim `wanted` and write `ops`, and `passages` (`NumberClaims.write`:
+    one transaction where the store allows it); answered with ``[True]``, or ``[False]`` when another
+    writer holds one of the numbers or `guard` no longer holds (nothing written)."""
+
+    thread_id: str
+    wanted: list[Wanted]
+    ops: list[Op]
+    passages: Passages | None = None
+    guard: Guard | None = None
 
 
 def _by_kind(wanted: Sequence[Wanted]) -> dict[str, tuple[list[int], list[str]]]:
@@ -114,51 +146,43 @@ class NumberClaims(ABC):
     def drop(self, thread_id: str) -> None:
         """Forget a thread's claims (its records are deleted)."""
 
-    def write(
-        self,
-        thread_id: str,
-        wanted: Sequence[Wanted],
-        ops: Sequence[Op],
-        batch: Callable[[Sequence[Op]], Any],
-        passages: Passages | None = None,
-    ) -> bool:
-        """Claim `wanted`, then write `ops` with `batch` (and, for claims that join the index,
-        `passages`, in the same transaction); False, with nothing written, when another digest holds
-        one of the numbers."""
+    def write(self, request: ClaimedWrite, batch: Callable[[Sequence[Op]], Any]) -> bool:
+        """Check the request's guard, claim its numbers, then write its ops with `batch` (and, for claims
+        that join the index, its passages, in the same transaction); False, with nothing written, when
+        the guard no longer holds or another digest holds one of the numbers."""
         if self.writes_records:
-            return self._write(thread_id, wanted, ops, passages)
-        _not_joined(self, passages)
-        if not all(all(self.claim(thread_id, kind, *group)) for kind, group in _by_kind(wanted).items()):
+            return self._write(request)
+        _not_joined(self, request.passages)
+        guard, thread_id = request.guard, request.thread_id
+        if guard is not None and not guard.holds(_value(batch(guard.get())[0])):
             return False
-        batch(ops)
+        if not all(
+            all(self.claim(thread_id, kind, *group)) for kind, group in _by_kind(request.wanted).items()
+        ):
+            return False
+        batch(request.ops)
         return True
 
-    async def awrite(
-        self,
-        thread_id: str,
-        wanted: Sequence[Wanted],
-        ops: Sequence[Op],
-        abatch: Callable[[Sequence[Op]], Awaitable[Any]],
-        passages: Passages | None = None,
-    ) -> bool:
+    async def awrite(self, request: ClaimedWrite, abatch: Callable[[Sequence[Op]], Awaitable[Any]]) -> bool:
         """Async `write` (in a worker thread for claims that write the records themselves)."""
         if self.writes_records:
-            return await self._awrite(thread_id, wanted, ops, passages)
-        _not_joined(self, passages)
-        for kind, group in _by_kind(wanted).items():
-            if not all(await self.aclaim(thread_id, kind, *group)):
+            return await self._awrite(request)
+        _not_joined(self, request.passages)
+        guard = request.guard
+        if guard is not None and not guard.holds(_value((await abatch(guard.get()))[0])):
+            return False
+        for kind, group in _by_kind(request.wanted).items():
+            if not all(await self.aclaim(request.thread_id, kind, *group)):
                 return False
-        await abatch(ops)
+        await abatch(request.ops)
         return True
 
-    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
-        """Claim `wanted` and write `ops` (and `passages`) in one transaction (`writes_records`)."""
+    def _write(self, request: ClaimedWrite) -> bool:
+        """`write` in one transaction (`writes_records`)."""
         raise NotImplementedError
 
-    async def _awrite(
-        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
-    ) -> bool:
-        return await asyncio.to_thread(self._write, thread_id, wanted, ops, passages)
+    async def _awrite(self, request: ClaimedWrite) -> bool:
+        return await asyncio.to_thread(self._write, request)
 
     async def aheld(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
         """Async `held`."""
@@ -218,14 +242,17 @@ class SqliteClaims(NumberClaims):
         with self._lock, self._transaction():
             return self._claim(thread_id, kind, numbers, digests)
 
-    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
+    def _write(self, request: ClaimedWrite) -> bool:
         ensure_setup(self._store)
+        thread_id, passages, guard = request.thread_id, request.passages, request.guard
         with self._lock, self._transaction() as cursor:
-            for kind, (numbers, digests) in _by_kind(wanted).items():
+            if guard is not None and not guard.holds(_sqlite_value(cursor, guard)):
+                raise _Refused
+            for kind, (numbers, digests) in _by_kind(request.wanted).items():
                 if not all(self._claim(thread_id, kind, numbers, digests)):
                     raise _Refused
             # the store's own writer, on this transaction (`SqliteStore.batch` would open another)
-            write_puts(self._store, ops, cursor)
+            write_puts(self._store, request.ops, cursor)
             if passages is not None:  # `joins`: the index on this connection, this lock held
                 cast(SqliteSearchIndex, passages.index).add_in_transaction(thread_id, passages.pages)
             return True
@@ -281,8 +308,17 @@ def _postgres(passages: Passages) -> PostgresSearchIndex:
     return cast(PostgresSearchIndex, passages.index)  # `PostgresClaims.joins`
 
 
+def _value(item: Any) -> Mapping[str, Any] | None:
+    return item.value if item is not None else None
+
+
+def _sqlite_value(cursor: sqlite3.Cursor, guard: Guard) -> Mapping[str, Any] | None:
+    row = cursor.execute(*store_row("sqlite", guard.namespace, guard.key)).fetchone()
+    return json.loads(row[0]) if row is not None else None
+
+
 @contextmanager
-def _refused(passages: Passages | None, thread_id: str) -> Iterator[None]:
+def _refused(request: ClaimedWrite) -> Iterator[None]:
     """Around a write's transaction: a refusal ends it (the caller answers False); on any other error
     the joined index forgets what it noted of the thread."""
     try:
@@ -290,8 +326,8 @@ def _refused(passages: Passages | None, thread_id: str) -> Iterator[None]:
     except _Refused:
         return
     except BaseException:
-        if passages is not None:
-            _postgres(passages).rolled_back(thread_id)
+        if request.passages is not None:
+            _postgres(request.passages).rolled_back(request.thread_id)
         raise
 
 
@@ -354,18 +390,16 @@ class PostgresClaims(NumberClaims):
     async def adrop(self, thread_id: str) -> None:
         await self._aexecute(self._drop(thread_id))
 
-    def _write(self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined) -> bool:
+    def _write(self, request: ClaimedWrite) -> bool:
         self._execute(self._create())  # outside the transaction: a lost create race must not abort it
-        with _refused(passages, thread_id):
-            return self._execute(self._writes(thread_id, wanted, ops, passages), transaction=True)
+        with _refused(request):
+            return self._execute(self._writes(request), transaction=True)
         return False
 
-    async def _awrite(
-        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
-    ) -> bool:
+    async def _awrite(self, request: ClaimedWrite) -> bool:
         await self._aexecute(self._create())
-        with _refused(passages, thread_id):
-            return await self._aexecute(self._writes(thread_id, wanted, ops, passages), transaction=True)
+        with _refused(request):
+            return await self._aexecute(self._writes(request), transaction=True)
         return False
 
     @contextmanager
@@ -405,16 +439,19 @@ class PostgresClaims(NumberClaims):
             yield _Statement(_POSTGRES_DDL, creates=True)
             self._ready = True
 
-    def _writes(
-        self, thread_id: str, wanted: Sequence[Wanted], ops: Sequence[Op], passages: _Joined
-    ) -> _Work[bool]:
-        """Claim `wanted`, then write the records and passages (in the caller's transaction); raises
-        `_Refused` when another digest holds a number."""
-        for kind, (numbers, digests) in _by_kind(wanted).items():
-            granted = yield from self._claim(thread_id, kind, numbers, digests)
+    def _writes(self, request: ClaimedWrite) -> _Work[bool]:
+        """Check the guard, claim the numbers, then write the records and passages (in the caller's
+        transaction); raises `_Refused` when the guard no longer holds or another digest holds a number."""
+        if request.guard is not None:
+            guard = request.guard
+            rows = yield _Statement(*store_row("postgres", guard.namespace, guard.key), fetch=True)
+            if not guard.holds(rows[0]["value"] if rows else None):
+                raise _Refused
+        for kind, (numbers, digests) in _by_kind(request.wanted).items():
+            granted = yield from self._claim(request.thread_id, kind, numbers, digests)
             if not all(granted):
                 raise _Refused
-        yield _Records(thread_id, ops, passages)
+        yield request  # its records and passages, on this transaction's cursor
         return True
 
     def _held(self, thread_id: str, kind: str, numbers: Sequence[int]) -> _Work[dict[int, str]]:
@@ -442,8 +479,8 @@ class PostgresClaims(NumberClaims):
             ).result()
         with self._transaction() if transaction else store_cursor(self._store) as cur:
 
-            def execute(step: _Statement | _Records) -> list[Any]:
-                if isinstance(step, _Records):
+            def execute(step: _Statement | ClaimedWrite) -> list[Any]:
+                if isinstance(step, ClaimedWrite):
                     write_puts(self._store, step.ops, cur)  # the store's own writer, here
                     if step.passages is not None:
                         _postgres(step.passages).add_on(cur, step.thread_id, step.passages.pages)
@@ -462,8 +499,8 @@ class PostgresClaims(NumberClaims):
             return await asyncio.to_thread(self._execute, work, transaction=transaction)
         async with self._atransaction() if transaction else store_cursor(self._store) as cur:
 
-            async def execute(step: _Statement | _Records) -> list[Any]:
-                if isinstance(step, _Records):
+            async def execute(step: _Statement | ClaimedWrite) -> list[Any]:
+                if isinstance(step, ClaimedWrite):
                     await write_puts(self._store, step.ops, cur)
                     if step.passages is not None:
                         await _postgres(step.passages).aadd_on(cur, step.thread_id, step.passages.pages)
@@ -494,16 +531,7 @@ class _Statement:
     pg_type key): losing it means the table exists."""
 
 
-@dataclass(frozen=True)
-class _Records:
-    """The records (and passages) of a write, on the cursor of its transaction."""
-
-    thread_id: str
-    ops: Sequence[Op]
-    passages: Passages | None
-
-
-_Work = Generator[_Statement | _Records, list[Any], T]
+_Work = Generator[_Statement | ClaimedWrite, list[Any], T]
 """A claims operation: statements yielded, each answered by its rows."""
 
 

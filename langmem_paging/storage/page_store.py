@@ -40,7 +40,7 @@ from langmem_paging.core.records import ClusterNode, Page, Reservation, cluster_
 from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import store_indexes
-from langmem_paging.storage.claims import NumberClaims, Passages, Wanted, claims_for
+from langmem_paging.storage.claims import ClaimedWrite, Guard, NumberClaims, Passages, claims_for
 from langmem_paging.storage.lifecycle import (
     FORGOTTEN,
     Forgotten,
@@ -75,18 +75,6 @@ class Claimed:
     thread_id: str
     kind: str
     numbers: list[int]
-
-
-@dataclass(frozen=True)
-class ClaimedWrite:
-    """A request of a store operation: claim `wanted` and write `ops`, and `passages` (`NumberClaims.write`:
-    one transaction where the store allows it); answered with ``[True]``, or ``[False]`` when another
-    writer holds one of the numbers (nothing written)."""
-
-    thread_id: str
-    wanted: list[Wanted]
-    ops: list[Op]
-    passages: Passages | None = None
 
 
 Batches = Generator["Sequence[Op] | Claimed | ClaimedWrite", list[Any], T]
@@ -183,9 +171,7 @@ class PageStore:
         if isinstance(ops, Claimed):
             return self._claim(lambda claims: [claims.held(ops.thread_id, ops.kind, ops.numbers)])
         if isinstance(ops, ClaimedWrite):
-            return self._claim(
-                lambda claims: [claims.write(ops.thread_id, ops.wanted, ops.ops, self._batch, ops.passages)]
-            )
+            return self._claim(lambda claims: [claims.write(ops, self._batch)])
         if not ops:
             return []
         for attempt in range(self.retries + 1):
@@ -203,7 +189,7 @@ class PageStore:
                 claims = claims_for(self.store)
                 if isinstance(ops, Claimed):
                     return [await claims.aheld(ops.thread_id, ops.kind, ops.numbers)]
-                return [await claims.awrite(ops.thread_id, ops.wanted, ops.ops, self._abatch, ops.passages)]
+                return [await claims.awrite(ops, self._abatch)]
             except PageStoreError:
                 raise
             except Exception as error:  # noqa: BLE001 - the claims live in the store's database
@@ -587,7 +573,11 @@ class PageStore:
         if not wanted and passages is None:
             yield ops
             return True
-        (written,) = yield ClaimedWrite(thread_id, wanted, ops, passages)
+        # the lifecycle record as read above, read again in the write's transaction: a forget landing
+        # between this read and the write refuses it, as one landing before this read does
+        known = reads[1].value["generation"] if reads[1] is not None else None
+        guard = Guard(thread_namespace(thread_id, "meta"), _LIFECYCLE_KEY, known)
+        (written,) = yield ClaimedWrite(thread_id, wanted, ops, passages, guard)
         return bool(written)
 
     def _record_ops(
@@ -727,6 +717,13 @@ class PageStore:
         return known if index is None or any(index is k for k in known) else [index, *known]
 
     def _forget(self, thread_id: str, message_id: str) -> Batches[Forgotten]:
+        known = yield from self._get_lifecycle(thread_id)
+        if known is None or message_id not in known.forgotten:
+            # the intent first: a commit that has not written yet is refused from now on (its `Guard`), and
+            # one that has is among the pages read next
+            known = Lifecycle.new(known.forgotten if known is not None else {})
+            known.forgotten[message_id] = []
+            yield [self._put(thread_id, "meta", _LIFECYCLE_KEY, known.to_record())]
         pages: list[Page] = []
         for read in (yield from self._scan(thread_id, 500)):
             pages += yield from read
@@ -735,7 +732,6 @@ class PageStore:
         items = (yield from self._list_items(thread_id, "clusters")) if pages else []
         forgot = forget_in_records(pages, [ClusterNode.from_dict(it.value) for it in items], message_id)
         sketch = yield from self._get_sketch(thread_id)
-        known = yield from self._get_lifecycle(thread_id)
         lifecycle = _next_lifecycle(known, message_id, forgot, {p.id: p for p in pages})
         forgot.earlier = [m for m in lifecycle.forgotten if m != message_id]
         forgot.generation = lifecycle.generation
@@ -797,15 +793,15 @@ def _check_lifecycle(item: Item | None, state: PagingState) -> None:
 
 
 def _next_lifecycle(
-    known: Lifecycle | None, message_id: str, forgot: Forgotten, before: dict[str, Page]
+    known: Lifecycle, message_id: str, forgot: Forgotten, before: dict[str, Page]
 ) -> Lifecycle:
     """The lifecycle record a forget writes: a new generation, unless an earlier run already
     scrubbed these very pages (a re-run changes nothing, so it writes the same record)."""
     holders = [page.id for page in forgot.pages]
     unchanged = not forgot.nodes and all(p.to_dict() == before[p.id].to_dict() for p in forgot.pages)
-    if known is not None and known.forgotten.get(message_id) == holders and unchanged:
+    if known.forgotten.get(message_id) == holders and unchanged:
         return known
-    lifecycle = Lifecycle.new(known.forgotten if known is not None else {})
+    lifecycle = Lifecycle.new(known.forgotten)
     lifecycle.forgotten[message_id] = holders
     return lifecycle
 

@@ -34,7 +34,7 @@ from langmem_paging.index.sqlite import SqliteSearchIndex
 from langmem_paging.ops.where import where_text
 from langmem_paging.recall.io import Search
 from langmem_paging.runtime.thread_io import ThreadIO
-from langmem_paging.storage.page_store import PageStore
+from langmem_paging.storage.page_store import ClaimedWrite, PageStore
 from langmem_paging.testing.faults import FaultInjectingStore
 from tests.support.backends import DATABASE_OF
 from tests.support.indexes import empty_postgres_index
@@ -406,6 +406,38 @@ def test_a_forget_landing_while_a_step_pages_the_message_is_not_undone_by_the_st
     _card_late(agent, store, arm_at=paged_at)
     assert store.landed == 1
     assert _hits(_store_text(store.inner)) == []
+    assert [w for w in ONLY_IN_CARD if _searched(paging, w)] == []
+    assert _hits(_next_prompt(agent, model)) == []
+    assert _hits(_checkpoint_text(agent)) == []
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"], indirect=True)
+def test_a_forget_landing_between_the_commits_read_and_its_write_refuses_the_commit(backend, monkeypatch):
+    """The forget lands after the step's commit read the lifecycle record and before its write: the
+    write's transaction reads the record again and refuses, the step goes again from the records.
+    Before: the commit wrote the card's page after the forget (which had found no page holding it)."""
+    store, index, database = backend
+    dry, _, _ = _agent(InMemoryStore())
+    paged_at = _card_late(dry)
+    assert paged_at is not None
+    landed: list[str] = []
+    write = PageStore._batch
+
+    def forget_first(self, ops):
+        if isinstance(ops, ClaimedWrite) and armed and not landed:
+            landed.append(ops.thread_id)
+            PageStore(self.store).forget(THREAD, "card")
+        return write(self, ops)
+
+    monkeypatch.setattr(PageStore, "_batch", forget_first)
+    agent, paging, model = _agent(store, index)
+    texts = [*FACTS, CARD, *(f"Later {i}: the tram to Gorica{i} runs at {i}." for i in range(16))]
+    for turn, text in enumerate(texts):
+        armed = turn == paged_at
+        agent.invoke({"messages": [HumanMessage(text, id="card" if text == CARD else f"m{turn}")]}, CONFIG)
+    assert landed == [THREAD]
+    assert _hits(_store_text(store)) == []
+    assert _hits(_database_text(database)) == []
     assert [w for w in ONLY_IN_CARD if _searched(paging, w)] == []
     assert _hits(_next_prompt(agent, model)) == []
     assert _hits(_checkpoint_text(agent)) == []

@@ -13,14 +13,24 @@ slower path (or none).
 from __future__ import annotations
 
 import inspect
+import json
 import sqlite3
+import threading
 
 import pytest
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from langmem_paging.index.store_classes import ensure_setup, item_codec, store_class, store_cursor, write_puts
+from langmem_paging.index.store_classes import (
+    ensure_setup,
+    item_codec,
+    store_class,
+    store_cursor,
+    store_row,
+    write_puts,
+)
 from langmem_paging.storage.claims import InProcessClaims, PostgresClaims, SqliteClaims, claims_for
+from tests.support.backends import DATABASE_OF
 
 
 def _params(method) -> list[str]:
@@ -37,6 +47,48 @@ def test_a_sqlite_store_is_recognised_with_what_the_commit_uses(tmp_path):
     with store.lock:
         cursor = store.conn.cursor()
         write_puts(store, [], cursor)  # the store's own writer runs on a cursor it is given
+
+
+def test_store_row_reads_what_a_sqlite_store_put(tmp_path):
+    """The commit's lifecycle guard reads the store's row itself, in the claims' transaction."""
+    store = SqliteStore(sqlite3.connect(tmp_path / "s.db", check_same_thread=False, isolation_level=None))
+    store.setup()
+    store.put(("langmem_paging", "t1", "meta"), "lifecycle", {"generation": "g1"})
+    (value,) = store.conn.execute(
+        *store_row("sqlite", ("langmem_paging", "t1", "meta"), "lifecycle")
+    ).fetchone()
+    assert json.loads(value) == {"generation": "g1"}
+    assert (
+        store.conn.execute(*store_row("sqlite", ("langmem_paging", "t", "meta"), "lifecycle")).fetchone()
+        is None
+    )
+
+
+def test_store_row_reads_a_postgres_stores_row_and_holds_it_against_the_stores_writer(postgres_store):
+    """Read in a transaction, the row keeps the store's own `put` (a forget's lifecycle write) waiting
+    until the transaction ends: the forget then reads the records the transaction wrote."""
+    namespace = ("langmem_paging", "t1", "meta")
+    postgres_store.put(namespace, "lifecycle", {"generation": "g1"})
+    claims = claims_for(postgres_store)
+    assert isinstance(claims, PostgresClaims)
+    written = threading.Event()
+
+    from langgraph.store.postgres import PostgresStore
+
+    def forget_writes() -> None:  # another worker: its own connection
+        with PostgresStore.from_conn_string(DATABASE_OF[postgres_store]) as other:
+            other.put(namespace, "lifecycle", {"generation": "g2"})
+        written.set()
+
+    with claims._transaction() as cur:
+        cur.execute(*store_row("postgres", namespace, "lifecycle"))
+        assert cur.fetchone()["value"] == {"generation": "g1"}
+        writer = threading.Thread(target=forget_writes)
+        writer.start()
+        assert not written.wait(0.5), "the store's write went past a row read FOR SHARE"
+    writer.join(10)
+    assert written.is_set()
+    assert postgres_store.get(namespace, "lifecycle").value == {"generation": "g2"}
 
 
 def test_other_stores_take_the_public_path():
