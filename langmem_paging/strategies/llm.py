@@ -96,6 +96,13 @@ def _text(reply: Any) -> str:
     return str(content or "")
 
 
+def _chat_parts(model: Any, cache_size: int) -> tuple[Any, _Cache, TokenCounter]:
+    """The chat model (checked), a cache and a counter: what both writers start from."""
+    if not hasattr(model, "batch") or not hasattr(model, "abatch"):
+        raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
+    return model, _Cache(cache_size), TokenCounter()
+
+
 class LLMBookmarker(Bookmarker):
     """Bookmarks whose keywords a chat model writes.
 
@@ -121,15 +128,11 @@ class LLMBookmarker(Bookmarker):
         cache_size: int = 4096,
         fallback: Bookmarker | None = None,
     ) -> None:
-        if not hasattr(model, "batch") or not hasattr(model, "abatch"):
-            raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
-        self.model = model
+        self.model, self._cache, self._counter = _chat_parts(model, cache_size)
         self.max_keywords = max_keywords
         self.max_tokens = max_tokens
         self.max_input_tokens = max_input_tokens
         self.fallback = fallback or KeywordBookmarker(max_tokens=max_tokens, max_keywords=max_keywords)
-        self._cache = _Cache(cache_size)
-        self._counter = TokenCounter()
 
     def _key(self, page: PageDraft) -> str:
         return messages_digest(page.messages)
@@ -208,13 +211,9 @@ class LLMDigester(PagingHooks):
     def __init__(
         self, model: Any, *, max_input_tokens: int = 2000, cache_size: int = 4096, background: bool = True
     ) -> None:
-        if not hasattr(model, "batch") or not hasattr(model, "abatch"):
-            raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
-        self.model = model
+        self.model, self._cache, self._counter = _chat_parts(model, cache_size)
         self.max_input_tokens = max_input_tokens
         self.background = background
-        self._cache = _Cache(cache_size)
-        self._counter = TokenCounter()
         self._pending: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
