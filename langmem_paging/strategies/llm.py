@@ -28,7 +28,6 @@ import asyncio
 import logging
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -36,6 +35,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.library_messages import format_bookmark
+from langmem_paging.core.lru import LRU
 from langmem_paging.core.records import messages_digest
 from langmem_paging.core.rendering import render_message
 from langmem_paging.core.tokens import TokenCounter
@@ -64,27 +64,6 @@ DIGEST_PROMPT = (
 _UNSAFE = re.compile(r"[\[\],:|\n]")
 
 
-class _Cache:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Any:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        return None
-
-    def put(self, key: str, value: Any) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
 def _page_text(messages: Sequence[BaseMessage], counter: TokenCounter, max_tokens: int) -> str:
     return counter.truncate_text("\n".join(render_message(m) for m in messages), max_tokens)
 
@@ -96,11 +75,11 @@ def _text(reply: Any) -> str:
     return str(content or "")
 
 
-def _chat_parts(model: Any, cache_size: int) -> tuple[Any, _Cache, TokenCounter]:
+def _chat_parts(model: Any, cache_size: int) -> tuple[Any, LRU[str, Any], TokenCounter]:
     """The chat model (checked), a cache and a counter: what both writers start from."""
     if not hasattr(model, "batch") or not hasattr(model, "abatch"):
         raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
-    return model, _Cache(cache_size), TokenCounter()
+    return model, LRU(cache_size), TokenCounter()
 
 
 class LLMBookmarker(Bookmarker):
