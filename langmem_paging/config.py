@@ -28,16 +28,18 @@ from pydantic import (
     Field,
     SkipValidation,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from langmem_paging.core.hooks import PagingHooks
+from langmem_paging.core.tokens import get_encoding, resolve_token_counter
 from langmem_paging.strategies.bookmarks import Bookmarker, as_bookmarker
 from langmem_paging.strategies.boundaries import BoundaryStrategy, get_boundary
 from langmem_paging.strategies.policies import get_policy
 from langmem_paging.strategies.policy import EvictionPolicy
-from langmem_paging.strategies.tiers import TierMode
+from langmem_paging.strategies.tiers import TierMode, get_tiers
 
 if TYPE_CHECKING:  # imported for typing only: the embeddings module imports numpy
     from langmem_paging.strategies.embeddings import Embedder
@@ -72,6 +74,16 @@ RECALL_MIN_TOKENS = 64
 """A recall result's room before any step measured the context: at least this many tokens..."""
 RECALL_BUDGET_SHARE = 0.5
 """...or this share of the message budget, when `recall_max_tokens` is not set."""
+
+_KNOWN: dict[str, Callable[[Any], object]] = {
+    "boundary": get_boundary,
+    "policy": get_policy,
+    "bookmarker": lambda value: value is None or as_bookmarker(value),
+    "encoding": lambda name: name is None or get_encoding(name),
+    "search_embedder": lambda value: check_embedder(value),  # defined below
+    "tiers": get_tiers,
+}
+"""The options a resolver checks, each kept as given: its error names the choices."""
 
 
 class BasePagingOptions(TypedDict, total=False):
@@ -210,37 +222,16 @@ class PagingConfig(BaseModel):
             raise ValueError(f"must be True or False; got {value!r} ({type(value).__name__})")
         return value
 
-    @field_validator("boundary")
+    @field_validator(*_KNOWN)
     @classmethod
-    def _known_boundary(cls, value: Any) -> Any:
-        get_boundary(value)
-        return value
-
-    @field_validator("policy")
-    @classmethod
-    def _known_policy(cls, value: Any) -> Any:
-        get_policy(value)
-        return value
-
-    @field_validator("bookmarker")
-    @classmethod
-    def _bookmarker(cls, value: Any) -> Any:
-        if value is not None:
-            as_bookmarker(value)
+    def _known(cls, value: Any, info: ValidationInfo) -> Any:
+        _KNOWN[str(info.field_name)](value)
         return value
 
     @field_validator("token_counter")
     @classmethod
     def _counter(cls, value: Any) -> Any:
-        from langmem_paging.core.tokens import resolve_token_counter
-
         return resolve_token_counter(value)
-
-    @field_validator("search_embedder")
-    @classmethod
-    def _embedder(cls, value: Any) -> Any:
-        check_embedder(value)
-        return value
 
     @field_validator("tool_name")
     @classmethod
@@ -249,23 +240,6 @@ class PagingConfig(BaseModel):
             raise ValueError(
                 f"must be 1-64 letters, digits, '_' or '-' (what chat APIs accept); got {value!r}"
             )
-        return value
-
-    @field_validator("encoding")
-    @classmethod
-    def _encoding(cls, value: Any) -> Any:
-        if value is not None:
-            from langmem_paging.core.tokens import get_encoding
-
-            get_encoding(value)
-        return value
-
-    @field_validator("tiers")
-    @classmethod
-    def _tiers(cls, value: Any) -> Any:
-        from langmem_paging.strategies.tiers import get_tiers
-
-        get_tiers(value)
         return value
 
     @field_validator("hooks")

@@ -103,15 +103,21 @@ def block_text(block: Mapping[str, Any]) -> str:
     return f"[{_kind(block)}: {label}]" if label else f"[{_kind(block)}]"
 
 
-def _mime(block: Mapping[str, Any]) -> str | None:
-    for place in (block, block.get("source"), block.get("file")):
+def _found(places: Iterable[Any], keys: Iterable[str]) -> str | None:
+    """The first string under one of `keys` in the first of `places` (the mappings) holding one."""
+    for place in places:
         if isinstance(place, Mapping):
-            for key in ("mime_type", "media_type"):
+            for key in keys:
                 if isinstance(place.get(key), str):
                     return str(place[key])
-    url = _url(block)
+    return None
+
+
+def _mime(block: Mapping[str, Any]) -> str | None:
+    mime = _found((block, block.get("source"), block.get("file")), ("mime_type", "media_type"))
+    url = _url(block) if mime is None else None
     match = _DATA_URL.match(url) if url else None
-    return match.group(1) or None if match else None
+    return match.group(1) or None if match else mime
 
 
 def _url(block: Mapping[str, Any]) -> str | None:
@@ -128,22 +134,14 @@ def _url(block: Mapping[str, Any]) -> str | None:
 
 def _data(block: Mapping[str, Any]) -> str | None:
     """The block's inline base64, if any."""
-    for place in (block, block.get("source"), block.get("input_audio")):
-        if isinstance(place, Mapping):
-            for key in ("base64", "data"):
-                if isinstance(place.get(key), str):
-                    return str(place[key])
-    url = _url(block)
-    if url and url.startswith("data:") and "," in url:
-        return url.split(",", 1)[1]
-    return None
+    data = _found((block, block.get("source"), block.get("input_audio")), ("base64", "data"))
+    url = _url(block) if data is None else None
+    return url.split(",", 1)[1] if url and url.startswith("data:") and "," in url else data
 
 
 def _detail(block: Mapping[str, Any]) -> str:
-    for place in (block, block.get("image_url"), block.get("extras")):
-        if isinstance(place, Mapping) and isinstance(place.get("detail"), str):
-            return str(place["detail"]).lower()
-    return "auto"
+    detail = _found((block, block.get("image_url"), block.get("extras")), ("detail",))
+    return "auto" if detail is None else detail.lower()
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:

@@ -14,11 +14,12 @@ and `arecall_run` the recall tool.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
 from langchain_core.runnables.config import (
+    RunnableConfig,
     get_async_callback_manager_for_config,
     get_callback_manager_for_config,
     var_child_runnable_config,
@@ -33,6 +34,8 @@ RECALL_RUN = "recall_pages"
 """The name of the run a recall adds under its tool's run."""
 
 _TAGS = ["langmem-paging"]
+
+M = TypeVar("M", CallbackManager, AsyncCallbackManager)
 
 
 def _news(data: Mapping[str, Any]) -> bool:
@@ -82,23 +85,12 @@ def _recall_parts(
     return inputs, outputs, metadata
 
 
-def _manager(metadata: dict[str, Any]) -> CallbackManager | None:
+def _manager(metadata: dict[str, Any], build: Callable[[RunnableConfig], M]) -> M | None:
+    """`build`'s callback manager for the traced run around this call, or None outside one."""
     config = var_child_runnable_config.get()
     if not config or not config.get("callbacks"):
         return None  # not inside a traced run: nothing to attach a run to
-    manager = get_callback_manager_for_config(config)
-    if not manager.handlers:
-        return None
-    manager.add_metadata(metadata, inherit=False)
-    manager.add_tags(_TAGS, inherit=False)
-    return manager
-
-
-def _amanager(metadata: dict[str, Any]) -> AsyncCallbackManager | None:
-    config = var_child_runnable_config.get()
-    if not config or not config.get("callbacks"):
-        return None
-    manager = get_async_callback_manager_for_config(config)
+    manager = build(config)
     if not manager.handlers:
         return None
     manager.add_metadata(metadata, inherit=False)
@@ -107,7 +99,7 @@ def _amanager(metadata: dict[str, Any]) -> AsyncCallbackManager | None:
 
 
 def _record(name: str, inputs: dict[str, Any], outputs: dict[str, Any], metadata: dict[str, Any]) -> None:
-    manager = _manager(metadata)
+    manager = _manager(metadata, get_callback_manager_for_config)
     if manager is not None:
         manager.on_chain_start(None, inputs, name=name).on_chain_end(outputs)
 
@@ -115,7 +107,7 @@ def _record(name: str, inputs: dict[str, Any], outputs: dict[str, Any], metadata
 async def _arecord(
     name: str, inputs: dict[str, Any], outputs: dict[str, Any], metadata: dict[str, Any]
 ) -> None:
-    manager = _amanager(metadata)
+    manager = _manager(metadata, get_async_callback_manager_for_config)
     if manager is not None:
         run = await manager.on_chain_start(None, inputs, name=name)
         await run.on_chain_end(outputs)

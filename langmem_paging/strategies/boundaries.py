@@ -42,14 +42,18 @@ class BoundaryStrategy(ABC):
         """True if `unit` must open a new page after the non-empty running `page`."""
 
 
+def _sized(kind: str, size: int) -> tuple[int, str]:
+    """A size strategy's N (at least 1) and name, ``<kind>_N``."""
+    if size < 1:
+        raise ValueError(f"`{kind}_N` needs N >= 1.")
+    return size, f"{kind}_{size}"
+
+
 class FixedSizeBoundary(BoundaryStrategy):
     """``fixed_N``: a page closes once it holds N messages (a tool group may overshoot)."""
 
     def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError("`fixed_N` needs N >= 1.")
-        self.size = size
-        self.name = f"fixed_{size}"
+        self.size, self.name = _sized("fixed", size)
 
     def starts_new_page(self, page: Sequence[Unit], unit: Unit, count_message: CountMessage) -> bool:
         return sum(len(u.messages) for u in page) >= self.size
@@ -59,10 +63,7 @@ class TokenSizeBoundary(BoundaryStrategy):
     """``tokens_N``: a page closes before the unit that would take it past N tokens."""
 
     def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError("`tokens_N` needs N >= 1.")
-        self.size = size
-        self.name = f"tokens_{size}"
+        self.size, self.name = _sized("tokens", size)
 
     def starts_new_page(self, page: Sequence[Unit], unit: Unit, count_message: CountMessage) -> bool:
         used = sum(count_message(m) for u in page for m in u.messages)

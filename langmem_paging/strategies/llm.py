@@ -28,7 +28,6 @@ import asyncio
 import logging
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -36,6 +35,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langmem_paging.core.hooks import PageEvent, PagingHooks
 from langmem_paging.core.library_messages import format_bookmark
+from langmem_paging.core.lru import LRU
 from langmem_paging.core.records import messages_digest
 from langmem_paging.core.rendering import render_message
 from langmem_paging.core.tokens import TokenCounter
@@ -64,27 +64,6 @@ DIGEST_PROMPT = (
 _UNSAFE = re.compile(r"[\[\],:|\n]")
 
 
-class _Cache:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Any:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        return None
-
-    def put(self, key: str, value: Any) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
 def _page_text(messages: Sequence[BaseMessage], counter: TokenCounter, max_tokens: int) -> str:
     return counter.truncate_text("\n".join(render_message(m) for m in messages), max_tokens)
 
@@ -94,6 +73,13 @@ def _text(reply: Any) -> str:
     if isinstance(content, list):
         content = " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return str(content or "")
+
+
+def _chat_parts(model: Any, cache_size: int) -> tuple[Any, LRU[str, Any], TokenCounter]:
+    """The chat model (checked), a cache and a counter: what both writers start from."""
+    if not hasattr(model, "batch") or not hasattr(model, "abatch"):
+        raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
+    return model, LRU(cache_size), TokenCounter()
 
 
 class LLMBookmarker(Bookmarker):
@@ -121,15 +107,11 @@ class LLMBookmarker(Bookmarker):
         cache_size: int = 4096,
         fallback: Bookmarker | None = None,
     ) -> None:
-        if not hasattr(model, "batch") or not hasattr(model, "abatch"):
-            raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
-        self.model = model
+        self.model, self._cache, self._counter = _chat_parts(model, cache_size)
         self.max_keywords = max_keywords
         self.max_tokens = max_tokens
         self.max_input_tokens = max_input_tokens
         self.fallback = fallback or KeywordBookmarker(max_tokens=max_tokens, max_keywords=max_keywords)
-        self._cache = _Cache(cache_size)
-        self._counter = TokenCounter()
 
     def _key(self, page: PageDraft) -> str:
         return messages_digest(page.messages)
@@ -208,13 +190,9 @@ class LLMDigester(PagingHooks):
     def __init__(
         self, model: Any, *, max_input_tokens: int = 2000, cache_size: int = 4096, background: bool = True
     ) -> None:
-        if not hasattr(model, "batch") or not hasattr(model, "abatch"):
-            raise TypeError("`model` must be a LangChain chat model (with batch and abatch).")
-        self.model = model
+        self.model, self._cache, self._counter = _chat_parts(model, cache_size)
         self.max_input_tokens = max_input_tokens
         self.background = background
-        self._cache = _Cache(cache_size)
-        self._counter = TokenCounter()
         self._pending: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 

@@ -52,8 +52,6 @@ Example:
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -61,6 +59,7 @@ from typing import Any, Literal
 import numpy as np
 from langchain_core.messages import BaseMessage
 
+from langmem_paging.core.lru import LRU
 from langmem_paging.strategies.embeddings import Embedder
 from langmem_paging.strategies.kmeans import choose_k, kmeans, pairwise_sq_distances
 from langmem_paging.strategies.policy import Candidate, EvictionPolicy, PolicyContext
@@ -163,8 +162,7 @@ class STAEPolicy(EvictionPolicy):
         self.inverted = inverted
         self.seed = seed
         self.vectors = PageVectors(embedder=embedder, unit=unit)
-        self._layouts: OrderedDict[tuple[Any, ...], _Layout] = OrderedDict()
-        self._lock = threading.Lock()
+        self._layouts: LRU[tuple[Any, ...], _Layout] = LRU(8)  # a few threads' steps at a time
 
     @property
     def unit(self) -> str:
@@ -280,16 +278,10 @@ class STAEPolicy(EvictionPolicy):
     def _layout(self, candidates: list[Candidate]) -> _Layout:
         ordered = sorted(candidates, key=lambda c: (c.position, c.key))
         key = tuple((c.key, c.position, self.vectors.stored(c.features) or _text_key(c)) for c in ordered)
-        with self._lock:
-            layout = self._layouts.get(key)
-            if layout is not None:
-                self._layouts.move_to_end(key)
-                return layout
-        layout = self._build(ordered)
-        with self._lock:
-            self._layouts[key] = layout
-            while len(self._layouts) > 8:  # a few threads' steps at a time
-                self._layouts.popitem(last=False)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._build(ordered)
+            self._layouts.put(key, layout)
         return layout
 
     def _build(self, ordered: list[Candidate]) -> _Layout:

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 from langchain_core.messages import BaseMessage
 
+from langmem_paging.core.lru import LRU
 from langmem_paging.core.messages import is_user_turn
 from langmem_paging.core.tokens import message_text
 from langmem_paging.strategies.embeddings import Embedder, get_embedder, normalize_rows
@@ -159,8 +158,7 @@ class PageVectors:
         self.embedder = get_embedder(embedder)
         self.unit = unit
         self.cache_size = cache_size
-        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: LRU[bytes, np.ndarray] = LRU(cache_size)
 
     @property
     def tag(self) -> str:
@@ -227,7 +225,7 @@ class PageVectors:
                 rows.append(decode_vector(encoded))
                 continue
             key = self._digest(messages)
-            cached = self._get(key)
+            cached = self._cache.get(key)
             rows.append(cached)
             if cached is None:
                 missing.setdefault(key, []).append(index)
@@ -236,7 +234,7 @@ class PageVectors:
             keys = list(missing)
             vectors = self.features_rows([plans[k] for k in keys])
             for key, vector in zip(keys, vectors, strict=True):
-                self._put(key, vector)
+                self._cache.put(key, vector)
                 for index in missing[key]:
                     rows[index] = vector
         if not rows:
@@ -251,10 +249,10 @@ class PageVectors:
     def embed_text(self, text: str) -> np.ndarray:
         """One text's unit vector (remembered like late-embedded units)."""
         key = b"t" + hashlib.blake2b(text.encode(), digest_size=16).digest()
-        cached = self._get(key)
+        cached = self._cache.get(key)
         if cached is None:
             cached = self.embedder.embed([text])[0].astype(np.float32)
-            self._put(key, cached)
+            self._cache.put(key, cached)
         return cached
 
     def _digest(self, messages: Sequence[BaseMessage]) -> bytes:
@@ -263,22 +261,6 @@ class PageVectors:
             h.update(message_text(message).encode())
             h.update(b"\x00" + str(is_user_turn(message)).encode() + b"\x00")
         return b"u" + h.digest()
-
-    def _get(self, key: bytes) -> np.ndarray | None:
-        with self._lock:
-            value = self._cache.get(key)
-            if value is not None:
-                self._cache.move_to_end(key)
-            return value
-
-    def _put(self, key: bytes, value: np.ndarray) -> None:
-        if not self.cache_size:
-            return
-        with self._lock:
-            self._cache[key] = value
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
 
 
 def _text_key(kind: bytes, text: str) -> bytes:
@@ -318,8 +300,7 @@ class TextVectors:
             embedder = get_embedder(embedder)
         self.embedder = embedder
         self.max_vectors = max_vectors
-        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: LRU[bytes, np.ndarray] = LRU(max_vectors)
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -327,13 +308,13 @@ class TextVectors:
     def rows(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of `texts` (float32 rows); texts not remembered are embedded in one call."""
         keys = [_text_key(b"d", text) for text in texts]
-        found = self._get_many(keys)
+        found = self._cache.get_many(keys)
         missing = {key: text for key, text, row in zip(keys, texts, found, strict=True) if row is None}
         if missing:
             # stored as float16: a vector reads the same whether it was just embedded or remembered
             embedded = np.asarray(self.embedder.embed(list(missing.values())), dtype=np.float16)
             fresh = dict(zip(missing, embedded, strict=True))
-            self._put_many(fresh)
+            self._cache.put_many(fresh)
             found = [fresh[key] if row is None else row for key, row in zip(keys, found, strict=True)]
         rows = [row for row in found if row is not None]
         if not rows:
@@ -343,30 +324,10 @@ class TextVectors:
     def query(self, text: str) -> np.ndarray:
         """A search query's vector (float32), embedded once per distinct query."""
         key = _text_key(b"q", text)
-        [row] = self._get_many([key])
+        row = self._cache.get(key)
         if row is None:
             embed_query = getattr(self.embedder, "embed_query", None)
             raw = embed_query(text) if embed_query is not None else self.embedder.embed([text])[0]
             row = np.asarray(raw, dtype=np.float16)
-            self._put_many({key: row})
+            self._cache.put(key, row)
         return row.astype(np.float32)
-
-    def _get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
-        with self._lock:
-            out = []
-            for key in keys:
-                value = self._cache.get(key)
-                if value is not None:
-                    self._cache.move_to_end(key)
-                out.append(value)
-            return out
-
-    def _put_many(self, items: Mapping[bytes, np.ndarray]) -> None:
-        if not self.max_vectors:
-            return
-        with self._lock:
-            for key, value in items.items():
-                self._cache[key] = value
-                self._cache.move_to_end(key)
-            while len(self._cache) > self.max_vectors:
-                self._cache.popitem(last=False)

@@ -1,0 +1,50 @@
+"""A bounded map that forgets the least recently used entry first, safe across threads: the
+strategies' caches (LLM bookmarks and digests, page and text vectors, STAE's layouts)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Generic, TypeVar
+
+__all__ = ["LRU"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """At most `size` entries (0: none kept); reading or writing one makes it the newest."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: K) -> V | None:
+        return self.get_many([key])[0]
+
+    def get_many(self, keys: Sequence[K]) -> list[V | None]:
+        """Each key's value, None where it is not kept."""
+        with self._lock:
+            for key in keys:
+                if key in self._items:
+                    self._items.move_to_end(key)
+            return [self._items.get(key) for key in keys]
+
+    def put(self, key: K, value: V) -> None:
+        self.put_many({key: value})
+
+    def put_many(self, items: Mapping[K, V]) -> None:
+        if not self.size:
+            return
+        with self._lock:
+            for key, value in items.items():
+                self._items[key] = value
+                self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
