@@ -16,7 +16,15 @@ from typing import Any, Literal
 
 from langgraph.store.base import Op
 
-__all__ = ["StoreClass", "ensure_setup", "item_codec", "store_class", "store_cursor", "store_row", "write_puts"]
+__all__ = [
+    "StoreClass",
+    "ensure_setup",
+    "item_codec",
+    "store_class",
+    "store_cursor",
+    "store_row",
+    "write_puts",
+]
 
 StoreClass = Literal["sqlite", "postgres", "async-postgres"]
 
