@@ -166,7 +166,7 @@ def _forget_thread(index: Any, kind: str) -> None:
     if kind == "memory":
         index.drop("t")
     elif kind == "postgres":
-        index._through.clear()
+        index._through.pop("t")
 
 
 def _timings(store: Any, index: Any, kind: str, n_pages: int, searches: int) -> dict:

@@ -1,5 +1,5 @@
-"""A bounded map that forgets the least recently used entry first, safe across threads: the
-strategies' caches (LLM bookmarks and digests, page and text vectors, STAE's layouts)."""
+"""A bounded map that forgets the least recently used entry first, safe across threads: the caches
+of the strategies, of token counters, of the Postgres index, and the threads a node paged."""
 
 from __future__ import annotations
 
@@ -38,6 +38,10 @@ class LRU(Generic[K, V]):
 
     def put(self, key: K, value: V) -> None:
         self.put_many({key: value})
+
+    def pop(self, key: K) -> None:
+        with self._lock:
+            self._items.pop(key, None)
 
     def put_many(self, items: Mapping[K, V]) -> None:
         if not self.size:

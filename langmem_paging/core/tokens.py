@@ -25,6 +25,7 @@ import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langmem_paging.core.blocks import block_text, is_media, media_tokens
+from langmem_paging.core.lru import LRU
 
 __all__ = [
     "CountCache",
@@ -295,8 +296,7 @@ class CountCache:
 
 MAX_CACHED_COUNTERS = 64
 """User counters whose message counts the process remembers (with the counter, so its id stays its own)."""
-_COUNTER_CACHES: OrderedDict[int, tuple[Any, CountCache]] = OrderedDict()
-_COUNTER_CACHES_LOCK = threading.Lock()
+_COUNTER_CACHES: LRU[int, tuple[Any, CountCache]] = LRU(MAX_CACHED_COUNTERS)
 
 
 @runtime_checkable
@@ -315,13 +315,10 @@ def cached_message_counter(counter: Callable[[Sequence[BaseMessage]], int]) -> C
     `count_message` (a `TokenCounter`, a `ModelCounter`) is used as it is."""
     if isinstance(counter, CountsMessages):
         return counter.count_message
-    with _COUNTER_CACHES_LOCK:
-        entry = _COUNTER_CACHES.get(id(counter))
-        if entry is None or entry[0] is not counter:
-            entry = _COUNTER_CACHES[id(counter)] = (counter, CountCache())
-            while len(_COUNTER_CACHES) > MAX_CACHED_COUNTERS:
-                _COUNTER_CACHES.popitem(last=False)
-        _COUNTER_CACHES.move_to_end(id(counter))
+    entry = _COUNTER_CACHES.get(id(counter))
+    if entry is None or entry[0] is not counter:
+        entry = (counter, CountCache())
+        _COUNTER_CACHES.put(id(counter), entry)
     cache = entry[1]
     one = lambda m: int(counter([m]))  # noqa: E731
     return lambda message: cache.get(message, one)
@@ -352,10 +349,9 @@ class TokenCounter:
         self, *, model: str | None = None, encoding: str | None = None, cache_size: int = 20_000
     ) -> None:
         self.encoding = get_encoding(encoding or encoding_for_model(model))
-        self._lock = threading.Lock()  # the caches are shared by every thread paging with this counter
-        self._cache = CountCache(cache_size)
-        self._tool_cache: OrderedDict[int, tuple[Any, int]] = OrderedDict()  # id(tool) -> (tool, tokens)
-        self._text_cache: OrderedDict[str, int] = OrderedDict()
+        self._cache = CountCache(cache_size)  # the caches are shared by every thread paging with this counter
+        self._tool_cache: LRU[int, tuple[Any, int]] = LRU(MAX_CACHED_TOOLS)  # id(tool) -> (tool, tokens)
+        self._text_cache: LRU[str, int] = LRU(MAX_CACHED_TEXTS)
 
     def count_text(self, text: str) -> int:
         """Tokens of a bare string, no message overhead (short strings are remembered)."""
@@ -364,10 +360,7 @@ class TokenCounter:
         cached = self._text_cache.get(text)
         if cached is None:
             cached = len(self.encoding.encode(text, disallowed_special=()))
-            with self._lock:
-                self._text_cache[text] = cached
-                if len(self._text_cache) > MAX_CACHED_TEXTS:
-                    self._text_cache.popitem(last=False)
+            self._text_cache.put(text, cached)
         return cached
 
     def truncate_text(self, text: str, max_tokens: int) -> str:
@@ -408,10 +401,7 @@ class TokenCounter:
                 continue
             n = function_tokens(_function_schema(tool), self.count_text, self.encoding.name)
             if key is not None:
-                with self._lock:
-                    self._tool_cache[key] = (tool, n)
-                    while len(self._tool_cache) > MAX_CACHED_TOOLS:
-                        self._tool_cache.popitem(last=False)
+                self._tool_cache.put(key, (tool, n))
             total += n
         return total + (TOOLS_END if tools else 0)
 
@@ -512,10 +502,6 @@ def _function_schema(tool: Any) -> dict[str, Any]:
     if isinstance(tool, dict):  # a provider's built-in tool: its name and settings
         return {"name": str(tool.get("name") or tool.get("type") or ""), "description": json.dumps(tool)}
     return {"name": getattr(tool, "name", ""), "description": getattr(tool, "description", "")}
-
-
-COUNTERS = {"approximate": "langchain_core's count_tokens_approximately (about 4 characters a token)"}
-"""`token_counter` names beside a callable or a chat model."""
 
 
 def resolve_token_counter(value: Any) -> Callable[[Sequence[BaseMessage]], int] | None:

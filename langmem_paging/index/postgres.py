@@ -60,13 +60,13 @@ import asyncio
 import hashlib
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langmem_paging.core.effects import adrive, drive
+from langmem_paging.core.lru import LRU
 from langmem_paging.core.records import Page, escape_text, page_number
 from langmem_paging.core.tokens import message_text
 from langmem_paging.index.base import Hit, SearchIndex
@@ -301,7 +301,7 @@ class PostgresSearchIndex(SearchIndex):
         self._owned_pool: Any = None
         # thread -> `through` as last read or written by this object; another process's write is
         # seen by the next search or add here, which reads it back (`_remember`)
-        self._through: OrderedDict[str, int] = OrderedDict()
+        self._through: LRU[str, int] = LRU(THROUGH_CACHE)
 
     # -- connections ------------------------------------------------------------------
     @classmethod
@@ -543,13 +543,13 @@ class PostgresSearchIndex(SearchIndex):
         """The highest page number up to which every stored page of the thread is indexed (None:
         a thread the index never held). Answered from what this object last read or wrote for the
         thread when it can: another process's write shows at the latest after the next search."""
-        if (through := self._cached(thread_id)) is not None:
+        if (through := self._through.get(thread_id)) is not None:
             return through
         return self._transact(self._read_through(thread_id), thread_id, write=False)
 
     async def aindexed_through(self, thread_id: str) -> int | None:
         """Async `indexed_through`."""
-        if (through := self._cached(thread_id)) is not None:
+        if (through := self._through.get(thread_id)) is not None:
             return through
         return await self._atransact(self._read_through(thread_id), thread_id, write=False)
 
@@ -738,22 +738,11 @@ class PostgresSearchIndex(SearchIndex):
         return dict(_pair(row) for row in rows)
 
     # -- helpers ----------------------------------------------------------------------------
-    def _cached(self, thread_id: str) -> int | None:
-        with self._guard:
-            through = self._through.get(thread_id)
-            if through is not None:
-                self._through.move_to_end(thread_id)
-            return through
-
     def _remember(self, thread_id: str, through: int | None) -> None:
-        with self._guard:
-            if through is None:
-                self._through.pop(thread_id, None)
-                return
-            self._through[thread_id] = int(through)
-            self._through.move_to_end(thread_id)
-            while len(self._through) > THROUGH_CACHE:
-                self._through.popitem(last=False)
+        if through is None:
+            self._through.pop(thread_id)
+        else:
+            self._through.put(thread_id, int(through))
 
     @staticmethod
     def _hits(rows: list[Any], allow: Callable[[str], bool]) -> list[Hit]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Annotated, Any, Literal, NotRequired, Unpack
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -12,6 +11,7 @@ from langgraph.managed import RemainingSteps
 from langgraph.store.base import BaseStore
 
 from langmem_paging.config import Budget, PagingConfig, PagingOptions
+from langmem_paging.core.lru import LRU
 from langmem_paging.core.state import STATE_KEY, paging_reducer
 from langmem_paging.core.tokens import foreign_model_warning
 from langmem_paging.index.base import SearchIndex
@@ -126,7 +126,7 @@ class PagingNode(ThreadLifecycle, Runnable[dict[str, Any], dict[str, Any]]):
             if message:
                 warn(message)
         # view mode keeps no bookmark in state: which threads this node paged tells a dropped `paging` key
-        self._threads_paged: OrderedDict[str, None] = OrderedDict()
+        self._threads_paged: LRU[str, bool] = LRU(10_000)
 
     @property
     def page_store(self) -> PageStore:
@@ -137,16 +137,15 @@ class PagingNode(ThreadLifecycle, Runnable[dict[str, Any], dict[str, Any]]):
     def _prepare(self, input: Any, config: RunnableConfig | None) -> GraphCall:
         state = input if isinstance(input, dict) else vars(input)
         thread_id = thread_id_of(config=config or {})
-        value = paging_value(state, self.input_messages_key, paged_before=thread_id in self._threads_paged)
+        value = paging_value(
+            state, self.input_messages_key, paged_before=bool(self._threads_paged.get(thread_id))
+        )
         return self.paging.prepare(list(state[self.input_messages_key]), value, thread_id)
 
     def _output(self, result: PagingResult, call: GraphCall) -> dict[str, Any]:
         update = call.update(result)
         if STATE_KEY in update:
-            self._threads_paged[call.thread_id] = None
-            self._threads_paged.move_to_end(call.thread_id)
-            if len(self._threads_paged) > 10_000:
-                self._threads_paged.popitem(last=False)
+            self._threads_paged.put(call.thread_id, True)
         if self.config.mode == "view":
             update[self.output_messages_key] = result.view
         return update

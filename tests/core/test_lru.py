@@ -20,3 +20,11 @@ def test_size_zero_keeps_nothing() -> None:
     cache.put("a", 1)
     assert cache.get("a") is None
     assert len(cache) == 0
+
+
+def test_pop_forgets_one_entry_and_a_missing_key_is_no_error() -> None:
+    cache: LRU[str, int] = LRU(2)
+    cache.put_many({"a": 1, "b": 2})
+    cache.pop("a")
+    cache.pop("z")
+    assert cache.get_many(["a", "b"]) == [None, 2] and len(cache) == 1
