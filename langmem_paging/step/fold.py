@@ -14,14 +14,7 @@ from langmem_paging.core.library_messages import cluster_message
 from langmem_paging.core.state import ClusterEntry, PagingState
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.io import Flow, Reserve, with_terms
-from langmem_paging.strategies.clusters import (
-    ClusterOptions,
-    FoldPlan,
-    folds_anything,
-    materialize,
-    plan_folds,
-    plan_shrinks,
-)
+from langmem_paging.strategies.clusters import ClusterOptions, FoldPlan, FoldPlanner, materialize
 
 __all__ = ["drop_removed", "fold", "fold_to_fit"]
 
@@ -44,16 +37,13 @@ def fold(ctx: StepContext, direct: Sequence[str], *, clusters: ClusterOptions | 
     options other than the step's, to fold tighter). Without `direct` pages, a plan that would not
     make the stand-ins smaller is not made (a lone bookmark's one-page cluster can be longer)."""
     state = ctx.state
-    position = ctx.position
-    options = clusters or ctx.options.clusters
-    if not folds_anything(state, position, options, count_message=ctx.options.count_message, direct=direct):
+    planner = FoldPlanner(state, ctx.position, clusters or ctx.options.clusters, ctx.options.count_message)
+    if not direct and not planner.past_share():
         return  # nothing to fold: no terms read
     cold = [p for p, s in state.shown.items() if s.tier == "cold"]
     yield from with_terms(state, [*cold, *direct], state.clusters)
-    plan = plan_folds(state, position, options, count_message=ctx.options.count_message, direct=direct)
-    if not plan or (
-        not direct and not plan_shrinks(plan, state, options, count_message=ctx.options.count_message)
-    ):
+    plan = planner.decide(direct)
+    if not plan or (not direct and not planner.shrinks()):
         return
     numbers = yield from ask(Reserve("c", [n.digest for n in plan.nodes], state))
     _apply(ctx, plan, numbers)

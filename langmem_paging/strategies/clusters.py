@@ -9,7 +9,7 @@ keeps the roots. So `find` (child -> parent pointers, stored with the thread) an
 expanding a cluster (its children) are exact on every branch (`langmem_paging.core.forest`),
 and a cluster's bookmark stands where its first member page was.
 
-This module only plans: `plan_folds` decides unions with provisional ids, and
+This module only plans: a `FoldPlanner` decides unions with provisional ids, and
 `materialize` turns the plan into `ClusterNode` records once real ids are reserved.
 """
 
@@ -34,11 +34,9 @@ from langmem_paging.core.text import cosine
 __all__ = [
     "ClusterOptions",
     "FoldPlan",
-    "folds_anything",
+    "FoldPlanner",
     "materialize",
     "merge_terms",
-    "plan_folds",
-    "plan_shrinks",
     "similarity",
 ]
 
@@ -128,7 +126,7 @@ class _Root:
 
 @dataclass
 class FoldPlan:
-    """Unions decided by `plan_folds`, with provisional ids ``?1``, ``?2``, ... for new nodes."""
+    """Unions decided by a `FoldPlanner`, with provisional ids ``?1``, ``?2``, ... for new nodes."""
 
     nodes: list[_Root] = field(default_factory=list)
     """New nodes in creation order (each a union of its children)."""
@@ -143,8 +141,18 @@ class FoldPlan:
         return bool(self.nodes)
 
 
-class _Planner:
-    """The unions of one fold, decided over a working copy of the roots."""
+class FoldPlanner:
+    """Decides which bookmarks fold into which clusters (pure: `state` is not changed), made once a
+    fold: `past_share` tells without reading any terms whether a fold is due (only then does the step
+    read the entries' terms: `langmem_paging.step.io.with_terms`), `decide` plans it over a working
+    copy of the roots, `shrinks` tells whether the plan makes the stand-ins smaller.
+
+    Args:
+        state: The branch's paging state after eviction.
+        position: View position of every message id.
+        options: Folding options.
+        count_message: Tokens of a message (cluster bookmarks are measured as they will be shown).
+    """
 
     def __init__(
         self,
@@ -155,11 +163,22 @@ class _Planner:
     ) -> None:
         self.state, self.position, self.options, self.count_message = state, position, options, count_message
         self.plan = FoldPlan()
+        self.roots: dict[str, _Root] = {}
+        self.digests: dict[str, str] = {}
+
+    def decide(self, direct: Sequence[str] = ()) -> FoldPlan:
+        """The plan, once the entries' terms are read (`direct`: shown pages evicted with no bookmark,
+        smaller than it: they fold into the nearest cluster whatever the share, or start one)."""
         self.roots = {
             cid: _Root(cid, c.anchor, c.size, c.first, c.last, dict(c.terms), [cid], new=False)
-            for cid, c in state.clusters.items()
+            for cid, c in self.state.clusters.items()
         }
-        self.digests: dict[str, str] = {}
+        for page_id in direct:
+            if page_id not in self.plan.folded:
+                self.fold(page_id, force=True)
+        self.fold_old_bookmarks()
+        self.plan.roots = self.roots
+        return self.plan
 
     def at(self, anchor: str, default: int = 0) -> int:
         return self.position.get(anchor, default)
@@ -230,7 +249,12 @@ class _Planner:
         self.union(*best)
 
     def estimate(self, root: _Root) -> int:
-        return _estimate(root, self.state, self.options, self.count_message)
+        """Tokens of a root's cluster bookmark: as shown for an existing one, as it will be for a new one."""
+        if not root.new:
+            return self.state.clusters[root.key].tokens
+        return cluster_bookmark_tokens(
+            root.terms, root.span, max_keywords=self.options.max_keywords, count_message=self.count_message
+        )
 
     def cold(self) -> list[str]:
         """Cold page bookmarks not folded yet, oldest first."""
@@ -243,11 +267,19 @@ class _Planner:
 
     def past_share(self) -> bool:
         """Bookmarks take more than their share (counted from tokens alone: no terms needed yet)."""
-        shown = self.state.shown
-        total = sum(shown[pid].tokens for pid in self.cold()) + sum(
-            self.estimate(r) for r in self.roots.values()
-        )
+        shown, clusters = self.state.shown, self.state.clusters.values()
+        total = sum(shown[pid].tokens for pid in self.cold()) + sum(c.tokens for c in clusters)
         return total > self.options.bookmark_tokens
+
+    def shrinks(self) -> bool:
+        """Whether the plan's new cluster bookmarks take fewer tokens (estimated as when planning) than
+        the bookmarks and cluster bookmarks they replace: folding must not make the view bigger (a
+        lone bookmark folded into a one-page cluster can: pure fuzz seed 20206, 134 -> 137 tokens)."""
+        plan = self.plan
+        after = sum(self.estimate(root) for root in plan.roots.values() if root.new)
+        before = sum(self.state.shown[p].tokens for p in plan.folded)
+        before += sum(c.tokens for cid, c in self.state.clusters.items() if cid not in plan.roots)
+        return after < before
 
     def fold_old_bookmarks(self) -> None:
         """Past the share, the oldest cold bookmarks fold until bookmarks are back under `fold_to`
@@ -271,75 +303,6 @@ class _Planner:
                 self.merge_closest()
         while len(self.roots) > 1 and total() > self.options.bookmark_tokens:
             self.merge_closest()
-
-
-def folds_anything(
-    state: PagingState,
-    position: Mapping[str, int],
-    options: ClusterOptions,
-    *,
-    count_message: Callable[[BaseMessage], int],
-    direct: Sequence[str] = (),
-) -> bool:
-    """Whether `plan_folds` with these arguments may plan a union, told without reading any terms:
-    only then does the step read the entries' terms (`langmem_paging.step.io.with_terms`)."""
-    if direct:
-        return True
-    return _Planner(state, position, options, count_message).past_share()
-
-
-def plan_folds(
-    state: PagingState,
-    position: Mapping[str, int],
-    options: ClusterOptions,
-    *,
-    count_message: Callable[[BaseMessage], int],
-    direct: Sequence[str] = (),
-) -> FoldPlan:
-    """Decide which bookmarks fold into which clusters (pure; `state` is not changed).
-
-    Args:
-        state: The branch's paging state after eviction.
-        position: View position of every message id.
-        options: Folding options.
-        count_message: Tokens of a message (cluster bookmarks are measured as they will be shown).
-        direct: Shown pages evicted with no bookmark (smaller than it): they fold into the nearest
-            cluster whatever the share, or start one.
-    """
-    planner = _Planner(state, position, options, count_message)
-    for page_id in direct:
-        if page_id not in planner.plan.folded:
-            planner.fold(page_id, force=True)
-    planner.fold_old_bookmarks()
-    planner.plan.roots = planner.roots
-    return planner.plan
-
-
-def _estimate(
-    root: _Root, state: PagingState, options: ClusterOptions, count_message: Callable[[BaseMessage], int]
-) -> int:
-    """Tokens of a root's cluster bookmark: as shown for an existing one, as it will be for a new one."""
-    if not root.new:
-        return state.clusters[root.key].tokens
-    return cluster_bookmark_tokens(
-        root.terms, root.span, max_keywords=options.max_keywords, count_message=count_message
-    )
-
-
-def plan_shrinks(
-    plan: FoldPlan,
-    state: PagingState,
-    options: ClusterOptions,
-    *,
-    count_message: Callable[[BaseMessage], int],
-) -> bool:
-    """Whether `plan`'s new cluster bookmarks take fewer tokens (estimated as `plan_folds` does)
-    than the bookmarks and cluster bookmarks they replace: folding must not make the view bigger (a
-    lone bookmark folded into a one-page cluster can: pure fuzz seed 20206, 134 -> 137 tokens)."""
-    after = sum(_estimate(root, state, options, count_message) for root in plan.roots.values() if root.new)
-    before = sum(state.shown[p].tokens for p in plan.folded)
-    before += sum(entry.tokens for cid, entry in state.clusters.items() if cid not in plan.roots)
-    return after < before
 
 
 def materialize(
