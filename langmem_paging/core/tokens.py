@@ -563,10 +563,7 @@ class ModelCounter:
 
     def count_message(self, message: BaseMessage) -> int:
         """Tokens of one message, by the model's rule."""
-        return self._cache.get(message, self._count)
-
-    def _count(self, message: BaseMessage) -> int:
-        return int(self.model.get_num_tokens_from_messages([message]))
+        return self._cache.get(message, lambda m: int(self.model.get_num_tokens_from_messages([m])))
 
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
         return sum(self.count_message(m) for m in messages)

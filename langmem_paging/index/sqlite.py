@@ -117,10 +117,6 @@ def sqlite_file_of(store: Any) -> str | None:
     return path or None
 
 
-def _quoted(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
 class SqliteSearchIndex(SearchIndex):
     """Per-thread passage search in a SQLite file (FTS5), shared by every process using the file.
 
@@ -329,7 +325,9 @@ class SqliteSearchIndex(SearchIndex):
         mean = length / docs or 1.0
         take = 4 * limit if common else 0
         while True:
-            rows = self._matching(thread_id, " OR ".join(_quoted(t) for t in selected), take)
+            rows = self._matching(
+                thread_id, " OR ".join('"' + t.replace('"', '""') + '"' for t in selected), take
+            )
             scored = []
             for page_id, position, body in rows:
                 if allow(page_id):

@@ -243,10 +243,6 @@ def _forest_html(clusters: Sequence[ClusterRow], statuses: Mapping[str, str]) ->
     return "<ul class='forest'>" + "".join(root_html(r) for r in order) + "</ul>"
 
 
-def _fmt(value: float) -> str:
-    return f"{value:g}"
-
-
 @dataclass(frozen=True)
 class _ChartFrame:
     """Where a chart's plot area lies and how values map onto it."""
@@ -311,7 +307,7 @@ def _chart_axes(f: _ChartFrame) -> str:
     """Grid, axes, ticks and axis labels."""
     grid = "".join(
         f"<line class='grid' x1='{f.left}' x2='{f.left + f.plot_w}' y1='{f.y(v)}' y2='{f.y(v)}'/>"
-        f"<text x='{f.left - 6}' y='{f.y(v) + 4}' text-anchor='end'>{_fmt(v)}</text>"
+        f"<text x='{f.left - 6}' y='{f.y(v) + 4}' text-anchor='end'>{v:g}</text>"
         for v in (f.y_max * k / 5 for k in range(6))
     )
     every = max(1, int(nice_ceiling(f.steps / 10)))

@@ -264,10 +264,6 @@ def _entry_terms(pages: dict[str, Page], nodes: dict[str, ClusterNode]) -> Entry
     return EntryTerms(page_terms(pages), {cid: node.terms for cid, node in nodes.items()})
 
 
-def _page_ids(first: int, last: int) -> list[str]:
-    return [f"p{n}" for n in range(first, last + 1)]
-
-
 def _index_failed(error: Exception) -> SearchIndexError:
     return SearchIndexError(f"the search index failed: {type(error).__name__}: {error}")
 
@@ -333,7 +329,7 @@ def _gap_pages(through: int | None, upto: int) -> _Reads[list[Page]]:
     if through is None or upto <= through:
         return []
     try:
-        found = yield from ask(LoadPages(_page_ids(through + 1, upto)))
+        found = yield from ask(LoadPages([f"p{n}" for n in range(through + 1, upto + 1)]))
     except PageStoreError as error:  # the step's own pages wait too: the next step or search retries
         raise _index_failed(error) from error
     return [found[k] for k in sorted(found, key=page_number)]

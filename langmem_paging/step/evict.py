@@ -112,7 +112,7 @@ def _evict_candidate(ctx: StepContext, current: _Pass, victim: Candidate) -> Non
     for less than it saves (then it waits, or stays)."""
     page = ctx.state.pages[victim.key]
     bookmark_tokens = ctx.options.count_message(bookmark_message(victim.key, page.bookmark, page.ids[0]))
-    page_tokens = _page_tokens(ctx, page)
+    page_tokens = sum(ctx.tokens_now(ctx.position[key]) for key in page.ids)
     evicting = [victim]
     if bookmark_tokens >= page_tokens and not current.clustered:
         current.waiting.append(victim)
@@ -130,10 +130,6 @@ def _evict_candidate(ctx: StepContext, current: _Pass, victim: Candidate) -> Non
         left = ctx.result.evicted_ids[chosen.key]  # recall copies inside the page leave with it
         current.candidates = [c for c in current.candidates if c.kind != "copy" or c.key not in left]
         current.context.evicted.append(chosen)
-
-
-def _page_tokens(ctx: StepContext, page: ResidentPage) -> int:
-    return sum(ctx.tokens_now(ctx.position[key]) for key in page.ids)
 
 
 def _candidates(ctx: StepContext) -> list[Candidate]:

@@ -18,7 +18,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Literal, TypeAlias, cast
 
 from langchain_core.messages import BaseMessage
@@ -450,13 +450,9 @@ class DiscriminativeBookmarker(KeywordBookmarker):
         return scored
 
 
-def _compact() -> Bookmarker:
-    return KeywordBookmarker(separator=" ")
-
-
 BOOKMARKERS: dict[str, Callable[[], Bookmarker]] = {
     "keywords": KeywordBookmarker,
-    "compact": _compact,
+    "compact": partial(KeywordBookmarker, separator=" "),
     "discriminative": DiscriminativeBookmarker,
 }
 """Bookmark strategies by name (an LLM-written one is `langmem_paging.llm_bookmarks.LLMBookmarker`)."""

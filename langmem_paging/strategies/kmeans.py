@@ -250,16 +250,11 @@ def choose_k(
     reduced = _reduce(points)
     best: KMeansResult | None = None
     for k in range(k_min, min(k_max, n - 1) + 1):
-        result = _kmeans(
-            points, reduced, k, restarts=restarts, max_iter=100, seed=_k_seed(seed, k), sq=sq_distances
-        )
+        k_seed = int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
+        result = _kmeans(points, reduced, k, restarts=restarts, max_iter=100, seed=k_seed, sq=sq_distances)
         score = silhouette(result.labels, sq_distances=sq_distances)
         if result.k < 2:
             break  # fewer than two distinct points: more k changes nothing
         if best is None or best.silhouette is None or score > best.silhouette + 1e-12:
             best = KMeansResult(result.labels, result.centers, result.inertia, silhouette=score)
     return best if best is not None else one
-
-
-def _k_seed(seed: int, k: int) -> int:
-    return int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
