@@ -34,8 +34,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from langchain_core.messages import BaseMessage
-
 from langmem_paging import __version__
 from langmem_paging.core.messages import dump_messages
 from langmem_paging.core.records import Page
@@ -312,14 +310,6 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _content(message: BaseMessage) -> str:
-    return (
-        message.content
-        if isinstance(message.content, str)
-        else json.dumps(message.content, indent=2, ensure_ascii=False)
-    )
-
-
 def _format_page(thread_id: str, page: Page) -> str:
     lines = [
         (
@@ -340,7 +330,9 @@ def _format_page(thread_id: str, page: Page) -> str:
                 f"tool call {call.get('id')}: {call.get('name')}"
                 f"({json.dumps(call.get('args', {}), ensure_ascii=False, sort_keys=True)})"
             )
-        lines.append(_content(m))
+        lines.append(
+            m.content if isinstance(m.content, str) else json.dumps(m.content, indent=2, ensure_ascii=False)
+        )
     return "\n".join(lines)
 
 

@@ -735,7 +735,7 @@ class PostgresSearchIndex(SearchIndex):
             (thread_id, escape_text(" ".join(words))),
             fetch=True,
         )
-        return dict(_pair(row) for row in rows)
+        return {str(v[0]): int(v[1]) for v in map(_values, rows)}
 
     # -- helpers ----------------------------------------------------------------------------
     def _remember(self, thread_id: str, through: int | None) -> None:
@@ -793,11 +793,6 @@ def _first(row: Any) -> Any:
 
 def _values(row: Any) -> list[Any]:
     return list(row.values()) if isinstance(row, dict) else list(row)
-
-
-def _pair(row: Any) -> tuple[str, int]:
-    values = _values(row)
-    return values[0], int(values[1])
 
 
 def _on_loop(coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> T:

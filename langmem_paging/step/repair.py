@@ -50,7 +50,7 @@ def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | No
         if not isinstance(message, AIMessage):
             continue
         missing = _unanswered(messages, i)
-        if missing and _went_on(messages, i):
+        if missing and any(not isinstance(m, ToolMessage) for m in messages[i + 1 :]):  # the call went on
             taken = {m.id for m in messages}  # once per repair, which is rare
             out += [_error_result(message, call_id, taken) for call_id in missing]
             repaired = True
@@ -66,11 +66,6 @@ def _unanswered(messages: Sequence[BaseMessage], at: int) -> list[str]:
         if message.tool_call_id in pending:
             pending.remove(message.tool_call_id)
     return pending
-
-
-def _went_on(messages: Sequence[BaseMessage], at: int) -> bool:
-    """True when something other than the call's results follows it."""
-    return any(not isinstance(m, ToolMessage) for m in messages[at + 1 :])
 
 
 def _error_result(call: AIMessage, call_id: str, taken: set[str | None]) -> ToolMessage:

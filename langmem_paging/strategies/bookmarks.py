@@ -318,7 +318,7 @@ class KeywordBookmarker(Bookmarker):
             if filler.lower() not in seen and self._fits(page.id, [*shown, filler], context):
                 shown.append(filler)
                 seen.add(filler.lower())
-        shown = _in_render_order(shown)
+        shown = sorted(shown, key=_is_date_form)  # as `render_bookmark` shows them: words, then the date
         stored = (
             shown
             + [c.form for c in candidates if c.form.lower() not in seen][: self.stored_keywords - len(shown)]
@@ -378,11 +378,6 @@ def render_bookmark(page_id: str, forms: Sequence[str], separator: str = ",") ->
     if separator == ",":
         return format_bookmark(page_id, [*words, *dates])
     return format_bookmark(page_id, [" ".join(words)] * bool(words) + dates)
-
-
-def _in_render_order(forms: Sequence[str]) -> list[str]:
-    """`forms` in the order `render_bookmark` shows them: the words, then the date."""
-    return [f for f in forms if not _is_date_form(f)] + [f for f in forms if _is_date_form(f)]
 
 
 def shown_keywords(text: str) -> list[str]:
