@@ -19,7 +19,7 @@ from langmem_paging.core.state import PagingState
 from langmem_paging.core.tokens import message_text
 from langmem_paging.step.options import StepOptions
 from langmem_paging.step.repair import repair_unanswered
-from langmem_paging.step.result import PagingResult
+from langmem_paging.step.result import PagingResult, PagingValue
 from langmem_paging.strategies.policy import PolicyContext
 
 __all__ = ["StepContext", "start"]
@@ -120,7 +120,7 @@ class StepContext:
         )
 
 
-def start(view: Sequence[BaseMessage], state_value: Any, options: StepOptions) -> StepContext:
+def start(view: Sequence[BaseMessage], state_value: PagingValue, options: StepOptions) -> StepContext:
     """A step's context: the view measured, the state copied, the newest user message found."""
     repaired = repair_unanswered(view)
     messages = repaired if repaired is not None else list(view)

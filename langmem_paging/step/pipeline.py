@@ -12,7 +12,6 @@ history. It is a generator of requests (numbers, bookmarks, features, stored pag
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -27,13 +26,15 @@ from langmem_paging.step.malformed import shrink_malformed
 from langmem_paging.step.options import StepOptions
 from langmem_paging.step.protect import protect
 from langmem_paging.step.reconcile import number_new_messages, reconcile
-from langmem_paging.step.result import PagingResult
+from langmem_paging.step.result import PagingResult, PagingValue
 from langmem_paging.step.warm import present_warm
 
 __all__ = ["paging_step"]
 
 
-def paging_step(view: Sequence[BaseMessage], state_value: Any, options: StepOptions) -> Flow[PagingResult]:
+def paging_step(
+    view: Sequence[BaseMessage], state_value: PagingValue, options: StepOptions
+) -> Flow[PagingResult]:
     """Page `view` under `options.budget`; yields requests (see `langmem_paging.core.effects`).
 
     Neither `view` nor `state_value` is mutated.

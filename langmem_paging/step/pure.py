@@ -21,6 +21,7 @@ from langmem_paging.core.records import Page
 from langmem_paging.core.tokens import TokenCounter, shared_counter
 from langmem_paging.step import Components, PagingResult, StepOptions, paging_step, step_options
 from langmem_paging.step.io import LocalIO
+from langmem_paging.step.result import PagingValue
 
 __all__ = ["PagingResult", "StepOptions", "apage_messages", "page_messages", "paging_step"]
 
@@ -37,7 +38,7 @@ def page_messages(
     messages: Sequence[BaseMessage],
     *,
     max_tokens: int,
-    state: Any = None,
+    state: PagingValue = None,
     pages: Mapping[str, Page] | None = None,
     text_counter: TokenCounter | None = None,
     **options: Unpack[PagingOptions],
@@ -97,7 +98,7 @@ async def apage_messages(
     messages: Sequence[BaseMessage],
     *,
     max_tokens: int,
-    state: Any = None,
+    state: PagingValue = None,
     pages: Mapping[str, Page] | None = None,
     text_counter: TokenCounter | None = None,
     **options: Unpack[PagingOptions],

@@ -37,6 +37,7 @@ __all__ = [
     "FoldPlanner",
     "materialize",
     "merge_terms",
+    "plan_folds",
     "similarity",
 ]
 
@@ -139,6 +140,18 @@ class FoldPlan:
 
     def __bool__(self) -> bool:
         return bool(self.nodes)
+
+
+def plan_folds(
+    state: PagingState,
+    position: Mapping[str, int],
+    options: ClusterOptions,
+    *,
+    count_message: Callable[[BaseMessage], int],
+    direct: Sequence[str] = (),
+) -> FoldPlan:
+    """Which bookmarks fold into which clusters (pure): `FoldPlanner.decide`, for one plan."""
+    return FoldPlanner(state, position, options, count_message).decide(direct)
 
 
 class FoldPlanner:

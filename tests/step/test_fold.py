@@ -9,6 +9,7 @@ from langchain_core.messages import HumanMessage
 from langmem_paging.core.messages import library_mark
 from langmem_paging.step.evict import evict, unbookmarked
 from langmem_paging.step.fold import drop_removed, fold, fold_to_fit
+from langmem_paging.strategies.clusters import FoldPlanner, plan_folds
 from tests.support.steps import drive, long_turns, prepared
 
 VIEW = [*long_turns(10), HumanMessage("What now?", id="q")]
@@ -82,3 +83,17 @@ def test_a_lone_bookmark_never_folds_into_a_bigger_cluster_bookmark():
     assert result.over_budget and result.evicted == ["p1"] and not result.folded
     assert library_mark(result.view[0]) == {"bookmark": "p1"}
     assert result.tokens < result.tokens_before, (result.tokens_before, result.tokens)
+
+
+def test_plan_folds_is_the_planners_decision_and_changes_no_state():
+    """The pure entry point plans what a `FoldPlanner` made for the same state decides."""
+    ctx = _evicted(bookmark_share=0.1)
+    args = (ctx.state, ctx.position, ctx.options.clusters)
+    before = ctx.state.to_value()
+
+    plan = plan_folds(*args, count_message=ctx.options.count_message)
+
+    decided = FoldPlanner(*args, ctx.options.count_message).decide()
+    assert plan.folded and plan.folded == decided.folded
+    assert [(n.children, n.digest) for n in plan.nodes] == [(n.children, n.digest) for n in decided.nodes]
+    assert ctx.state.to_value() == before
