@@ -50,14 +50,14 @@ class _Clock:
 @contextmanager
 def _instrumented(clock: _Clock, session: Any) -> Iterator[None]:
     """Time the index's search, its embedder and the packer while a recall runs."""
-    from langmem_paging.recall import service
+    from langmem_paging.recall import compose, passages  # compose packs a recall's passages
 
     index, embedder = session.index, getattr(session.index, "embedder", None)
-    saved = [(service, "pack_hits", service.pack_hits), (index, "search", index.search)]
+    saved = [(compose, "pack_hits", passages.pack_hits), (index, "search", index.search)]
     if embedder is not None:
         saved.append((embedder, "embed", embedder.embed))
-    service.pack_hits = clock.wrap("packing_ms", service.pack_hits)  # type: ignore[attr-defined]
-    index.search = clock.wrap("search_ms", index.search)  # type: ignore[method-assign]
+    compose.pack_hits = clock.wrap("packing_ms", passages.pack_hits)  # type: ignore[attr-defined]
+    index.search = clock.wrap("search_ms", index.search)
     if embedder is not None:
         embedder.embed = clock.wrap("embed_ms", embedder.embed)
     try:
