@@ -18,11 +18,13 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
     messages_from_dict,
     messages_to_dict,
 )
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from langmem_paging.core.tokens import message_text
 
@@ -43,6 +45,7 @@ __all__ = [
     "recall_copy_pages",
     "recall_copy_shown",
     "require_messages",
+    "rewrites_all",
     "speaker",
     "split_units",
     "tool_call_ids",
@@ -55,6 +58,11 @@ METADATA_KEY = "langmem_paging"
 def _meta(message: BaseMessage) -> dict[str, Any]:
     value = message.additional_kwargs.get(METADATA_KEY)
     return value if isinstance(value, dict) else {}
+
+
+def rewrites_all(updates: Sequence[BaseMessage]) -> bool:
+    """Whether `add_messages` updates replace the whole list (``REMOVE_ALL_MESSAGES`` first)."""
+    return bool(updates) and isinstance(updates[0], RemoveMessage) and updates[0].id == REMOVE_ALL_MESSAGES
 
 
 def library_mark(message: BaseMessage) -> dict[str, Any]:

@@ -54,10 +54,8 @@ def write_puts(store: Any, ops: Sequence[Op], cursor: Any) -> Any:
 
 
 def store_row(kind: StoreClass, namespace: tuple[str, ...], key: str) -> tuple[str, tuple[str, str]]:
-    """The statement reading one item's value in the caller's transaction, and its parameters: the
-    store's table ``store``, keyed by ``prefix`` (the namespace joined by dots) and ``key``, as
-    ``SqliteStore`` (the value JSON text) and ``PostgresStore`` (jsonb) keep it; on Postgres the row
-    is locked against writers until the transaction ends (``FOR SHARE``)."""
+    """A statement and its parameters reading one item's value (table ``store``: ``prefix``, the
+    namespace joined by dots, and ``key``) in the caller's transaction; on Postgres ``FOR SHARE``."""
     sql = "SELECT value FROM store WHERE prefix = ? AND key = ?"
     if kind != "sqlite":
         sql = sql.replace("?", "%s") + " FOR SHARE"

@@ -19,7 +19,7 @@ from langgraph.types import Command
 
 from langmem_paging.config import Budget, PagingConfig, PagingOptions
 from langmem_paging.core.blocks import for_model
-from langmem_paging.core.messages import recall_copy_pages
+from langmem_paging.core.messages import recall_copy_pages, rewrites_all
 from langmem_paging.core.state import paging_reducer
 from langmem_paging.core.tokens import TokenCounter, foreign_model_warning
 from langmem_paging.index.base import SearchIndex
@@ -207,6 +207,9 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
         self, request: ModelRequest, response: ModelResponse, result: PagingResult, call: _Call
     ) -> ModelResponse | ExtendedModelResponse:
         update = call.graph.update(result)
+        if rewrites_all(update.get("messages", [])):
+            # `create_agent` applies the model's answer before this update: the rewrite ends with it again
+            update["messages"] = [*update["messages"], *response.result]
         calibration = call.calibration
         provider = (
             provider_input_tokens(response.result[-1]) if self.config.calibrate and response.result else None

@@ -372,10 +372,11 @@ def _compare(
 
 
 def _arrival_order(first: dict[str, BaseMessage], history: Sequence[BaseMessage]) -> list[Issue]:
-    """The rebuilt history keeps the order messages arrived in."""
+    """The rebuilt history keeps the order messages arrived in (but repair results: after their call)."""
+    arrived = {k: m for k, m in first.items() if not library_mark(m).get("repair")}
     rebuilt = {m.id for m in history}
-    expected = [k for k in first if k in rebuilt]
-    actual = list(dict.fromkeys(m.id for m in history if m.id in first))
+    expected = [k for k in arrived if k in rebuilt]
+    actual = list(dict.fromkeys(m.id for m in history if m.id in arrived))
     if expected == actual:
         return []
     at = next(

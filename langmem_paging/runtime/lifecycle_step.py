@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from langchain_core.messages import BaseMessage, RemoveMessage
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.effects import ask
+from langmem_paging.core.messages import rewrites_all
 from langmem_paging.core.records import page_number
 from langmem_paging.core.state import STATE_KEY, PagingState
 from langmem_paging.recall.io import LoadClusters
@@ -64,10 +64,7 @@ def follow_lifecycle(
 def with_replaced(updates: list[BaseMessage], replaced: Sequence[BaseMessage]) -> list[BaseMessage]:
     """A step's `add_messages` updates with the messages `follow_lifecycle` replaced in its view
     (those the step itself updated or rewrote already carry the replacement)."""
-    rewritten = (
-        bool(updates) and isinstance(updates[0], RemoveMessage) and updates[0].id == REMOVE_ALL_MESSAGES
-    )
-    if not replaced or rewritten:
+    if not replaced or rewrites_all(updates):
         return updates
     updated = {m.id for m in updates}
     return [*(m for m in replaced if m.id not in updated), *updates]

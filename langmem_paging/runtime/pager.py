@@ -14,7 +14,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypedDict, Unpack
 
 from langchain_core.messages import BaseMessage
@@ -177,9 +177,10 @@ class Pager:
 
     def options(self, *, max_tokens: int, overhead: int, counter: TokenCounter) -> StepOptions:
         """The step's options for a budget of `max_tokens` of which `overhead` is taken."""
-        return step_options(
+        options = step_options(
             self.config, self.engine.components, max_tokens=max_tokens, overhead=overhead, counter=counter
         )
+        return replace(options, before_model=True)  # the integrations page right before a model call
 
     def _io(self, thread_id: str, store: BaseStore | None) -> ThreadIO:
         page_store = self.page_store_for(store)

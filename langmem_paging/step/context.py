@@ -122,7 +122,7 @@ class StepContext:
 
 def start(view: Sequence[BaseMessage], state_value: PagingValue, options: StepOptions) -> StepContext:
     """A step's context: the view measured, the state copied, the newest user message found."""
-    repaired = repair_unanswered(view)
+    repaired = repair_unanswered(view, in_flight=not options.before_model)
     messages = repaired if repaired is not None else list(view)
     state = PagingState.from_value(state_value)
     keys = message_keys(messages)

@@ -84,6 +84,8 @@ class StepOptions:
     """The whole budget: the messages' `budget` plus `overhead` (unless the overhead alone exceeds it)."""
     tool_name: str = "recall"
     """The name of paging's recall tool, which texts the model reads tell it to call."""
+    before_model: bool = False
+    """The step runs right before a model call: no tool call is in flight (`repair_unanswered`)."""
 
 
 def step_options(

@@ -5,8 +5,9 @@ node's pending writes and the next checkpoint, a cancelled run); when the app th
 message, the thread holds an AI message whose calls were never answered, followed by other
 messages: an invalid chat every provider refuses, in every later prompt (paging keeps unanswered
 calls). The step answers each such call as `create_agent` answers a malformed one: an error
-ToolMessage right after the call, so the thread recovers. A call still in flight (nothing after
-its message but its results) is left alone.
+ToolMessage right after the call, so the thread recovers. A call with nothing after it but its
+results is left alone as in flight, unless the step runs right before a model call (the `Pager`'s:
+a run killed in its tools whose input was sent again, replaced in place before the call).
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -15,6 +16,8 @@ Example:
     ['ai', 'tool', 'human']
     >>> repair_unanswered([call]) is None
     True
+    >>> [m.type for m in repair_unanswered([call], in_flight=False)]
+    ['ai', 'tool']
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ REPAIR_TEXT = (
 )
 
 
-def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
-    """`messages` with an error result after each call nothing answered before the conversation
-    went on, and without the error results of ours whose call is no longer before them (a new
-    message took the id of the call's message), or None when there is nothing to change."""
+def repair_unanswered(messages: Sequence[BaseMessage], *, in_flight: bool = True) -> list[BaseMessage] | None:
+    """`messages` with an error result after each call nothing answered before the conversation went
+    on (or at all: no call `in_flight`), and without the error results of ours whose call is no
+    longer before them (a new message took the id of the call's message), or None when there is
+    nothing to change."""
     out: list[BaseMessage] = []
     repaired = False
     calls: set[str] = set()  # the calls of the message the current run of tool results follows
@@ -50,7 +54,7 @@ def repair_unanswered(messages: Sequence[BaseMessage]) -> list[BaseMessage] | No
         if not isinstance(message, AIMessage):
             continue
         missing = _unanswered(messages, i)
-        if missing and any(not isinstance(m, ToolMessage) for m in messages[i + 1 :]):  # the call went on
+        if missing and (not in_flight or any(not isinstance(m, ToolMessage) for m in messages[i + 1 :])):
             taken = {m.id for m in messages}  # once per repair, which is rare
             out += [_error_result(message, call_id, taken) for call_id in missing]
             repaired = True

@@ -37,20 +37,9 @@ def _args(runtime: str, workers: int) -> argparse.Namespace:
     )
 
 
-APP_UNDER_KILLS = pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "open (issue 30): the plain app with a worker SIGKILLed mid-turn and two clients on one thread "
-        "sometimes rebuilds out of order: a retried turn after a killed tool call gets the library's "
-        "repair of the unanswered call where the verifier expects the next message (seen in 2 of ~30 "
-        "runs after the harness's retry and forget fixes); the Agent Server and langgraph dev rows hold"
-    ),
-)
-
-
 @pytest.mark.parametrize(
     ("runtime", "workers"),
-    [pytest.param("app", 2, marks=APP_UNDER_KILLS), ("agent-server", 2), ("dev", 1)],
+    [("app", 2), ("agent-server", 2), ("dev", 1)],
     ids=["app-2", "agent-server-2", "dev"],
 )
 def test_deployed_paging_loses_nothing(runtime, workers):
