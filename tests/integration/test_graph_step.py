@@ -17,7 +17,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langmem_paging import PagingConfig, PagingMiddleware, PagingNode
 from langmem_paging.config import RECALL_BUDGET_SHARE, RECALL_MIN_TOKENS, PagingOptions
-from langmem_paging.core.messages import is_bookmark
+from langmem_paging.core.messages import is_bookmark, rewrites_all
 from langmem_paging.integrations.agents import AgentPagingOptions
 from langmem_paging.integrations.graph_state import (
     MISSING_STATE,
@@ -54,8 +54,15 @@ def _middleware_update(
         state={"messages": messages, **state},  # type: ignore[typeddict-item]
         runtime=SimpleNamespace(execution_info=SimpleNamespace(thread_id="t"), store=store),
     )  # type: ignore[arg-type]
-    out = paging.wrap_model_call(request, lambda r: ModelResponse(result=[AIMessage("ok")]))
-    return dict(out.command.update or {}) if isinstance(out, ExtendedModelResponse) else {}  # type: ignore[union-attr]
+    answer = AIMessage("ok", id="answer")
+    out = paging.wrap_model_call(request, lambda r: ModelResponse(result=[answer]))
+    update = dict(out.command.update or {}) if isinstance(out, ExtendedModelResponse) else {}  # type: ignore[union-attr]
+    if rewrites_all(
+        update.get("messages", [])
+    ):  # a rewrite ends with the answer create_agent applied before it
+        assert update["messages"][-1] is answer
+        update["messages"] = update["messages"][:-1]
+    return update
 
 
 def _same_store_free(update: dict[str, Any]) -> dict[str, Any]:

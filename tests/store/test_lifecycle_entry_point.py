@@ -86,8 +86,10 @@ def _converse(agent, *, quote: bool = False) -> None:
 
 
 def _hits(text: str, words=ONLY_IN_CARD) -> list[str]:
-    """The words `text` holds as words (a float's digits are no card number)."""
-    return [w for w in words if re.search(rf"(?<![\w.]){re.escape(w)}(?!\w)", text, re.IGNORECASE)]
+    """The words `text` holds as words (a float's digits are no card number), each with the text
+    around it (what a failure shows)."""
+    found = [(w, re.search(rf"(?<![\w.]){re.escape(w)}(?!\w)", text, re.IGNORECASE)) for w in words]
+    return [f"{w} in ...{text[max(0, m.start() - 80) : m.end() + 40]}..." for w, m in found if m]
 
 
 def _store_text(store) -> str:
