@@ -122,9 +122,6 @@ class NumberClaims(ABC):
     """Claims of (thread, kind, number) for a digest; sync methods, async ones in a worker thread by
     default."""
 
-    writes_records = False
-    """Whether `write` writes the records itself, in the claims' transaction (`_write`)."""
-
     def joins(self, index: SearchIndex) -> bool:
         """Whether `index` writes in the transaction of the records (`write`): its rows live in the
         store's own database, on the store's own connection (FTS5 on a `SqliteStore`'s connection,
@@ -150,8 +147,6 @@ class NumberClaims(ABC):
         """Check the request's guard, claim its numbers, then write its ops with `batch` (and, for claims
         that join the index, its passages, in the same transaction); False, with nothing written, when
         the guard no longer holds or another digest holds one of the numbers."""
-        if self.writes_records:
-            return self._write(request)
         _not_joined(self, request.passages)
         guard, thread_id = request.guard, request.thread_id
         if guard is not None and not guard.holds(_value(batch(guard.get())[0])):
@@ -164,9 +159,7 @@ class NumberClaims(ABC):
         return True
 
     async def awrite(self, request: ClaimedWrite, abatch: Callable[[Sequence[Op]], Awaitable[Any]]) -> bool:
-        """Async `write` (in a worker thread for claims that write the records themselves)."""
-        if self.writes_records:
-            return await self._awrite(request)
+        """Async `write`."""
         _not_joined(self, request.passages)
         guard = request.guard
         if guard is not None and not guard.holds(_value((await abatch(guard.get()))[0])):
@@ -176,13 +169,6 @@ class NumberClaims(ABC):
                 return False
         await abatch(request.ops)
         return True
-
-    def _write(self, request: ClaimedWrite) -> bool:
-        """`write` in one transaction (`writes_records`)."""
-        raise NotImplementedError
-
-    async def _awrite(self, request: ClaimedWrite) -> bool:
-        return await asyncio.to_thread(self._write, request)
 
     async def aheld(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
         """Async `held`."""
@@ -221,11 +207,27 @@ class InProcessClaims(NumberClaims):
             self._claims.pop(thread_id, None)
 
 
-class SqliteClaims(NumberClaims):
+class TransactionClaims(NumberClaims):
+    """Claims in the store's own database: `write` checks the guard, claims and writes the records (and
+    joined passages) in one transaction of the store's connection (`_write`), never through `batch`."""
+
+    @abstractmethod
+    def _write(self, request: ClaimedWrite) -> bool:
+        """`write` in one transaction; False (rolled back) when refused."""
+
+    async def _awrite(self, request: ClaimedWrite) -> bool:
+        return await asyncio.to_thread(self._write, request)
+
+    def write(self, request: ClaimedWrite, batch: Callable[[Sequence[Op]], Any]) -> bool:
+        return self._write(request)
+
+    async def awrite(self, request: ClaimedWrite, abatch: Callable[[Sequence[Op]], Awaitable[Any]]) -> bool:
+        return await self._awrite(request)
+
+
+class SqliteClaims(TransactionClaims):
     """Claims in a `SqliteStore`'s database, on its connection and lock; `write` claims and writes the
     records in one transaction."""
-
-    writes_records = True
 
     def __init__(self, store: Any) -> None:
         self._store, self._conn, self._lock = store, store.conn, store.lock
@@ -349,12 +351,10 @@ _POSTGRES_CLAIM = (
 )
 
 
-class PostgresClaims(NumberClaims):
+class PostgresClaims(TransactionClaims):
     """Claims in the Postgres database of a `PostgresStore` or `AsyncPostgresStore` (its cursors): one
     statement inserts what is free and reads what another writer holds; `write` claims and writes the
     records in one transaction."""
-
-    writes_records = True
 
     def __init__(self, store: Any) -> None:
         self._store = store

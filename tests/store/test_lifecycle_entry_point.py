@@ -264,10 +264,10 @@ def test_a_failed_index_write_then_a_rerun_converges():
     assert _hits(_next_prompt(agent, model)) == []
 
 
-@pytest.mark.parametrize("call", range(1, 7))
+@pytest.mark.parametrize("call", range(1, 8))
 def test_a_forget_cut_at_any_store_call_converges_on_a_rerun(call):
-    """The forget's store calls: high-water mark, pages, clusters, sketch, lifecycle, the write (6th):
-    each fails once (after landing, for the write), the re-run converges."""
+    """The forget's store calls: lifecycle, its intent written (2nd), high-water mark, pages, clusters,
+    sketch, the write (7th): each fails once (after landing, for the writes), the re-run converges."""
     faulty = FaultInjectingStore(InMemoryStore(), landed=1.0)
     agent, paging, model = _agent(faulty)
     paging.page_store.retries = 0
@@ -516,10 +516,11 @@ def test_forget_of_a_message_never_paged_reaches_the_next_prompt_and_the_checkpo
     assert THREAD not in _database_text(database)
 
 
-@pytest.mark.parametrize("call", range(1, 6))
+@pytest.mark.parametrize("call", range(1, 7))
 def test_a_forget_of_a_message_never_paged_cut_at_any_store_call_converges_on_a_rerun(call):
-    """Its store calls: high-water mark, the listing, sketch, lifecycle, the write (5th, failing after
-    it landed): each fails once, the re-run converges on one record naming the message."""
+    """Its store calls: lifecycle, its intent written (2nd), high-water mark, the listing, sketch, the
+    write (6th, failing after it landed): each fails once, the re-run converges on one record naming
+    the message."""
     faulty = FaultInjectingStore(InMemoryStore(), landed=1.0)
     agent, paging, model = _agent(faulty)
     paging.page_store.retries = 0
