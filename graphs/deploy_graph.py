@@ -3,6 +3,8 @@
 
 The model answers ``RECALL p3`` with a recall of that page, ``SEARCH words`` with a recall by
 query, anything else with a short note; small budget and pages, so paging starts within a few turns.
+Without paging the same calls go to a stand-in `recall` tool that finds nothing: both graphs run the
+same steps (a model call, the tool, a model call) on the same turns.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import uuid
 
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 
 from langmem_paging import create_paging_agent
 from langmem_paging.testing import ScriptedChatModel
@@ -28,6 +31,12 @@ def respond(messages):
     return AIMessage(f"Noted: {str(last.content)[:40]}")
 
 
+@tool
+def recall(page_ids: list[str] | None = None, query: str | None = None) -> str:
+    """Bring back earlier messages by id or by query (without paging: nothing was moved out)."""
+    return "Nothing was paged out of this conversation."
+
+
 def build(with_paging: bool, *, store=None, checkpointer=None):
     """The graph with or without paging; a LangGraph server supplies store and checkpointer when None."""
     model = ScriptedChatModel(responses=[respond] * 1_000_000)
@@ -35,7 +44,7 @@ def build(with_paging: bool, *, store=None, checkpointer=None):
         return create_paging_agent(
             model, store=store, checkpointer=checkpointer, max_tokens=600, boundary="fixed_4", policy="lfu"
         )
-    return create_agent(model, store=store, checkpointer=checkpointer)
+    return create_agent(model, tools=[recall], store=store, checkpointer=checkpointer)
 
 
 paging = build(True)
