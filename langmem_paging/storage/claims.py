@@ -109,6 +109,15 @@ class ClaimedWrite:
     guard: Guard | None = None
 
 
+def _of_kind(kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[Wanted]:
+    return [(kind, n, d) for n, d in zip(numbers, digests, strict=True)]
+
+
+def _granted(wanted: Sequence[Wanted], held: Mapping[tuple[str, int], str]) -> list[bool]:
+    """For each wanted number, whether its digest holds it."""
+    return [held.get((kind, number)) == digest for kind, number, digest in wanted]
+
+
 def _by_kind(wanted: Sequence[Wanted]) -> dict[str, tuple[list[int], list[str]]]:
     groups: dict[str, tuple[list[int], list[str]]] = {}
     for kind, number, digest in wanted:
@@ -242,7 +251,7 @@ class SqliteClaims(TransactionClaims):
 
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
         with self._lock, self._transaction():
-            return self._claim(thread_id, kind, numbers, digests)
+            return self._claim(thread_id, _of_kind(kind, numbers, digests))
 
     def _write(self, request: ClaimedWrite) -> bool:
         ensure_setup(self._store)
@@ -250,9 +259,8 @@ class SqliteClaims(TransactionClaims):
         with self._lock, self._transaction() as cursor:
             if guard is not None and not guard.holds(_sqlite_value(cursor, guard)):
                 raise _Refused
-            for kind, (numbers, digests) in _by_kind(request.wanted).items():
-                if not all(self._claim(thread_id, kind, numbers, digests)):
-                    raise _Refused
+            if not all(self._claim(thread_id, request.wanted)):
+                raise _Refused
             # the store's own writer, on this transaction (`SqliteStore.batch` would open another)
             write_puts(self._store, request.ops, cursor)
             if passages is not None:  # `joins`: the index on this connection, this lock held
@@ -262,26 +270,28 @@ class SqliteClaims(TransactionClaims):
 
     def held(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
         with self._lock:
-            return self._held(thread_id, kind, numbers)
+            held = self._held(thread_id, _of_kind(kind, numbers, [""] * len(numbers)))
+        return {number: digest for (_, number), digest in held.items()}
 
     def drop(self, thread_id: str) -> None:
         with self._lock:
             self._conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = ?", (thread_id,))
 
-    def _claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
-        rows = [(thread_id, kind, n, d) for n, d in zip(numbers, digests, strict=True)]
-        self._conn.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?)", rows)
-        held = self._held(thread_id, kind, numbers)
-        return [held.get(n) == d for n, d in zip(numbers, digests, strict=True)]
-
-    def _held(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
-        return dict(
-            self._conn.execute(
-                f"SELECT number, digest FROM {TABLE} WHERE thread_id = ? AND kind = ? AND number IN "
-                f"({','.join('?' * len(numbers))})",
-                (thread_id, kind, *numbers),
-            ).fetchall()
+    def _claim(self, thread_id: str, wanted: Sequence[Wanted]) -> list[bool]:
+        """Claim `wanted` (numbers of every kind at once: one insert, one read)."""
+        self._conn.executemany(
+            f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?)", [(thread_id, *w) for w in wanted]
         )
+        return _granted(wanted, self._held(thread_id, wanted))
+
+    def _held(self, thread_id: str, wanted: Sequence[Wanted]) -> dict[tuple[str, int], str]:
+        kinds, numbers = sorted({k for k, _, _ in wanted}), sorted({n for _, n, _ in wanted})
+        rows = self._conn.execute(
+            f"SELECT kind, number, digest FROM {TABLE} WHERE thread_id = ? AND kind IN "
+            f"({','.join('?' * len(kinds))}) AND number IN ({','.join('?' * len(numbers))})",
+            (thread_id, *kinds, *numbers),
+        ).fetchall()
+        return {(kind, number): digest for kind, number, digest in rows}
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
@@ -342,13 +352,14 @@ _POSTGRES_DDL = (
     "number INTEGER NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (thread_id, kind, number))"
 )
 _POSTGRES_CLAIM = (
-    f"WITH wanted AS (SELECT * FROM unnest(%s::int[], %s::text[]) AS w(number, digest)), "
+    f"WITH wanted AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::text[]) AS w(kind, number, digest)), "
     f"ins AS (INSERT INTO {TABLE} (thread_id, kind, number, digest) "
-    f"SELECT %s, %s, number, digest FROM wanted ON CONFLICT DO NOTHING RETURNING number, digest) "
-    f"SELECT number, digest FROM ins UNION ALL SELECT c.number, c.digest FROM {TABLE} c "
-    f"JOIN wanted w ON c.number = w.number WHERE c.thread_id = %s AND c.kind = %s "
-    f"AND c.number NOT IN (SELECT number FROM ins)"
+    f"SELECT %s, kind, number, digest FROM wanted ON CONFLICT DO NOTHING RETURNING kind, number, digest) "
+    f"SELECT kind, number, digest FROM ins UNION ALL SELECT c.kind, c.number, c.digest FROM {TABLE} c "
+    f"JOIN wanted w ON c.kind = w.kind AND c.number = w.number WHERE c.thread_id = %s "
+    f"AND (c.kind, c.number) NOT IN (SELECT kind, number FROM ins)"
 )
+"""Claim numbers of every kind in one statement: insert what is free, read what another writer holds."""
 
 
 class PostgresClaims(TransactionClaims):
@@ -364,19 +375,14 @@ class PostgresClaims(TransactionClaims):
     def joins(self, index: SearchIndex) -> bool:
         return isinstance(index, PostgresSearchIndex) and index.on(self._store.conn)
 
-    def _params(
-        self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
-    ) -> tuple[Any, ...]:
-        return (list(numbers), list(digests), thread_id, kind, thread_id, kind)
-
     # an AsyncPostgresStore from sync code runs on its own loop, as its sync methods do (`_execute`)
     def claim(self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]) -> list[bool]:
-        return self._execute(self._claim(thread_id, kind, numbers, digests))
+        return self._execute(self._claim(thread_id, _of_kind(kind, numbers, digests)))
 
     async def aclaim(
         self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
     ) -> list[bool]:
-        return await self._aexecute(self._claim(thread_id, kind, numbers, digests))
+        return await self._aexecute(self._claim(thread_id, _of_kind(kind, numbers, digests)))
 
     def held(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
         return self._execute(self._held(thread_id, kind, numbers))
@@ -426,13 +432,14 @@ class PostgresClaims(TransactionClaims):
                 yield cur
 
     # -- one source for both: generators of statements, run on a sync or an async cursor --------
-    def _claim(
-        self, thread_id: str, kind: str, numbers: Sequence[int], digests: Sequence[str]
-    ) -> _Work[list[bool]]:
+    def _claim(self, thread_id: str, wanted: Sequence[Wanted]) -> _Work[list[bool]]:
+        """Claim `wanted` (numbers of every kind at once: one statement, one round trip)."""
         yield from self._create()
-        rows = yield _Statement(_POSTGRES_CLAIM, self._params(thread_id, kind, numbers, digests), fetch=True)
-        held = _held(rows)
-        return [held.get(n) == d for n, d in zip(numbers, digests, strict=True)]
+        kinds, numbers, digests = (
+            (list(column) for column in zip(*wanted, strict=True)) if wanted else ([], [], [])
+        )
+        rows = yield _Statement(_POSTGRES_CLAIM, (kinds, numbers, digests, thread_id, thread_id), fetch=True)
+        return _granted(wanted, _held(rows))
 
     def _create(self) -> _Work[None]:
         if not self._ready:
@@ -447,21 +454,20 @@ class PostgresClaims(TransactionClaims):
             rows = yield _Statement(*store_row("postgres", guard.namespace, guard.key), fetch=True)
             if not guard.holds(rows[0]["value"] if rows else None):
                 raise _Refused
-        for kind, (numbers, digests) in _by_kind(request.wanted).items():
-            granted = yield from self._claim(request.thread_id, kind, numbers, digests)
-            if not all(granted):
-                raise _Refused
+        granted = yield from self._claim(request.thread_id, request.wanted)
+        if not all(granted):
+            raise _Refused
         yield request  # its records and passages, on this transaction's cursor
         return True
 
     def _held(self, thread_id: str, kind: str, numbers: Sequence[int]) -> _Work[dict[int, str]]:
         yield from self._create()
         rows = yield _Statement(
-            f"SELECT number, digest FROM {TABLE} WHERE thread_id = %s AND kind = %s AND number = ANY(%s)",
+            f"SELECT kind, number, digest FROM {TABLE} WHERE thread_id = %s AND kind = %s AND number = ANY(%s)",
             (thread_id, kind, list(numbers)),
             fetch=True,
         )
-        return _held(rows)
+        return {number: digest for (_, number), digest in _held(rows).items()}
 
     def _drop(self, thread_id: str) -> _Work[None]:
         if not self._ready:  # a thread deleted before anything was claimed: no table to create for it
@@ -544,13 +550,13 @@ def _created_meanwhile() -> tuple[type[Exception], ...]:
     return (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject)
 
 
-def _held(rows: Sequence[Any]) -> dict[int, str]:
-    """``{number: digest}`` from rows as tuples or as the stores' dict rows."""
-    return (
-        {int(r["number"]): r["digest"] for r in rows}
-        if rows and isinstance(rows[0], dict)
-        else {int(n): d for n, d in rows}
-    )
+def _held(rows: Sequence[Any]) -> dict[tuple[str, int], str]:
+    """``{(kind, number): digest}`` from rows ``(kind, number, digest)`` as tuples or as the stores'
+    dict rows."""
+    return {
+        (kind, int(number)): digest
+        for kind, number, digest in (tuple(row.values()) if isinstance(row, dict) else row for row in rows)
+    }
 
 
 _CLAIMS: weakref.WeakKeyDictionary[Any, NumberClaims] = weakref.WeakKeyDictionary()

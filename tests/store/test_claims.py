@@ -104,3 +104,30 @@ def test_a_create_that_loses_the_race_with_type_already_exists_goes_on(postgres_
 
         monkeypatch.setattr(store, "_cursor", losing_cursor)
         assert claims.claim("t", "p", [1, 2], ["a", "b"]) == [True, True]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_write_claims_both_kinds_at_once_and_one_refused_number_claims_none(claims, mode):
+    """A step's write claims its page and cluster numbers together (one statement on Postgres, one
+    insert and one read on SQLite): granted again for the same digests, and a cluster number another
+    digest holds refuses the write with its page number left free (in-process claims are made
+    first, one kind at a time: there the page number stays claimed)."""
+    from langmem_paging.storage.claims import ClaimedWrite
+
+    def write(wanted):
+        request = ClaimedWrite("t", wanted, [])
+        if mode == "sync":
+            return claims.write(request, lambda ops: [])
+        return asyncio.run(claims.awrite(request, _none))
+
+    assert write([("p", 1, "a"), ("p", 2, "b"), ("c", 1, "x")])
+    assert write([("p", 1, "a"), ("p", 2, "b"), ("c", 1, "x")])  # a retried step
+    assert claims.held("t", "c", [1]) == {1: "x"} and claims.held("t", "p", [1, 2]) == {1: "a", 2: "b"}
+    assert not write([("p", 3, "d"), ("c", 1, "other")])
+    left = {} if not isinstance(claims, InProcessClaims) else {3: "d"}
+    assert claims.held("t", "p", [3]) == left
+    assert claims.claim("t", "c", [1, 2], ["x", "y"]) == [True, True]
+
+
+async def _none(ops):
+    return []
