@@ -136,15 +136,12 @@ def member_span(first: int, last: int, size: int) -> str:
 def cluster_keywords(terms: Mapping[str, float], limit: int) -> list[str]:
     """The keywords a cluster bookmark shows: its strongest terms, ties by name, each word once
     whatever its case (``Honey`` and ``honey`` are one keyword)."""
-    out: list[str] = []
-    seen: set[str] = set()
+    out: dict[str, str] = {}  # by the word's lower case: the first (strongest) spelling
     for term, _ in sorted(terms.items(), key=lambda tw: (-tw[1], tw[0].lower())):
-        if term.lower() not in seen:
-            out.append(term)
-            seen.add(term.lower())
+        out.setdefault(term.lower(), term)
         if len(out) >= limit:
             break
-    return out
+    return list(out.values())
 
 
 def format_cluster_bookmark(

@@ -115,14 +115,17 @@ def add_terms(table: dict[str, int], terms: Iterable[str]) -> None:
 def grouped(doc_freq: dict[str, int]) -> dict[str, str]:
     """The sketch as ``{count: "term term ..."}`` (terms are single words): a third of its size as
     ``{term: count}``, in the order the sketch keeps them."""
-    out: dict[str, list[str]] = {}
+    out: dict[int, list[str]] = {}
     for term, count in doc_freq.items():
-        out.setdefault(str(count), []).append(term)
-    return {count: " ".join(terms) for count, terms in out.items()}
+        out.setdefault(count, []).append(term)
+    return {str(count): " ".join(terms) for count, terms in out.items()}
 
 
 def ungrouped(value: dict[str, Any]) -> dict[str, int]:
     """Read the sketch in either form (``{term: count}`` was written before it was grouped)."""
     if all(isinstance(v, str) for v in value.values()):
-        return {term: int(count) for count, terms in value.items() for term in terms.split()}
+        out: dict[str, int] = {}
+        for count, terms in value.items():
+            out.update(dict.fromkeys(terms.split(), int(count)))
+        return out
     return {term: int(count) for term, count in value.items()}

@@ -19,6 +19,7 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from langchain_core.messages import BaseMessage
 
@@ -38,7 +39,6 @@ __all__ = [
     "materialize",
     "merge_terms",
     "plan_folds",
-    "similarity",
 ]
 
 MAX_TERMS = 32
@@ -72,12 +72,8 @@ class ClusterOptions:
         )
 
 
-def similarity(a: Mapping[str, float], b: Mapping[str, float]) -> float:
-    """Cosine similarity of two weighted term maps, case-insensitive; 0.0 when either is empty."""
-    return cosine(_lower(a), _lower(b))
-
-
 def _lower(terms: Mapping[str, float]) -> dict[str, float]:
+    """Terms case-folded, their weights summed: similarity (cosine) is case-insensitive."""
     out: dict[str, float] = {}
     for term, weight in terms.items():
         key = term.lower()
@@ -119,10 +115,17 @@ class _Root:
     children: list[str]
     new: bool = True
     digest: str = ""
+    tokens: int | None = None
+    """A new root's cluster bookmark tokens, once estimated (a root never changes: a union makes a new one)."""
 
     @property
     def span(self) -> tuple[int, int, int]:
         return self.first, self.last, self.size
+
+    @cached_property
+    def lowered(self) -> dict[str, float]:
+        """Its terms case-folded (`_lower`), once per root."""
+        return _lower(self.terms)
 
 
 @dataclass
@@ -178,6 +181,7 @@ class FoldPlanner:
         self.plan = FoldPlan()
         self.roots: dict[str, _Root] = {}
         self.digests: dict[str, str] = {}
+        self.similarities: dict[tuple[str, str], float] = {}
 
     def decide(self, direct: Sequence[str] = ()) -> FoldPlan:
         """The plan, once the entries' terms are read (`direct`: shown pages evicted with no bookmark,
@@ -232,12 +236,13 @@ class FoldPlanner:
     def fold(self, page_id: str, *, force: bool) -> None:
         """A shown page joins the most similar root (above the threshold unless forced), or starts one."""
         shown = self.state.shown[page_id]
-        best = max(
-            self.roots.values(),
-            key=lambda r: (similarity(shown.terms, r.terms), -self.at(r.anchor)),
-            default=None,
+        lowered = _lower(shown.terms)
+        best, score = max(
+            ((r, cosine(lowered, r.lowered)) for r in self.roots.values()),
+            key=lambda rs: (rs[1], -self.at(rs[0].anchor)),
+            default=(None, 0.0),
         )
-        if best is not None and not force and similarity(shown.terms, best.terms) < self.options.threshold:
+        if best is not None and not force and score < self.options.threshold:
             best = None
         n, terms = page_number(page_id), _unit(shown.terms)
         if best is None:
@@ -258,16 +263,29 @@ class FoldPlanner:
         """Merge the two most similar roots (the earlier one's place keeps the bookmark)."""
         ordered = sorted(self.roots.values(), key=lambda r: self.at(r.anchor))
         pairs = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :]]
-        best = max(pairs, key=lambda ab: similarity(ab[0].terms, ab[1].terms))  # the first of equals
+        best = max(pairs, key=self.pair_similarity)  # the first of equals
         self.union(*best)
+
+    def pair_similarity(self, pair: tuple[_Root, _Root]) -> float:
+        """Cosine similarity of two roots, once per pair a plan (roots never change: merges make new ones)."""
+        a, b = pair
+        key = (a.key, b.key)
+        if key not in self.similarities:
+            self.similarities[key] = cosine(a.lowered, b.lowered)
+        return self.similarities[key]
 
     def estimate(self, root: _Root) -> int:
         """Tokens of a root's cluster bookmark: as shown for an existing one, as it will be for a new one."""
         if not root.new:
             return self.state.clusters[root.key].tokens
-        return cluster_bookmark_tokens(
-            root.terms, root.span, max_keywords=self.options.max_keywords, count_message=self.count_message
-        )
+        if root.tokens is None:
+            root.tokens = cluster_bookmark_tokens(
+                root.terms,
+                root.span,
+                max_keywords=self.options.max_keywords,
+                count_message=self.count_message,
+            )
+        return root.tokens
 
     def cold(self) -> list[str]:
         """Cold page bookmarks not folded yet, oldest first."""

@@ -24,7 +24,7 @@ from langgraph.store.sqlite import SqliteStore
 from langmem_paging import PagingMiddleware, TokenCounter, page_messages
 from langmem_paging.core.messages import merge_messages
 from langmem_paging.core.records import page_number
-from langmem_paging.core.sketch import TermSketch, add_terms
+from langmem_paging.core.sketch import TermSketch, add_terms, grouped, ungrouped
 from langmem_paging.core.state import PagingState
 from langmem_paging.core.text import search_terms
 from langmem_paging.core.tokens import message_text
@@ -226,6 +226,7 @@ def test_a_sketch_record_round_trips_and_counts_a_page_once():
     sketch.count(3, ["a", "b"])
     assert (sketch.doc_freq, sketch.n_pages, sketch.counted) == ({"a": 2, "b": 1}, 2, [[3, 5]])
     assert TermSketch.from_record(json.loads(json.dumps(sketch.to_record()))) == sketch
+    assert ungrouped({"a": 2, "b": 1}) == ungrouped(grouped({"a": 2, "b": 1})) == {"a": 2, "b": 1}
 
 
 class _CountingStore(InMemoryStore):
