@@ -177,17 +177,6 @@ class Pager:
         """`max_tokens` as an int (a fraction of the model's window is resolved here)."""
         return resolve_max_tokens(self.config.max_tokens, self.config.model if model is None else model)
 
-    def options(self, *, max_tokens: int, overhead: int, counter: TokenCounter) -> StepOptions:
-        """The step's options for a budget of `max_tokens` of which `overhead` is taken."""
-        return step_options(  # the integrations page right before a model call
-            self.config,
-            self.engine.components,
-            max_tokens=max_tokens,
-            overhead=overhead,
-            counter=counter,
-            before_model=True,
-        )
-
     def _io(self, thread_id: str, store: BaseStore | None) -> ThreadIO:
         page_store = self.page_store_for(store)
         return ThreadIO(page_store, self.index_for(page_store), thread_id)
@@ -215,8 +204,14 @@ class Pager:
         return await arun(flow, io)
 
     def _options(self, counter: TokenCounter, call: StepArgs) -> StepOptions:
+        """The step's options for this call's budget, of which its `overhead` is taken (the integrations
+        page right before a model call)."""
         budget = call.get("max_tokens") or self.max_tokens_for(call.get("model"))
-        return self.options(max_tokens=budget, overhead=call.get("overhead", 0), counter=counter)
+        overhead = call.get("overhead", 0)
+        components = self.engine.components
+        return step_options(
+            self.config, components, max_tokens=budget, overhead=overhead, counter=counter, before_model=True
+        )
 
     def _stepped(self, call: StepCall, counter: TokenCounter) -> ThreadFlow[PagingResult]:
         """One flow for `step` and `astep`: the step and its commit under the thread's lock (`_Locked`),
