@@ -227,7 +227,7 @@ def split_units(messages: Sequence[BaseMessage], start: int = 0, stop: int | Non
 def tool_call_ids(message: BaseMessage) -> list[str]:
     """Ids of the calls an AI message makes, malformed ones (`invalid_tool_calls`) included:
     `create_agent` answers those with an error ToolMessage, which must stay with its call."""
-    if not isinstance(message, AIMessage):
+    if not isinstance(message, AIMessage) or not (message.tool_calls or message.invalid_tool_calls):
         return []
     ids = [call.get("id") for call in message.tool_calls]
     ids += [call.get("id") for call in message.invalid_tool_calls]

@@ -68,16 +68,19 @@ class _Call:
     """This call's budget (the configured one, corrected by `calibration`)."""
     configured: int
     """`max_tokens` as configured (resolved for this call's model)."""
+    counter: TokenCounter
+    """The tokenizer of this call (its prompt's and its step's)."""
 
     def step_input(self, model: Any) -> dict[str, Any]:
         """What `Pager.step` takes for this call: the graph's view, state and thread, and the call's
-        store, overhead, model and budget."""
+        store, overhead, model, budget and tokenizer."""
         return {
             **self.graph.step_input(),
             "store": self.store,
             "overhead": self.overhead,
             "model": model,
             "max_tokens": self.max_tokens,
+            "counter": self.counter,
         }
 
     def refused(self, result: PagingResult, error: BaseException) -> _Call:
@@ -201,7 +204,7 @@ class PagingMiddleware(ThreadLifecycle, AgentMiddleware):
         calibration = Calibration.from_value(state.get(CALIBRATION_KEY))
         graph = self.paging.prepare(request.messages, paging_value(state), thread_id_of(request.runtime))
         configured = self.pager.max_tokens_for(request.model)
-        return _Call(graph, overhead, store, calibration, calibration.budget(configured), configured)
+        return _Call(graph, overhead, store, calibration, calibration.budget(configured), configured, counter)
 
     def _respond(
         self, request: ModelRequest, response: ModelResponse, result: PagingResult, call: _Call

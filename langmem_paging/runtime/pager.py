@@ -14,7 +14,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 from langchain_core.messages import BaseMessage
@@ -50,6 +50,8 @@ class StepArgs(TypedDict, total=False):
     """The model called (its encoding, and a fractional budget's window)."""
     max_tokens: int | None
     """This call's budget, when the caller corrected the configured one."""
+    counter: TokenCounter
+    """The tokenizer of this call, when the caller has it already (else `counter_for` the model)."""
 
 
 class Pager:
@@ -175,13 +177,6 @@ class Pager:
         """`max_tokens` as an int (a fraction of the model's window is resolved here)."""
         return resolve_max_tokens(self.config.max_tokens, self.config.model if model is None else model)
 
-    def options(self, *, max_tokens: int, overhead: int, counter: TokenCounter) -> StepOptions:
-        """The step's options for a budget of `max_tokens` of which `overhead` is taken."""
-        options = step_options(
-            self.config, self.engine.components, max_tokens=max_tokens, overhead=overhead, counter=counter
-        )
-        return replace(options, before_model=True)  # the integrations page right before a model call
-
     def _io(self, thread_id: str, store: BaseStore | None) -> ThreadIO:
         page_store = self.page_store_for(store)
         return ThreadIO(page_store, self.index_for(page_store), thread_id)
@@ -194,7 +189,7 @@ class Pager:
         before the result returns. Under the thread's lock the step and its commit, then indexing,
         warnings, tracing and hooks; only failures of the page store and the index fall under
         `on_store_error`."""
-        counter = self.counter_for(call.get("model"))
+        counter = call.get("counter") or self.counter_for(call.get("model"))
         io = self._io(thread_id, call.get("store"))
         flow = self._stepped(StepCall(thread_id, view, state, self._options(counter, call), io), counter)
         return run(flow, io)
@@ -203,14 +198,20 @@ class Pager:
         self, view: Sequence[BaseMessage], state: PagingValue, thread_id: str, **call: Unpack[StepArgs]
     ) -> PagingResult:
         """Async `step`."""
-        counter = await self.acounter_for(call.get("model"))
+        counter = call.get("counter") or await self.acounter_for(call.get("model"))
         io = self._io(thread_id, call.get("store"))
         flow = self._stepped(StepCall(thread_id, view, state, self._options(counter, call), io), counter)
         return await arun(flow, io)
 
     def _options(self, counter: TokenCounter, call: StepArgs) -> StepOptions:
+        """The step's options for this call's budget, of which its `overhead` is taken (the integrations
+        page right before a model call)."""
         budget = call.get("max_tokens") or self.max_tokens_for(call.get("model"))
-        return self.options(max_tokens=budget, overhead=call.get("overhead", 0), counter=counter)
+        overhead = call.get("overhead", 0)
+        components = self.engine.components
+        return step_options(
+            self.config, components, max_tokens=budget, overhead=overhead, counter=counter, before_model=True
+        )
 
     def _stepped(self, call: StepCall, counter: TokenCounter) -> ThreadFlow[PagingResult]:
         """One flow for `step` and `astep`: the step and its commit under the thread's lock (`_Locked`),

@@ -95,6 +95,8 @@ class StepContext:
 
     def measured_total(self) -> int:
         """Tokens of the view as the step has left it, measured (not the running estimate)."""
+        if not self.replace:  # nothing replaced, dropped or inserted: the view as it was given
+            return sum(self.counts)
         inserted = (self.replace.get(k) for keys in self.inserted.values() for k in keys)
         return sum(self.tokens_now(i) for i in range(len(self.messages))) + sum(
             self.options.count_message(m) for m in inserted if m is not None

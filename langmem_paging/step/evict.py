@@ -240,7 +240,7 @@ def _evict_page(ctx: StepContext, page_id: str, restored: list[Page]) -> int:
     bookmark = bookmark_message(page_id, page.bookmark, page.ids[0])
     cost = count(bookmark)
     current = [m for key in page.ids if (m := ctx.current(key)) is not None]
-    page_tokens = sum(count(m) for m in current)
+    page_tokens = sum(ctx.tokens_now(ctx.position[key]) for key in page.ids)
     direct = cost >= page_tokens
     if messages_digest([stored_form(m) for m in current]) != page.digest:
         restored.append(_restored_page(ctx, page_id, page, current))  # renumbered: see _renumber

@@ -29,7 +29,7 @@ def finish(ctx: StepContext) -> PagingResult:
             if key in ctx.replace and message.id:
                 updates.append(new if new is not None else RemoveMessage(id=message.id))
         result.view, result.updates = view, updates
-        ctx.total = sum(ctx.options.count_message(m) for m in view)
+        ctx.total = ctx.measured_total()
     if ctx.rewritten:  # messages were inserted: add_messages can only append, so the list is rewritten
         result.updates = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result.view]
     result.tokens = ctx.total

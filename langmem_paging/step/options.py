@@ -95,9 +95,11 @@ def step_options(
     max_tokens: int,
     counter: TokenCounter,
     overhead: int = 0,
+    before_model: bool = False,
 ) -> StepOptions:
     """The options of a step under `max_tokens`, of which `overhead` (system prompt, tool schemas)
-    is already taken; shares (bookmarks, large results) are shares of the whole `max_tokens`.
+    is already taken; shares (bookmarks, large results) are shares of the whole `max_tokens`
+    (`before_model`: see `StepOptions.before_model`).
 
     Raises:
         ValueError: If `max_tokens` is not positive.
@@ -128,4 +130,5 @@ def step_options(
         tiers=components.tiers,
         encoding=counter.encoding.name,
         tool_name=config.tool_name,
+        before_model=before_model,
     )

@@ -12,6 +12,10 @@ call and its error result page like any other unit (while that result has no id 
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+from langchain_core.messages import AIMessage
+
 from langmem_paging.core.messages import Unit, is_pinned, split_units
 from langmem_paging.step.context import StepContext
 from langmem_paging.step.result import Protected
@@ -28,7 +32,9 @@ def protect(ctx: StepContext) -> None:
         k: why for k, unit in enumerate(ctx.units) if (why := _why(ctx, k, unit, library)) is not None
     }
     for message in ctx.messages:
-        for call in getattr(message, "tool_calls", None) or []:
+        if not isinstance(message, AIMessage):  # (a getattr on another type costs a pydantic miss)
+            continue
+        for call in cast(list[dict[str, Any]], message.tool_calls):
             if call.get("id"):
                 ctx.calls[call["id"]] = call
 
@@ -50,7 +56,8 @@ def _latest_tool_group(ctx: StepContext) -> int | None:
         unit = ctx.units[k]
         if unit.start <= ctx.newest_user:
             return None
-        if len(unit.messages) > 1 or getattr(unit.messages[0], "tool_calls", None):
+        first = unit.messages[0]
+        if len(unit.messages) > 1 or (isinstance(first, AIMessage) and first.tool_calls):
             return k
     return None
 
@@ -78,9 +85,9 @@ def _chosen_kept(ctx: StepContext, unit: Unit, library: set[str]) -> str | None:
         return _OURS
     if any(is_pinned(m) for m in unit.messages):
         return "pinned"
-    if any(key in ctx.recalled_now for key in keys):
+    if not ctx.recalled_now.isdisjoint(keys):
         return "the last recall's result"
-    if any(key in ctx.inserted for key in keys):
+    if not ctx.inserted.keys().isdisjoint(keys):
         return "it took a stand-in's id this step"
     return None
 

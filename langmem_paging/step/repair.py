@@ -51,7 +51,7 @@ def repair_unanswered(messages: Sequence[BaseMessage], *, in_flight: bool = True
             repaired = True  # an error result of ours whose call a new message displaced (reused id)
             continue
         out.append(message)
-        if not isinstance(message, AIMessage):
+        if not calls or not isinstance(message, AIMessage):  # (no call of its own: nothing to answer)
             continue
         missing = _unanswered(messages, i)
         if missing and (not in_flight or any(not isinstance(m, ToolMessage) for m in messages[i + 1 :])):

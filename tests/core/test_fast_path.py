@@ -117,6 +117,37 @@ def test_through_the_middleware_a_quiet_turn_asks_the_counter_about_new_messages
     assert {m.id for m in values["messages"][:-1]} <= set(asked)
 
 
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_model_call_resolves_its_tokenizer_once(driver, monkeypatch):
+    """The middleware counts the prompt with the call's tokenizer and hands it to the step, which
+    resolved it again from the model (a chat model without a name attribute: four pydantic misses)."""
+    import asyncio
+
+    from langmem_paging.runtime.pager import Pager
+
+    resolved: list[object] = []
+    encoding_for = Pager.encoding_for
+
+    def counted(self, model=None, state=None):
+        resolved.append(model)
+        return encoding_for(self, model, state)
+
+    monkeypatch.setattr(Pager, "encoding_for", counted)
+    store = InMemoryStore()
+    agent = create_agent(
+        ScriptedChatModel(responses=["Noted."]),
+        middleware=[PagingMiddleware(max_tokens=10_000, store=store)],
+        store=store,
+        checkpointer=InMemorySaver(),
+    )
+    inputs, config = {"messages": ["The ferry to Bled leaves at noon."]}, {"configurable": {"thread_id": "t"}}
+    if driver == "sync":
+        agent.invoke(inputs, config)
+    else:
+        asyncio.run(agent.ainvoke(inputs, config))
+    assert len(resolved) == 1, resolved
+
+
 @pytest.mark.slow
 def test_forming_a_page_loads_the_english_stemmer_alone():
     """snowballstemmer's package __init__ imports its 30 languages (on an event loop's thread when
