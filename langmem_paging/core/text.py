@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
-__all__ = ["STOPWORDS", "content_terms", "cosine", "search_terms", "tfidf", "words"]
+__all__ = ["STOPWORDS", "WORD", "content_terms", "cosine", "search_terms", "words"]
 
 STOPWORDS = frozenset(
     [
@@ -257,13 +256,14 @@ STOPWORDS = frozenset(
     ]
 )
 
-# Letters in any script (names like "Tromsø"), inner apostrophes/hyphens; numbers with separators.
-_WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
+WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
+"""A word: letters in any script (names like "Tromsø") with inner apostrophes and hyphens, or a
+number with its separators (the words of search and of bookmarks alike)."""
 
 
 def words(text: str) -> list[str]:
     """Word tokens in their surface form (names keep their capitals; possessive 's dropped)."""
-    return [w[:-2] if w.endswith(("'s", "’s")) else w for w in _WORD.findall(text)]
+    return [w[:-2] if w.endswith(("'s", "’s")) else w for w in WORD.findall(text)]
 
 
 def content_terms(text: str) -> list[str]:
@@ -281,12 +281,6 @@ def search_terms(text: str) -> list[str]:
     from langmem_paging.core.background import stem
 
     return [stem(term) for term in content_terms(text)]
-
-
-def tfidf(terms: Iterable[str], doc_freq: Mapping[str, int], n_docs: int) -> dict[str, float]:
-    """Sparse TF-IDF vector with smoothed IDF ``log((N+1)/(df+1)) + 1``."""
-    counts = Counter(terms)
-    return {t: c * (math.log((n_docs + 1) / (doc_freq.get(t, 0) + 1)) + 1) for t, c in counts.items()}
 
 
 def cosine(a: Mapping[str, float], b: Mapping[str, float]) -> float:

@@ -25,17 +25,17 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from langchain_core.messages import BaseMessage
 
 from langmem_paging.core.background import BACKGROUND, stem
 from langmem_paging.core.library_messages import bookmark_safe, clip_keyword
-from langmem_paging.core.text import STOPWORDS
+from langmem_paging.core.text import STOPWORDS, WORD
 from langmem_paging.core.tokens import message_text
 
 __all__ = ["FILLER", "PageTerms", "background_weight", "is_date", "page_terms", "score_terms", "thread_idf"]
 
-_WORD = re.compile(r"[^\W\d_][\w'’\-]*[^\W_]|[^\W\d_]|\d[\d:/.,\-]*\d|\d")
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")  # a time of day: rarely what a question is about
 _ESCAPE = re.compile(r"u[0-9a-f]{4}")  # a JSON escape (\u05d5) read as a word: never a keyword
 _NUMERIC_DATE = re.compile(
@@ -199,7 +199,10 @@ class PageTerms:
 
     def form(self, key: str) -> str:
         """The stem's most frequent surface form (ties: alphabetical)."""
-        return max(self.surface[key].items(), key=lambda kv: (kv[1], kv[0]))[0]
+        surface = self.surface[key]
+        if len(surface) == 1:  # most stems of a page come in one form
+            return next(iter(surface))
+        return max(surface.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
 def _sentence_start(text: str, at: int) -> bool:
@@ -226,7 +229,7 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
     terms = PageTerms()
     for message in messages:
         text = message_text(message)
-        for match in _WORD.finditer(text):
+        for match in WORD.finditer(text):
             term = _term(text, match)
             if term is None:
                 continue
@@ -244,7 +247,21 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
 def _term(text: str, match: re.Match[str]) -> tuple[str, str, bool] | None:
     """A word as a candidate keyword: ``(stem key, surface form, salient)``, or None when it tells
     nothing (a stopword, filler, a JSON escape, a time of day, a bare small number)."""
-    word = clip_keyword(match.group(0))
+    word = _word(match.group(0))
+    if word is None:
+        return None
+    lower, form, key, capital = word
+    if key is None:
+        return _number_term(text, match, lower, form)
+    return key, form, lower in MONTHS or capital and not _sentence_start(text, match.start())
+
+
+@lru_cache(maxsize=16384)  # asked for every word of every page formed: a thread's words recur
+def _word(match: str) -> tuple[str, str, str | None, bool] | None:
+    """What a word is wherever it stands: ``(lower-cased, surface form, stem key or None for a
+    number, capitalized)``, or None for a word that is never a keyword (a stopword, filler, a JSON
+    escape, a form with nothing left, one letter)."""
+    word = clip_keyword(match)
     if word.endswith(("'s", "’s")):
         word = word[:-2]
     lower = word.lower().replace("’", "'")
@@ -253,11 +270,10 @@ def _term(text: str, match: re.Match[str]) -> tuple[str, str, bool] | None:
         return None
     form = bookmark_safe(word)
     if digit:
-        return _number_term(text, match, lower, form)
+        return lower, form, None, False
     if not form:
         return None
-    salient = lower in MONTHS or word[0].isupper() and not _sentence_start(text, match.start())
-    return stem(lower), form, salient
+    return lower, form, stem(lower), word[0].isupper()
 
 
 def _number_term(text: str, match: re.Match[str], lower: str, form: str) -> tuple[str, str, bool] | None:
