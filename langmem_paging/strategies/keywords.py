@@ -247,7 +247,7 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
 def _term(text: str, match: re.Match[str]) -> tuple[str, str, bool] | None:
     """A word as a candidate keyword: ``(stem key, surface form, salient)``, or None when it tells
     nothing (a stopword, filler, a JSON escape, a time of day, a bare small number)."""
-    word = _word(match.group(0))
+    word = _word(clip_keyword(match.group(0)))  # cut first: the cache keeps short words only
     if word is None:
         return None
     lower, form, key, capital = word
@@ -256,12 +256,11 @@ def _term(text: str, match: re.Match[str]) -> tuple[str, str, bool] | None:
     return key, form, lower in MONTHS or capital and not _sentence_start(text, match.start())
 
 
-@lru_cache(maxsize=16384)  # asked for every word of every page formed: a thread's words recur
-def _word(match: str) -> tuple[str, str, str | None, bool] | None:
-    """What a word is wherever it stands: ``(lower-cased, surface form, stem key or None for a
-    number, capitalized)``, or None for a word that is never a keyword (a stopword, filler, a JSON
-    escape, a form with nothing left, one letter)."""
-    word = clip_keyword(match)
+@lru_cache(maxsize=8192)  # asked for every word of every page formed: a thread's words recur
+def _word(word: str) -> tuple[str, str, str | None, bool] | None:
+    """What a word (cut by `clip_keyword`) is wherever it stands: ``(lower-cased, surface form, stem
+    key or None for a number, capitalized)``, or None for a word that is never a keyword (a
+    stopword, filler, a JSON escape, a form with nothing left, one letter)."""
     if word.endswith(("'s", "’s")):
         word = word[:-2]
     lower = word.lower().replace("’", "'")
