@@ -181,10 +181,13 @@ def _english_stemmer() -> Any:
 
 def _stem_uncached(term: str) -> str:
     global _STEMMER
+    normal = _normal(term)
+    if normal[-1:].isascii() and normal[-1:].isdigit() and normal[:1] != "'":
+        return normal  # Porter2 only rewrites letter suffixes (and drops a leading apostrophe)
     with _STEM_LOCK:  # a Snowball stemmer keeps its working string on the instance
         if _STEMMER is None:
             _STEMMER = _english_stemmer()
-        return str(_STEMMER.stemWord(_normal(term)))
+        return str(_STEMMER.stemWord(normal))
 
 
 def stem(term: str) -> str:
