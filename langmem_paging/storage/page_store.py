@@ -753,21 +753,21 @@ class PageStore:
         in-process index of another process drops the thread at its next search: its lifecycle record
         is gone); returns how many store records.
         Idempotent. A new conversation under the same thread id starts empty and is searchable."""
+        for each in self.search_indexes(index):  # first: a record's delete then finds no passage to follow
+            each.drop(thread_id)
         deleted = self._run(self._delete_thread(thread_id))
         self._claim(lambda claims: _dropped(claims, thread_id))
-        for each in self.search_indexes(index):
-            each.drop(thread_id)
         return deleted
 
     async def adelete_thread(self, thread_id: str, *, index: SearchIndex | None = None) -> int:
         """Async `delete_thread`."""
+        for each in self.search_indexes(index):
+            await each.adrop(thread_id)
         deleted = await self._arun(self._delete_thread(thread_id))
         try:
             await claims_for(self.store).adrop(thread_id)
         except Exception as error:  # noqa: BLE001 - the claims live in the store's database
             raise self._failed(error) from error
-        for each in self.search_indexes(index):
-            await each.adrop(thread_id)
         return deleted
 
     def _delete_thread(self, thread_id: str) -> Batches[int]:

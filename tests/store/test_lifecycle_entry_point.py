@@ -182,6 +182,29 @@ def test_delete_thread_leaves_no_row_of_the_thread(backend):
     assert _hits(_database_text(database), ("Zarko", "4929")) == []
 
 
+def test_a_delete_cut_short_after_its_index_drop_converges(backend, monkeypatch):
+    """`delete_thread` drops the index rows first (a record's delete then has no passage to follow):
+    cut short right after, the pages are still stored and still found (the index loads them again),
+    and a re-run leaves no row of the thread."""
+    store, index, database = backend
+    agent, paging, _ = _agent(store, index)
+    _converse(agent)
+
+    def cut(self, thread_id):
+        raise RuntimeError("killed after the index drop")
+        yield  # a generator of batches, as `PageStore._delete_thread` is
+
+    with monkeypatch.context() as patch:
+        patch.setattr(PageStore, "_delete_thread", cut)
+        with pytest.raises(Exception, match="killed after the index drop"):
+            paging.delete_thread(THREAD)
+    assert _searched(paging, "Zarko3"), "cut short: the pages are still stored, and found"
+
+    assert paging.delete_thread(THREAD) > 0
+    assert store.search(("langmem_paging",), limit=10) == []
+    assert THREAD not in _database_text(database)
+
+
 def test_the_cli_forget_is_the_same_entry_point(backend, capsys):
     store, index, database = backend
     if database is None:
