@@ -2,7 +2,8 @@
 
 On 127.0.0.1 it starts a throwaway Postgres (tests/support/postgres_server.py) and, for the Agent
 Server runtime, a throwaway Redis, then serves graphs/deploy_graph.py (a scripted model, with paging
-and without) with each runtime named (tools/deploy/servers.py):
+and without; without, a stand-in `recall` that finds nothing, so both run the same steps) with each
+runtime named (tools/deploy/servers.py):
 
 * ``dev``: ``langgraph dev`` with a Postgres store and checkpointer by path from its ``langgraph.json``
   (one process); its checked run is followed by a server restart and a second round on the same threads;
