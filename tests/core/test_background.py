@@ -172,7 +172,18 @@ def test_unusable_table_is_refused(tmp_path, content):
 
 @pytest.mark.parametrize(
     "word",
-    ["mirela57", "bohinj12", "2023", "'kestrel9", "Ying4", "studies1", "runs's7", "running-3", "y2", "Éclair5"],
+    [
+        "mirela57",
+        "bohinj12",
+        "2023",
+        "'kestrel9",
+        "Ying4",
+        "studies1",
+        "runs's7",
+        "running-3",
+        "y2",
+        "Éclair5",
+    ],
 )
 def test_a_word_ending_in_a_digit_skips_the_stemmer_with_its_stem(word: str) -> None:
     from langmem_paging.core.background import _english_stemmer
