@@ -232,7 +232,8 @@ class PageVectors:
                 plans[key] = messages
         if missing:
             keys = list(missing)
-            vectors = self.features_rows([plans[k] for k in keys])
+            texts, owners = self._plan([plans[k] for k in keys])
+            vectors = self._reduce(self.embedder.embed(texts), owners, len(keys))
             for key, vector in zip(keys, vectors, strict=True):
                 self._cache.put(key, vector)
                 for index in missing[key]:
@@ -240,11 +241,6 @@ class PageVectors:
         if not rows:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
         return np.stack(rows).astype(np.float32)  # type: ignore[arg-type]
-
-    def features_rows(self, pages: Sequence[Sequence[BaseMessage]]) -> np.ndarray:
-        """The vectors `features` would store, before encoding (float32 rows)."""
-        texts, owners = self._plan(pages)
-        return self._reduce(self.embedder.embed(texts), owners, len(pages))
 
     def embed_text(self, text: str) -> np.ndarray:
         """One text's unit vector (remembered like late-embedded units)."""
