@@ -31,7 +31,7 @@ from collections.abc import Callable, Container, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from langmem_paging.core.effects import drive
-from langmem_paging.core.records import ClusterNode, cluster_number, page_number
+from langmem_paging.core.records import ClusterNode, cluster_number, is_id, page_number
 
 __all__ = ["Members", "RootWalk", "members_of", "parent_index", "walk_members", "walk_root"]
 
@@ -105,7 +105,7 @@ def walk_root(
     """
     node, path = ident, []
     for _ in range(MAX_DEPTH):
-        parents = [p for p in (yield node) if _is_cluster_id(p)]
+        parents = [p for p in (yield node) if is_id(p, cluster_number)]
         if owned is not None:
             parents = [p for p in parents if owned(p)]
         if not parents or (roots is not None and node in roots):
@@ -127,14 +127,6 @@ def parent_index(nodes: Iterable[ClusterNode]) -> dict[str, list[str]]:
 def members_of(cluster_id: str, get_node: Callable[[str], ClusterNode | None]) -> Members:
     """`walk_members` over nodes already in hand (a mapping's ``get``, or a caching fetcher)."""
     return drive(walk_members(cluster_id), lambda ids: {i: n for i in ids if (n := get_node(i)) is not None})
-
-
-def _is_cluster_id(ident: object) -> bool:
-    try:
-        cluster_number(ident)  # type: ignore[arg-type]  # anything stored: checked here
-    except ValueError:
-        return False
-    return True
 
 
 def _cluster_order(cluster_id: str) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ __all__ = [
     "Reservation",
     "cluster_number",
     "escape_text",
+    "is_id",
     "messages_digest",
     "page_number",
     "unescape_text",
@@ -117,6 +118,15 @@ def page_number(page_id: str) -> int:
 def cluster_number(cluster_id: str) -> int:
     """``"c3"`` -> 3; raises ValueError for anything else."""
     return _number(cluster_id, "c")
+
+
+def is_id(ident: object, number: Callable[[str], int]) -> bool:
+    """True if `number` (`page_number`, `cluster_number`) reads `ident`: anything stored is checked."""
+    try:
+        number(ident)  # type: ignore[arg-type]
+    except ValueError:
+        return False
+    return True
 
 
 def _number(ident: str, prefix: str) -> int:

@@ -36,7 +36,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 from langmem_paging.core.effects import adrive, drive
 from langmem_paging.core.errors import LifecycleChanged, PageStoreError
 from langmem_paging.core.forest import walk_members, walk_root
-from langmem_paging.core.records import ClusterNode, Page, Reservation, cluster_number, page_number
+from langmem_paging.core.records import ClusterNode, Page, Reservation, cluster_number, is_id, page_number
 from langmem_paging.core.state import PagingState, TermSketch
 from langmem_paging.index.base import SearchIndex
 from langmem_paging.index.defaults import store_indexes
@@ -108,14 +108,6 @@ def thread_namespace(thread_id: str, kind: Kind) -> tuple[str, str, str]:
             "Paging needs a non-empty `thread_id`: pass config={'configurable': {'thread_id': ...}}."
         )
     return (NAMESPACE_ROOT, thread_id.replace("%", "%25").replace(".", "%2E"), kind)
-
-
-def _valid(ident: Any, number: Any) -> bool:
-    try:
-        number(ident)
-    except ValueError:
-        return False
-    return True
 
 
 class PageStore:
@@ -271,7 +263,7 @@ class PageStore:
         return await self._arun(self._get_many(thread_id, page_ids))
 
     def _get_many(self, thread_id: str, page_ids: Iterable[str]) -> Batches[dict[str, Page]]:
-        ids = [p for p in dict.fromkeys(page_ids) if _valid(p, page_number)]
+        ids = [p for p in dict.fromkeys(page_ids) if is_id(p, page_number)]
         ops: list[Op] = []
         for page_id in ids:
             ops += [
@@ -295,7 +287,7 @@ class PageStore:
         return await self._arun(self._get_clusters(thread_id, cluster_ids))
 
     def _get_clusters(self, thread_id: str, cluster_ids: Iterable[str]) -> Batches[dict[str, ClusterNode]]:
-        ids = [c for c in dict.fromkeys(cluster_ids) if _valid(c, cluster_number)]
+        ids = [c for c in dict.fromkeys(cluster_ids) if is_id(c, cluster_number)]
         items = yield [GetOp(thread_namespace(thread_id, "clusters"), c) for c in ids]
         return {
             c: ClusterNode.from_dict(it.value) for c, it in zip(ids, items, strict=True) if it is not None
