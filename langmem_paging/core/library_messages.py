@@ -29,11 +29,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langmem_paging.core.messages import METADATA_KEY, library_mark, recall_copy_pages
+
+M = TypeVar("M", bound=BaseMessage)
 
 __all__ = [
     "BOOKMARK_PATTERN",
@@ -214,10 +216,7 @@ def tool_result_stub(
         f"[{page_id}:{bookmark_safe(name)} result, {tokens} tokens, paged out; "
         f"args {args}; call {tool}(page_ids=['{page_id}']) to read it]"
     )
-    meta = {**result.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
-    return result.model_copy(
-        update={"content": text, "additional_kwargs": {**result.additional_kwargs, METADATA_KEY: meta}}
-    )
+    return _marked(result, text, {"paged_result": page_id})
 
 
 def stub_is_shorter(
@@ -244,14 +243,16 @@ def malformed_call_stub(page_id: str, message: AIMessage, tokens: int, *, tool: 
         f"[{page_id}:malformed call to {names or 'a tool'}, {tokens} tokens, paged out; "
         f"call {tool}(page_ids=['{page_id}']) to read it]"
     )
-    meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "paged_result": page_id}
-    return message.model_copy(
-        update={
-            "content": text,
-            "invalid_tool_calls": [{**call, "args": ""} for call in message.invalid_tool_calls],
-            "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
-        }
-    )
+    calls = [{**call, "args": ""} for call in message.invalid_tool_calls]
+    return _marked(message, text, {"paged_result": page_id}, invalid_tool_calls=calls)
+
+
+def _marked(message: M, text: str, mark: dict[str, Any], **update: Any) -> M:
+    """A copy of `message` (same id) with `text` for its content, `mark` added to the library's mark
+    and the fields in `update` replaced."""
+    meta = {**message.additional_kwargs.get(METADATA_KEY, {}), **mark}
+    kwargs = {**message.additional_kwargs, METADATA_KEY: meta}
+    return message.model_copy(update={"content": text, "additional_kwargs": kwargs, **update})
 
 
 # -- recall copies ----------------------------------------------------------------------------------
@@ -266,15 +267,8 @@ def copy_reference(page_ids: Sequence[str], tool: str = "recall") -> str:
 def shrink_recall_copy(message: ToolMessage) -> ToolMessage:
     """The same ToolMessage (same id) with its text replaced by a reference (the artifact keeps
     what rebuilds it: `langmem_paging.recall.render.expand_recall_copy`)."""
-    meta = {**message.additional_kwargs.get(METADATA_KEY, {}), "shrunk": True}
-    return message.model_copy(
-        update={
-            "content": copy_reference(
-                recall_copy_pages(message), message.name or "recall"
-            ),  # the tool that made it
-            "additional_kwargs": {**message.additional_kwargs, METADATA_KEY: meta},
-        }
-    )
+    text = copy_reference(recall_copy_pages(message), message.name or "recall")  # the tool that made it
+    return _marked(message, text, {"shrunk": True})
 
 
 def is_result_stub(message: BaseMessage | None) -> bool:
