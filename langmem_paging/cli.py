@@ -585,12 +585,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args, sys.stdout)
-    except _Fail as error:
+    except (_Fail, BackendError) as error:
         sys.stderr.write(f"langmem-paging {args.command}: {error}\n")
-        return error.code
-    except BackendError as error:
-        sys.stderr.write(f"langmem-paging {args.command}: {error}\n")
-        return 2
+        return error.code if isinstance(error, _Fail) else 2
 
 
 if __name__ == "__main__":
