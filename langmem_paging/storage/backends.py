@@ -21,12 +21,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
@@ -67,16 +66,12 @@ def sqlite_path(uri: str) -> str:
     return uri[len(prefix) :]
 
 
-def _imported(scheme: str, module: str) -> Any:
-    """An optional dependency of `scheme`, or a `BackendError` naming the extra that installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        extra = _EXTRAS[scheme]
-        raise BackendError(
-            f"{scheme}:// needs the {extra!r} extra ({error.name or error} is not installed): "
-            f'pip install "langmem-paging[{extra}]"'
-        ) from error
+def _missing_extra(scheme: str, error: ImportError) -> BackendError:
+    extra = _EXTRAS[scheme]
+    return BackendError(
+        f"{scheme}:// needs the {extra!r} extra ({error.name or error} is not installed): "
+        f'pip install "langmem-paging[{extra}]"'
+    )
 
 
 # -- SQLite ---------------------------------------------------------------------------------------
@@ -109,7 +104,10 @@ def _sqlite_has_table(conn: sqlite3.Connection, table: str) -> bool:
 
 @contextlib.contextmanager
 def _sqlite_store(uri: str, create: bool) -> Iterator[BaseStore]:
-    SqliteStore = _imported("sqlite", "langgraph.store.sqlite").SqliteStore
+    try:
+        from langgraph.store.sqlite import SqliteStore
+    except ImportError as error:
+        raise _missing_extra("sqlite", error) from error
     with contextlib.closing(_sqlite_connect(uri, create=create, autocommit=True)) as conn:
         if not create and not _sqlite_has_table(conn, "store"):
             raise BackendError(f"{uri!r} holds no LangGraph store (no `store` table).")
@@ -120,7 +118,10 @@ def _sqlite_store(uri: str, create: bool) -> Iterator[BaseStore]:
 
 @contextlib.contextmanager
 def _sqlite_saver(uri: str) -> Iterator[Saver | None]:
-    SqliteSaver = _imported("sqlite", "langgraph.checkpoint.sqlite").SqliteSaver
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError as error:
+        raise _missing_extra("sqlite", error) from error
     with contextlib.closing(_sqlite_connect(uri, create=False, autocommit=False)) as conn:
         # SqliteSaver creates its tables on first use: look before, so a store-only file stays one.
         yield SqliteSaver(conn) if _sqlite_has_table(conn, "checkpoints") else None
@@ -130,16 +131,16 @@ def _sqlite_saver(uri: str) -> Iterator[Saver | None]:
 
 
 def _pg_connect(uri: str, scheme: str) -> Connection[DictRow]:
-    psycopg = _imported(scheme, "psycopg")
-    dict_row = _imported(scheme, "psycopg.rows").dict_row
+    try:
+        import psycopg
+        from psycopg.rows import dict_row
+    except ImportError as error:
+        raise _missing_extra(scheme, error) from error
     try:
         # The settings LangGraph's Postgres store and saver require.
-        conn: Connection[DictRow] = psycopg.connect(
-            uri, autocommit=True, prepare_threshold=0, row_factory=dict_row
-        )
+        return psycopg.connect(uri, autocommit=True, prepare_threshold=0, row_factory=dict_row)
     except psycopg.Error as error:
         raise BackendError(f"Cannot connect to {uri!r}: {error}") from error
-    return conn
 
 
 def _pg_has_table(conn: Connection[DictRow], table: str) -> bool:
@@ -154,7 +155,10 @@ def _pg_connection(uri: str) -> contextlib.closing[Connection[DictRow]]:
 
 @contextlib.contextmanager
 def _pg_store(uri: str, create: bool) -> Iterator[BaseStore]:
-    PostgresStore = _imported(scheme_of(uri), "langgraph.store.postgres").PostgresStore
+    try:
+        from langgraph.store.postgres import PostgresStore
+    except ImportError as error:
+        raise _missing_extra(scheme_of(uri), error) from error
     with _pg_connection(uri) as conn:
         store = PostgresStore(conn)
         if create:
@@ -166,7 +170,10 @@ def _pg_store(uri: str, create: bool) -> Iterator[BaseStore]:
 
 @contextlib.contextmanager
 def _pg_saver(uri: str) -> Iterator[Saver | None]:
-    PostgresSaver = _imported(scheme_of(uri), "langgraph.checkpoint.postgres").PostgresSaver
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError as error:
+        raise _missing_extra(scheme_of(uri), error) from error
     with _pg_connection(uri) as conn:
         yield PostgresSaver(conn) if _pg_has_table(conn, "checkpoints") else None
 
