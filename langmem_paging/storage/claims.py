@@ -270,7 +270,7 @@ class SqliteClaims(TransactionClaims):
 
     def held(self, thread_id: str, kind: str, numbers: Sequence[int]) -> dict[int, str]:
         with self._lock:
-            held = self._held(thread_id, _of_kind(kind, numbers, [""] * len(numbers)))
+            held = self._held(thread_id, [kind], numbers)
         return {number: digest for (_, number), digest in held.items()}
 
     def drop(self, thread_id: str) -> None:
@@ -282,16 +282,18 @@ class SqliteClaims(TransactionClaims):
         self._conn.executemany(
             f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?)", [(thread_id, *w) for w in wanted]
         )
-        return _granted(wanted, self._held(thread_id, wanted))
+        kinds, numbers = {k for k, _, _ in wanted}, {n for _, n, _ in wanted}
+        return _granted(wanted, self._held(thread_id, sorted(kinds), sorted(numbers)))
 
-    def _held(self, thread_id: str, wanted: Sequence[Wanted]) -> dict[tuple[str, int], str]:
-        kinds, numbers = sorted({k for k, _, _ in wanted}), sorted({n for _, n, _ in wanted})
+    def _held(
+        self, thread_id: str, kinds: Sequence[str], numbers: Sequence[int]
+    ) -> dict[tuple[str, int], str]:
         rows = self._conn.execute(
             f"SELECT kind, number, digest FROM {TABLE} WHERE thread_id = ? AND kind IN "
             f"({','.join('?' * len(kinds))}) AND number IN ({','.join('?' * len(numbers))})",
             (thread_id, *kinds, *numbers),
         ).fetchall()
-        return {(kind, number): digest for kind, number, digest in rows}
+        return _held(rows)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
