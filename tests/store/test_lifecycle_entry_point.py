@@ -304,6 +304,23 @@ def test_a_forget_cut_at_any_store_call_converges_on_a_rerun(call):
     assert _hits(_next_prompt(agent, model)) == []
 
 
+@pytest.mark.parametrize("call", range(1, 7))
+def test_a_delete_cut_at_any_store_call_converges_on_a_rerun(call):
+    """The delete's store calls after its index drop: a listing per kind of record (5), the deletes (6th):
+    each fails once (after landing, for the deletes), the re-run leaves no record and no index row."""
+    faulty = FaultInjectingStore(InMemoryStore(), landed=1.0)
+    agent, paging, _ = _agent(faulty)
+    paging.page_store.retries = 0
+    _converse(agent)
+    faulty.arm(fail_at=[call])
+    with pytest.raises(PageStoreError):
+        paging.delete_thread(THREAD)
+    assert _searched(paging, "Zarko3") != (call == 6), "cut before its deletes: still stored and found"
+    paging.delete_thread(THREAD)
+    assert faulty.store.search(("langmem_paging",), limit=10) == []
+    assert [w for w in ("Zarko3", *ONLY_IN_CARD) if _searched(paging, w)] == []
+
+
 def test_forget_is_idempotent_and_a_rerun_changes_no_record():
     store = InMemoryStore()
     agent, paging, _ = _agent(store)
