@@ -9,9 +9,13 @@ library of ``--baseline`` (a git revision, extracted to a temporary folder). Pri
 median turn of each kind and their ratio; no target is asserted (a shared machine: compare the
 rows of one run).
 
+A paging step evicts down to the low-water mark (``--low-water``, a fraction of ``--budget``), so the
+pages a paging turn forms, and its cost, grow with the budget: the table gives pages per paging turn.
+
 Usage (from the repository root)::
 
     python tools/bench_commit.py --baseline main --turns 200 --reps 3
+    python tools/bench_commit.py --baseline main --turns 400 --reps 3 --budget 4000
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(folder: str, turns: int, wal: bool = False) -> dict[str, float]:
+def measure(
+    folder: str, turns: int, wal: bool = False, budget: int = 600, low_water: float = 0.75
+) -> dict[str, float]:
     """Median milliseconds of a paging turn and of a plain turn (run in a child process)."""
     from langchain.agents import create_agent
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -49,12 +56,15 @@ def measure(folder: str, turns: int, wal: bool = False) -> dict[str, float]:
     store = SqliteStore(connect("store.db"))
     store.setup()
     saver = SqliteSaver(connect("checkpoints.db"))
-    paging = PagingMiddleware(max_tokens=600, boundary="fixed_4", store=store)
+    paging = PagingMiddleware(
+        max_tokens=budget, low_water_tokens=("fraction", low_water), boundary="fixed_4", store=store
+    )
     model = ScriptedChatModel(responses=[f"Noted, day {i}." for i in range(turns)])
     agent = create_agent(model, middleware=[paging], checkpointer=saver, store=store)
     config = {"configurable": {"thread_id": "t"}}
     paged: list[float] = []
     plain: list[float] = []
+    pages: list[int] = []
     formed = 1
     for i in range(turns):
         start = time.perf_counter()
@@ -65,23 +75,25 @@ def measure(folder: str, turns: int, wal: bool = False) -> dict[str, float]:
         now = PagingState.from_value(state.get("paging")).next["p"]
         if i >= 10:  # past the first pages (connections, statements, the tables made)
             (paged if now > formed else plain).append(elapsed)
+            pages += [now - formed] if now > formed else []
         formed = now
     return {
         "paging_ms": statistics.median(paged),
         "plain_ms": statistics.median(plain),
         "paging_turns": len(paged),
         "plain_turns": len(plain),
+        "pages_per_paging_turn": statistics.mean(pages),
     }
 
 
-def _child(library: Path, folder: str, turns: int, wal: bool) -> dict[str, float]:
+def _child(library: Path, folder: str, options: dict[str, Any]) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": f"{library}{os.pathsep}{ROOT}"}
     code = (
         "import json, sys; from tools.bench_commit import measure; "
-        "print(json.dumps(measure(sys.argv[1], int(sys.argv[2]), sys.argv[3] == 'wal')))"
+        "print(json.dumps(measure(sys.argv[1], **json.loads(sys.argv[2]))))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, folder, str(turns), "wal" if wal else "delete"],
+        [sys.executable, "-c", code, folder, json.dumps(options)],
         env=env,
         capture_output=True,
         text=True,
@@ -106,8 +118,22 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--reps", type=int, default=3, help="runs of each version, alternating")
     parser.add_argument("--wal", action="store_true", help="put both files in write-ahead-log mode")
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=600,
+        help="max_tokens (default 600): a paging step evicts down to the low-water mark, so a larger budget "
+        "forms more pages in a paging turn",
+    )
+    parser.add_argument(
+        "--low-water",
+        type=float,
+        default=0.75,
+        help="low_water_tokens as a fraction of the budget (default 0.75, the library's default)",
+    )
     args = parser.parse_args()
     rows: dict[str, list[dict[str, float]]] = {args.baseline: [], "working tree": []}
+    options = {"turns": args.turns, "wal": args.wal, "budget": args.budget, "low_water": args.low_water}
     with tempfile.TemporaryDirectory() as tmp:
         baseline = _extract(args.baseline, Path(tmp) / "baseline")
         libraries = {args.baseline: baseline, "working tree": ROOT}
@@ -115,16 +141,20 @@ def main() -> None:
             for name, library in libraries.items():
                 folder = Path(tmp) / f"{name.replace(' ', '_')}-{rep}"
                 folder.mkdir()
-                rows[name].append(_child(library, str(folder), args.turns, args.wal))
+                rows[name].append(_child(library, str(folder), options))
     print(
-        "| library | paging turn p50 (ms) | plain turn p50 (ms) | paging / plain | turns (paging + plain) |"
+        "| library | paging turn p50 (ms) | plain turn p50 (ms) | paging / plain | pages per paging turn "
+        "| turns (paging + plain) |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for name, runs in rows.items():
         paging = statistics.median(r["paging_ms"] for r in runs)
         plain = statistics.median(r["plain_ms"] for r in runs)
         count = f"{int(runs[0]['paging_turns'])} + {int(runs[0]['plain_turns'])}"
-        print(f"| {name} | {paging:.1f} | {plain:.1f} | {paging / plain:.2f} | {count} x {len(runs)} runs |")
+        per = statistics.mean(r["pages_per_paging_turn"] for r in runs)
+        print(
+            f"| {name} | {paging:.1f} | {plain:.1f} | {paging / plain:.2f} | {per:.1f} | {count} x {len(runs)} runs |"
+        )
 
 
 if __name__ == "__main__":
