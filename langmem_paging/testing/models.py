@@ -29,9 +29,10 @@ class ScriptedChatModel(BaseChatModel):
         ('hi', '1 messages')
     """
 
-    responses: list[Any] = Field(default_factory=list)
-    """The script, consumed in order."""
-    prompts: list[list[BaseMessage]] = Field(default_factory=list)
+    responses: list[Any] = Field(default_factory=list, repr=False)
+    """The script, consumed in order (left out of the model's repr, which LangChain's tracing renders
+    at the first call: a long script made that call slow)."""
+    prompts: list[list[BaseMessage]] = Field(default_factory=list, repr=False)
     """Every message list the model was called with, in order."""
     bound_tools: list[str] = Field(default_factory=list)
     """Names of the tools last bound."""
