@@ -307,6 +307,7 @@ def is_date(key: str) -> bool:
     return " " in key or key in MONTHS or bool(_NUMERIC_DATE.fullmatch(key))
 
 
+@lru_cache(maxsize=4096)  # asked for every term of every page bookmarked: few (df, N) pairs recur
 def thread_idf(doc_freq: int, n_docs: int) -> float:
     """How rare a term is among the thread's `n_docs` pages: ``ln((N + 1) / df) + 0.1``, ``df``
     at least 1 (the page itself) and at most N (the frequency sketch overestimates); 1.0 for
