@@ -26,29 +26,29 @@ class LRU(Generic[K, V]):
         return len(self._items)
 
     def get(self, key: K) -> V | None:
-        return self.get_many([key])[0]
+        """The key's value, None where it is not kept."""
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key]
 
     def get_many(self, keys: Sequence[K]) -> list[V | None]:
-        """Each key's value, None where it is not kept."""
-        with self._lock:
-            for key in keys:
-                if key in self._items:
-                    self._items.move_to_end(key)
-            return [self._items.get(key) for key in keys]
+        return [self.get(key) for key in keys]
 
     def put(self, key: K, value: V) -> None:
-        self.put_many({key: value})
+        if not self.size:
+            return
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
 
     def pop(self, key: K) -> None:
         with self._lock:
             self._items.pop(key, None)
 
     def put_many(self, items: Mapping[K, V]) -> None:
-        if not self.size:
-            return
-        with self._lock:
-            for key, value in items.items():
-                self._items[key] = value
-                self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+        for key, value in items.items():
+            self.put(key, value)

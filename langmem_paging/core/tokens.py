@@ -356,16 +356,16 @@ class TokenCounter:
     def count_text(self, text: str) -> int:
         """Tokens of a bare string, no message overhead (short strings are remembered)."""
         if len(text) > 4000:
-            return len(self.encoding.encode(text, disallowed_special=()))
+            return len(self.encoding.encode_ordinary(text))
         cached = self._text_cache.get(text)
         if cached is None:
-            cached = len(self.encoding.encode(text, disallowed_special=()))
+            cached = len(self.encoding.encode_ordinary(text))
             self._text_cache.put(text, cached)
         return cached
 
     def truncate_text(self, text: str, max_tokens: int) -> str:
         """The longest prefix of `text` within `max_tokens` tokens."""
-        tokens = self.encoding.encode(text, disallowed_special=())
+        tokens = self.encoding.encode_ordinary(text)
         if len(tokens) <= max_tokens:
             return text
         # Decoding a cut token sequence may end mid-character; drop the partial one.
@@ -376,7 +376,7 @@ class TokenCounter:
         return self._cache.get(message, self._encode_message)
 
     def _encode_message(self, message: BaseMessage) -> int:
-        n = len(self.encoding.encode(wire_text(message), disallowed_special=())) + PER_MESSAGE_OVERHEAD
+        n = len(self.encoding.encode_ordinary(wire_text(message))) + PER_MESSAGE_OVERHEAD
         return n + media_tokens(
             message.content, self.count_text
         )  # by the provider's rule (blocks.py), not as text
@@ -659,7 +659,7 @@ def _warm(encoding: str) -> None:
     stem("warming")  # loads the stemmer module and builds the stemmer
     # tiktoken's first encode in a process sets up its regex engine (about 20 ms, whichever thread
     # asks): done here, not in the first turn on the loop
-    shared_counter(encoding).encoding.encode("warming up", disallowed_special=())
+    shared_counter(encoding).encoding.encode_ordinary("warming up")
 
 
 def loaded_counter(encoding: str) -> TokenCounter | None:

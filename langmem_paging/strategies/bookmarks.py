@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Literal, TypeAlias, cast
+from typing import Literal, NamedTuple, TypeAlias, cast
 
 from langchain_core.messages import BaseMessage
 
@@ -160,8 +160,7 @@ _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"
 _NAME_SPLIT = re.compile(r"[\W_]+")
 
 
-@dataclass(frozen=True)
-class _Candidate:
+class _Candidate(NamedTuple):
     """A term that may be shown."""
 
     form: str
@@ -334,6 +333,7 @@ class KeywordBookmarker(Bookmarker):
     def _fit(self, page_id: str, candidates: list[_Candidate], context: BookmarkContext) -> list[_Candidate]:
         """The best candidates that fit, in score order."""
         chosen: list[_Candidate] = []
+        forms: list[str] = []
         seen: set[str] = set()
         misses = 0
         for candidate in candidates:
@@ -341,8 +341,9 @@ class KeywordBookmarker(Bookmarker):
                 break
             if candidate.form.lower() in seen:
                 continue
-            if self._fits(page_id, [*(c.form for c in chosen), candidate.form], context):
+            if self._fits(page_id, [*forms, candidate.form], context):
                 chosen.append(candidate)
+                forms.append(candidate.form)
                 seen.add(candidate.form.lower())
                 misses = 0
             else:
@@ -373,8 +374,10 @@ def render_bookmark(page_id: str, forms: Sequence[str], separator: str = ",") ->
     bookmark reader's top-3 rose from 0.337 to 0.430 at B=4000. The date keeps its comma: ``25
     May`` inside a run of words would read as two keywords.
     """
-    words = [f for f in forms if not _is_date_form(f)]
-    dates = [f for f in forms if _is_date_form(f)]
+    words: list[str] = []
+    dates: list[str] = []
+    for form in forms:
+        (dates if _is_date_form(form) else words).append(form)
     if separator == ",":
         return format_bookmark(page_id, [*words, *dates])
     return format_bookmark(page_id, [" ".join(words)] * bool(words) + dates)

@@ -192,7 +192,7 @@ class PageTerms:
 
     tf: Counter[str] = field(default_factory=Counter)
     """Occurrences of each stem on the page."""
-    surface: dict[str, Counter[str]] = field(default_factory=dict)
+    surface: dict[str, dict[str, int]] = field(default_factory=dict)
     """Surface forms seen for each stem, with counts."""
     salient: set[str] = field(default_factory=set)
     """Stems written as a name, a number or a date."""
@@ -234,11 +234,9 @@ def page_terms(messages: Sequence[BaseMessage]) -> PageTerms:
             if term is None:
                 continue
             key, form, salient = term
-            terms.tf[key] += 1
-            surface = terms.surface.get(key)
-            if surface is None:  # (not setdefault: that builds a Counter per word)
-                surface = terms.surface[key] = Counter()
-            surface[form] += 1
+            terms.tf[key] = terms.tf.get(key, 0) + 1  # (not += 1: a new key calls Counter.__missing__)
+            surface = terms.surface.setdefault(key, {})
+            surface[form] = surface.get(form, 0) + 1
             if salient:
                 terms.salient.add(key)
     return terms
@@ -309,6 +307,7 @@ def is_date(key: str) -> bool:
     return " " in key or key in MONTHS or bool(_NUMERIC_DATE.fullmatch(key))
 
 
+@lru_cache(maxsize=4096)  # asked for every term of every page bookmarked: few (df, N) pairs recur
 def thread_idf(doc_freq: int, n_docs: int) -> float:
     """How rare a term is among the thread's `n_docs` pages: ``ln((N + 1) / df) + 0.1``, ``df``
     at least 1 (the page itself) and at most N (the frequency sketch overestimates); 1.0 for

@@ -37,12 +37,12 @@ _PROBE = textwrap.dedent(
         build(self, *args, **kwargs)
     tiktoken.core.Encoding.__init__ = init
 
-    encode = tiktoken.core.Encoding.encode
+    encode = tiktoken.core.Encoding.encode_ordinary  # how a TokenCounter encodes
     def first_encode(self, *args, **kwargs):
         if not any(e["kind"] == "first encode" for e in events):
             record("first encode")
         return encode(self, *args, **kwargs)
-    tiktoken.core.Encoding.encode = first_encode
+    tiktoken.core.Encoding.encode_ordinary = first_encode
 
     stemmer = background._english_stemmer
     def load_stemmer():
