@@ -148,10 +148,7 @@ def _split_message(line: str, size: int, counter: TokenCounter) -> list[str]:
     head_end = line.index(">") + 1  # attribute values are escaped: no ">" inside the tag
     head, body, tail = line[:head_end], line[head_end : -len("</message>")], "</message>"
     pieces = _split_tokens(body, size, counter) or [""]
-
-    def tokens(text: str) -> int:
-        return len(counter.encoding.encode(text, disallowed_special=()))
-
+    tokens = counter.count_text
     if tokens(head) + tokens(pieces[0]) <= size:
         pieces[0] = head + pieces[0]
     else:
@@ -164,7 +161,7 @@ def _split_message(line: str, size: int, counter: TokenCounter) -> list[str]:
 
 
 def _split_tokens(text: str, size: int, counter: TokenCounter) -> list[str]:
-    tokens = counter.encoding.encode(text, disallowed_special=())
+    tokens = counter.encoding.encode_ordinary(text)
     out, start = [], 0
     while start < len(tokens):
         end = min(len(tokens), start + size)

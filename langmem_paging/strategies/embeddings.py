@@ -602,7 +602,7 @@ class OpenAIEmbedder(Embedder):
         from langmem_paging.core.tokens import get_encoding
 
         encoding = get_encoding("cl100k_base")
-        tokens = encoding.encode(text, disallowed_special=())
+        tokens = encoding.encode_ordinary(text)
         if self.max_input_tokens is None or len(tokens) <= self.max_input_tokens:
             return text, len(tokens)
         cut = encoding.decode_bytes(tokens[: self.max_input_tokens]).decode("utf-8", errors="ignore")
