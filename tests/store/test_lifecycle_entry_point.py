@@ -19,6 +19,7 @@ import re
 import sqlite3
 import threading
 from contextlib import closing
+from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -287,17 +288,24 @@ def test_a_failed_index_write_then_a_rerun_converges():
     assert _hits(_next_prompt(agent, model)) == []
 
 
-@pytest.mark.parametrize("call", range(1, 8))
-def test_a_forget_cut_at_any_store_call_converges_on_a_rerun(call):
-    """The forget's store calls: lifecycle, its intent written (2nd), high-water mark, pages, clusters,
-    sketch, the write (7th): each fails once (after landing, for the writes), the re-run converges."""
+def _cut_at(call: int, operation: Any) -> tuple[FaultInjectingStore, Any, Any, Any]:
+    """A conversation on a store whose `call`-th store call during `operation` fails once (after
+    landing, for a write), with no retry: the operation raises, and the store is left as it cut."""
     faulty = FaultInjectingStore(InMemoryStore(), landed=1.0)
     agent, paging, model = _agent(faulty)
     paging.page_store.retries = 0
     _converse(agent)
     faulty.arm(fail_at=[call])
     with pytest.raises(PageStoreError):
-        paging.forget(THREAD, "card")
+        operation(paging)
+    return faulty, agent, paging, model
+
+
+@pytest.mark.parametrize("call", range(1, 8))
+def test_a_forget_cut_at_any_store_call_converges_on_a_rerun(call):
+    """The forget's store calls: lifecycle, its intent written (2nd), high-water mark, pages, clusters,
+    sketch, the write (7th): each fails once (after landing, for the writes), the re-run converges."""
+    faulty, agent, paging, model = _cut_at(call, lambda paging: paging.forget(THREAD, "card"))
     assert paging.forget(THREAD, "card")
     assert _hits(_store_text(faulty.store)) == []
     assert [w for w in ONLY_IN_CARD if _searched(paging, w)] == []
@@ -308,13 +316,7 @@ def test_a_forget_cut_at_any_store_call_converges_on_a_rerun(call):
 def test_a_delete_cut_at_any_store_call_converges_on_a_rerun(call):
     """The delete's store calls after its index drop: a listing per kind of record (5), the deletes (6th):
     each fails once (after landing, for the deletes), the re-run leaves no record and no index row."""
-    faulty = FaultInjectingStore(InMemoryStore(), landed=1.0)
-    agent, paging, _ = _agent(faulty)
-    paging.page_store.retries = 0
-    _converse(agent)
-    faulty.arm(fail_at=[call])
-    with pytest.raises(PageStoreError):
-        paging.delete_thread(THREAD)
+    faulty, _, paging, _ = _cut_at(call, lambda paging: paging.delete_thread(THREAD))
     assert _searched(paging, "Zarko3") != (call == 6), "cut before its deletes: still stored and found"
     paging.delete_thread(THREAD)
     assert faulty.store.search(("langmem_paging",), limit=10) == []
