@@ -11,12 +11,14 @@ rows of one run).
 
 A paging step evicts down to the low-water mark (``--low-water``, a fraction of ``--budget``), so the
 pages a paging turn forms, and its cost, grow with the budget: the table gives pages per paging turn,
-and the mean of all turns (a lower mark pages in bigger, rarer steps).
+and the mean of all turns (a lower mark pages in bigger, rarer steps). ``--boundary`` sets the page
+size (default ``fixed_4``; the library's default is ``fixed_20``).
 
 Usage (from the repository root)::
 
     python tools/bench_commit.py --baseline main --turns 200 --reps 3
     python tools/bench_commit.py --baseline main --turns 400 --reps 3 --budget 4000
+    python tools/bench_commit.py --baseline main --turns 400 --reps 3 --boundary fixed_20
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(
-    folder: str, turns: int, wal: bool = False, budget: int = 600, low_water: float = 0.75
+    folder: str,
+    turns: int,
+    wal: bool = False,
+    budget: int = 600,
+    low_water: float = 0.75,
+    boundary: str = "fixed_4",
 ) -> dict[str, float]:
     """Median milliseconds of a paging turn and of a plain turn (run in a child process)."""
     from langchain.agents import create_agent
@@ -58,7 +65,7 @@ def measure(
     store.setup()
     saver = SqliteSaver(connect("checkpoints.db"))
     paging = PagingMiddleware(
-        max_tokens=budget, low_water_tokens=("fraction", low_water), boundary="fixed_4", store=store
+        max_tokens=budget, low_water_tokens=("fraction", low_water), boundary=boundary, store=store
     )
     model = ScriptedChatModel(responses=[f"Noted, day {i}." for i in range(turns)])
     agent = create_agent(model, middleware=[paging], checkpointer=saver, store=store)
@@ -133,9 +140,21 @@ def main() -> None:
         default=0.75,
         help="low_water_tokens as a fraction of the budget (default 0.75, the library's default)",
     )
+    parser.add_argument(
+        "--boundary",
+        default="fixed_4",
+        help="the page boundary (default fixed_4: small pages, the most pages a paging turn forms; the "
+        "library's default is fixed_20)",
+    )
     args = parser.parse_args()
     rows: dict[str, list[dict[str, float]]] = {args.baseline: [], "working tree": []}
-    options = {"turns": args.turns, "wal": args.wal, "budget": args.budget, "low_water": args.low_water}
+    options = {
+        "turns": args.turns,
+        "wal": args.wal,
+        "budget": args.budget,
+        "low_water": args.low_water,
+        "boundary": args.boundary,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         baseline = _extract(args.baseline, Path(tmp) / "baseline")
         libraries = {args.baseline: baseline, "working tree": ROOT}
