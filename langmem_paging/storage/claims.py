@@ -293,7 +293,7 @@ class SqliteClaims(TransactionClaims):
             f"({','.join('?' * len(kinds))}) AND number IN ({','.join('?' * len(numbers))})",
             (thread_id, *kinds, *numbers),
         ).fetchall()
-        return _held(rows)
+        return _digests_by_number(rows)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
@@ -441,7 +441,7 @@ class PostgresClaims(TransactionClaims):
             (list(column) for column in zip(*wanted, strict=True)) if wanted else ([], [], [])
         )
         rows = yield _Statement(_POSTGRES_CLAIM, (kinds, numbers, digests, thread_id, thread_id), fetch=True)
-        return _granted(wanted, _held(rows))
+        return _granted(wanted, _digests_by_number(rows))
 
     def _create(self) -> _Work[None]:
         if not self._ready:
@@ -469,7 +469,7 @@ class PostgresClaims(TransactionClaims):
             (thread_id, kind, list(numbers)),
             fetch=True,
         )
-        return {number: digest for (_, number), digest in _held(rows).items()}
+        return {number: digest for (_, number), digest in _digests_by_number(rows).items()}
 
     def _drop(self, thread_id: str) -> _Work[None]:
         if not self._ready:  # a thread deleted before anything was claimed: no table to create for it
@@ -552,7 +552,7 @@ def _created_meanwhile() -> tuple[type[Exception], ...]:
     return (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject)
 
 
-def _held(rows: Sequence[Any]) -> dict[tuple[str, int], str]:
+def _digests_by_number(rows: Sequence[Any]) -> dict[tuple[str, int], str]:
     """``{(kind, number): digest}`` from rows ``(kind, number, digest)`` as tuples or as the stores'
     dict rows."""
     return {
