@@ -121,10 +121,12 @@ def measure(
         )
         elapsed = (time.perf_counter() - start) * 1000
         now = PagingState.from_value(state.get("paging")).next["p"]
-        if i >= 10:  # past the first pages (connections, statements, the tables made)
-            (paged if now > formed else plain).append(elapsed)
-            pages += [now - formed] if now > formed else []
-            sql += [store_conn.spent * 1000] if now > formed else []
+        if i >= 10 and now > formed:  # past the first pages (connections, statements, the tables made)
+            paged.append(elapsed)
+            pages.append(now - formed)
+            sql.append(store_conn.spent * 1000)
+        elif i >= 10:
+            plain.append(elapsed)
         formed = now
     return {
         "paging_ms": statistics.median(paged),
@@ -190,13 +192,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     rows: dict[str, list[dict[str, float]]] = {args.baseline: [], "working tree": []}
-    options = {
-        "turns": args.turns,
-        "wal": args.wal,
-        "budget": args.budget,
-        "low_water": args.low_water,
-        "boundary": args.boundary,
-    }
+    options = {k: v for k, v in vars(args).items() if k not in ("baseline", "reps")}  # measure's keywords
     with tempfile.TemporaryDirectory() as tmp:
         baseline = _extract(args.baseline, Path(tmp) / "baseline")
         libraries = {args.baseline: baseline, "working tree": ROOT}
